@@ -1,0 +1,223 @@
+"""Pluggable token counters for the context policy (SPEC T1-T3, issue 9).
+
+Why: the C1 estimate is tokenizer-free and conservative on prose, but on real agent traffic (code, JSON,
+logs) it is *below* the provider's count for most messages, so a threshold measured in estimated tokens
+does not hold in real tokens. This module makes counting pluggable without giving up C1:
+
+- ``EstimateCounter``: exactly the C1 estimate (T1: the default when nothing better is known).
+- ``FunctionCounter``: any ``str -> int`` token function (e.g. an exact tiktoken encoding, built by the
+  adapter ``mxclaw_nb.tokenizers``) applied with the same per-message structure as C1.
+- ``CalibratedCounter``: C1 (or another base) scaled by a per-session factor learned from the
+  provider's reported ``prompt_tokens``, plus ``anchored_total``: the last reported usage for what the
+  provider saw plus calibrated counts of the messages added since (T2).
+
+Pure: standard library only, no I/O, no clock; counters are immutable values, ``observe`` returns a new one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+from mxclaw_nb.context.tokens import IMAGE_TOKENS, estimate_tokens, tool_calls_json
+from mxclaw_nb.messages import content_text, image_count, sanitize
+
+__all__ = [
+    "MESSAGE_OVERHEAD_TOKENS",
+    "CalibratedCounter",
+    "EstimateCounter",
+    "FunctionCounter",
+    "TokenCounter",
+    "count_messages",
+    "messages_added_since",
+]
+
+#: Per-message framing overhead of the chat format. OpenAI's published recipe ("How to count tokens with
+#: tiktoken", cookbook) charges 3 tokens per message for the <|start|>role/<|message|>...<|end|> framing
+#: plus the role's own token (every role name is 1 token), i.e. 4 per message, plus 1 more when a
+#: ``name`` field is present. The recipe's 3 tokens of reply priming are per *request*, not per message;
+#: they are left to the provider's reported usage (CalibratedCounter) rather than guessed here.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens one request message costs; ``name`` labels the counter in records and UIs."""
+
+    name: str
+
+    def count(self, message: dict) -> int:
+        """Token count of one message (only fields that are sent to a provider)."""
+        ...
+
+
+def count_messages(counter: TokenCounter, messages: Iterable[dict]) -> int:
+    """Sum of ``counter.count`` over ``messages`` (the request total for that counter)."""
+    return sum(counter.count(m) for m in messages)
+
+
+@dataclass(frozen=True)
+class EstimateCounter:
+    """SPEC C1 estimate as a counter (T1: the default; tokenizer-free)."""
+
+    name: str = field(default="estimate", init=False)
+
+    def count(self, message: dict) -> int:
+        """C1 estimate of one message (delegates to ``mxclaw_nb.context.tokens.estimate_tokens``)."""
+        return estimate_tokens(message)
+
+
+@dataclass(frozen=True)
+class FunctionCounter:
+    """Per-message counter built from a text token function, with the same structure as C1.
+
+    The message is first reduced to what is sent (``mxclaw_nb.messages.sanitize``, as C1 does). Then:
+    ``per_message`` framing tokens (``MESSAGE_OVERHEAD_TOKENS``, see there) + ``text_count`` of the
+    content text (parts concatenated, as C1 measures it) + ``per_image`` per image part + ``text_count``
+    of the compact tool-call JSON (the text C1 measures; a provider renders calls in its own format, so
+    this is an approximation) + ``text_count(name) + 1`` when a ``name`` is sent. Not counted, as in C1:
+    stored-only keys (``reasoning``, ``is_error``, ``attachments``) and ``tool_call_id``. A non-dict
+    message counts 0, as in C1.
+    """
+
+    name: str
+    text_count: Callable[[str], int] = field(compare=False, repr=False)
+    per_message: int = MESSAGE_OVERHEAD_TOKENS
+    per_image: int = IMAGE_TOKENS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("FunctionCounter needs a non-empty name, e.g. 'o200k_base'")
+        if not callable(self.text_count):
+            raise ValueError(f"FunctionCounter {self.name!r}: text_count must be callable (str -> int)")
+        if self.per_message < 0 or self.per_image < 0:
+            raise ValueError(f"FunctionCounter {self.name!r}: per_message and per_image must be >= 0")
+
+    def count(self, message: dict) -> int:
+        """Tokens of one message: framing + text + images + tool-call JSON (+ name)."""
+        if not isinstance(message, dict):
+            return 0
+        sent = sanitize(message)
+        content = sent.get("content")
+        total = self.per_message + self.per_image * image_count(content)
+        text = content_text(content)
+        if text:
+            total += self.text_count(text)
+        calls = sent.get("tool_calls")
+        if calls:
+            total += self.text_count(tool_calls_json(calls))
+        name = sent.get("name")
+        if name:
+            total += self.text_count(name) + 1
+        return total
+
+
+def messages_added_since(sent: Sequence[dict], current: Sequence[dict]) -> list[dict] | None:
+    """Messages of ``current`` after ``sent`` when ``sent`` is its unchanged prefix, else None.
+
+    None means the view changed (compaction, repair) since the provider reported usage, so the report no
+    longer anchors ``current`` and the caller must count the whole view.
+    """
+    if len(sent) > len(current):
+        return None
+    for a, b in zip(sent, current, strict=False):
+        if a is not b and a != b:
+            return None
+    return list(current[len(sent):])
+
+
+@dataclass(frozen=True)
+class CalibratedCounter:
+    """Base counter (C1 by default) scaled by a factor learned from provider-reported usage (T2).
+
+    ``count(m) = ceil(base.count(m) * factor)``. ``observe`` returns a new counter; the instance never
+    changes. How the factor is learned, and why it errs high:
+
+    - Each observation gives a ratio ``reported_prompt_tokens / base total of the sent messages``.
+    - ``factor = max(floor, max of the last `window` ratios)``. The max (not a mean/EMA) because
+      under-counting is what hurts: it makes the provider reject the request and C9 falls back to six
+      messages, while over-counting only compacts a little early. Old ratios leave the window, so a
+      factor can come down again.
+    - ``floor`` defaults to 1.0: the calibrated count is never below C1. A provider whose tokenizer is
+      cheaper than C1 on the session so far (e.g. CJK prose) could justify < 1, but the next message may
+      be a JSON tool result that C1 under-counts; giving up C1's margin is not worth the few tokens.
+    - Reported usage includes request overhead that is not in the messages (tool schemas, reply
+      priming), so early ratios are inflated; this again errs on the safe side and fades as the
+      conversation grows. Anchored totals are unaffected: they reuse the reported number as is.
+    """
+
+    factor: float = 1.0
+    base: TokenCounter = field(default_factory=EstimateCounter)
+    floor: float = 1.0
+    window: int = 8
+    ratios: tuple[float, ...] = ()
+    name: str = field(default="calibrated", init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.factor, int | float) or not math.isfinite(self.factor) or self.factor <= 0:
+            raise ValueError(f"CalibratedCounter factor must be a finite number > 0, got {self.factor!r}")
+        if not math.isfinite(self.floor) or self.floor <= 0:
+            raise ValueError(f"CalibratedCounter floor must be a finite number > 0, got {self.floor!r}")
+        if not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(f"CalibratedCounter window must be an int >= 1, got {self.window!r}")
+        if not isinstance(self.base, TokenCounter):
+            raise ValueError("CalibratedCounter base must be a TokenCounter (name + count(message))")
+
+    @property
+    def calibrated(self) -> bool:
+        """True once at least one provider usage report has been observed."""
+        return bool(self.ratios)
+
+    @property
+    def label(self) -> str:
+        """Human label for gauges and records, e.g. 'calibrated x1.27 (3 reports)' or 'uncalibrated'."""
+        if not self.ratios:
+            return f"calibrated x{self.factor:.2f} (no usage reported yet)"
+        return f"calibrated x{self.factor:.2f} ({len(self.ratios)} reports in window)"
+
+    def count(self, message: dict) -> int:
+        """Calibrated tokens of one message: ``ceil(base.count(message) * factor)``."""
+        return math.ceil(self.base.count(message) * self.factor - 1e-9)
+
+    def observe(self, sent_messages: Sequence[dict], reported_prompt_tokens: int) -> CalibratedCounter:
+        """New counter that has learned from one usage report for exactly ``sent_messages``."""
+        reported = _check_reported(reported_prompt_tokens)
+        if reported is None:
+            return self
+        base_total = count_messages(self.base, sent_messages)
+        if base_total <= 0:
+            return self  # nothing measurable was sent: no information about the ratio
+        ratios = (*self.ratios, reported / base_total)[-self.window:]
+        return replace(self, ratios=ratios, factor=max(self.floor, max(ratios)))
+
+    def anchored_total(
+        self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None, new_messages: Iterable[dict]
+    ) -> int:
+        """Last reported ``prompt_tokens`` for what the provider saw + calibrated counts of messages since.
+
+        ``new_messages`` are the messages appended after ``sent_messages``. Without a report (None or 0:
+        the provider reported no usage) the sent messages are counted with this counter instead.
+        """
+        reported = _check_reported(reported_prompt_tokens)
+        anchor = count_messages(self, sent_messages) if reported is None else reported
+        return anchor + count_messages(self, new_messages)
+
+    def view_total(
+        self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None, view: Sequence[dict]
+    ) -> int:
+        """Total for a whole request ``view``: anchored when it extends ``sent_messages``, else counted."""
+        added = messages_added_since(sent_messages, view)
+        if added is None:
+            return count_messages(self, view)
+        return self.anchored_total(sent_messages, reported_prompt_tokens, added)
+
+
+def _check_reported(value: Any) -> int | None:
+    """Validate a reported prompt token count; None or 0 mean "no usage reported" (some servers send 0)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"reported_prompt_tokens must be an int >= 0 or None, got {value!r}")
+    return value or None
