@@ -1,0 +1,24 @@
+"""The pure context engine (SPEC C1-C10): messages in, request view + provenance out.
+
+Standard library only — no I/O, clock, pandas or IPython — so it can be tested exhaustively, replayed
+over thousands of stored sessions, and used from any notebook without the rest of the agent. The
+loop, the store, the widgets and the analysis depend on it; it depends on nothing of theirs.
+"""
+
+from mxclaw_nb.context.errors import is_prompt_too_long
+from mxclaw_nb.context.fallback import fallback_window
+from mxclaw_nb.context.layers import LAYERS, layer_tokens, message_layer
+from mxclaw_nb.context.micro import placeholder_for
+from mxclaw_nb.context.pipeline import ContextPolicy, build_request_view
+from mxclaw_nb.context.repair import repair_tool_call_transcript
+from mxclaw_nb.context.summary import build_structured_summary
+from mxclaw_nb.context.tail import safe_tail_start
+from mxclaw_nb.context.tokens import TokenCache, estimate_messages, estimate_text, estimate_tokens
+from mxclaw_nb.context.view import ACTIONS, STAGES, MessageRecord, Provenance, RequestView, SentRecord
+
+__all__ = [
+    "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "MessageRecord", "Provenance", "RequestView", "SentRecord",
+    "TokenCache", "build_request_view", "build_structured_summary", "estimate_messages", "estimate_text",
+    "estimate_tokens", "fallback_window", "is_prompt_too_long", "layer_tokens", "message_layer",
+    "placeholder_for", "repair_tool_call_transcript", "safe_tail_start",
+]

@@ -1,0 +1,28 @@
+"""SPEC C5: microcompaction, replacing old successful tool outputs with a length placeholder.
+
+Tried before any summary because it loses the least: no message disappears, the call/result pairs
+and the roles stay exactly as they were, only the bulk of old build logs and file dumps goes. Failure
+evidence (flagged errors and texts with `Tool failed`, `Invalid`, `Permission denied`, `Forbidden`)
+is never replaced, since it is what stops the model from repeating a mistake.
+"""
+
+from __future__ import annotations
+
+from mxclaw_nb.messages import Message, content_text, is_failure
+
+PLACEHOLDER = "[old tool output compacted: {n} characters]"
+
+
+def placeholder_for(message: Message) -> str | None:
+    """The placeholder text for a tool result, or None when it must stay (not a tool, failure, not shorter)."""
+    if message.get("role") != "tool" or is_failure(message):
+        return None
+    original = content_text(message.get("content"))
+    text = PLACEHOLDER.format(n=len(original))
+    return text if len(text) < len(original) else None
+
+
+def micro_summary(replaced: int, chars: int, before: int, after: int) -> str:
+    """The event summary for a microcompaction (starts with `[microcompaction]`, C10)."""
+    return (f"[microcompaction] replaced {replaced} old tool output(s) ({chars:,} characters) with "
+            f"placeholders; {before:,} -> {after:,} est. tokens")

@@ -1,0 +1,194 @@
+"""SPEC C0/C2/C7: the request-view pipeline, composed from the small passes beside it.
+
+Order matters and is fixed: repair first (the estimate is of what will be sent), then estimate and
+compare with the threshold (under it, the repaired transcript goes out unchanged), then the safe
+tail, microcompaction of old successful tool outputs, the structured summary, and — only if the
+summariser raises — the fallback window. Every step works on the view; the input list and its dicts
+are never mutated, and the same input gives byte-identical output. The function is pure: no clock,
+no I/O; token counts may come from a caller-supplied counter and are cached per message identity so
+an iteration that appends a few messages does not re-count the history.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+from mxclaw_nb.context.fallback import fallback_indices, fallback_message
+from mxclaw_nb.context.micro import micro_summary, placeholder_for
+from mxclaw_nb.context.repair import plan_repair
+from mxclaw_nb.context.summary import build_structured_summary
+from mxclaw_nb.context.tail import safe_tail_start
+from mxclaw_nb.context.tokens import TokenCache, estimate_sent
+from mxclaw_nb.context.view import RequestView, Trace
+from mxclaw_nb.messages import SYSTEM_ROLES, Message, content_text, sanitize
+
+Summarizer = Callable[[list[Message]], str]
+
+
+class Counter(Protocol):
+    """Anything with a `name` and a per-message `count` (see `counters.py`)."""
+
+    name: str
+
+    def count(self, message: Message) -> int: ...
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """Window, threshold ratio, safe-tail budget and token counter for one model (SPEC C2, C3, T2)."""
+
+    context_window_tokens: int = 64_000
+    threshold_ratio: float = 0.8
+    keep_recent_tokens: int = 8_000
+    counter: Any = None  # a Counter; None = the C1 estimate
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.context_window_tokens, int) or self.context_window_tokens <= 0:
+            raise ValueError(f"context_window_tokens must be a positive integer, got {self.context_window_tokens!r}")
+        if not 0 < self.threshold_ratio <= 1:
+            raise ValueError(f"threshold_ratio must be in (0, 1], got {self.threshold_ratio!r}")
+        if not isinstance(self.keep_recent_tokens, int) or self.keep_recent_tokens < 0:
+            raise ValueError(f"keep_recent_tokens must be an integer >= 0, got {self.keep_recent_tokens!r}")
+
+    @property
+    def threshold(self) -> int:
+        """C2: floor(window * ratio), computed in decimal so 0.29 * 100 is 29, not 28."""
+        return math.floor(Decimal(self.context_window_tokens) * Decimal(str(self.threshold_ratio)))
+
+    @property
+    def counter_name(self) -> str:
+        """Name of the token counter in use (`estimate` for C1)."""
+        return "estimate" if self.counter is None else str(self.counter.name)
+
+    def count(self, sent_message: Message) -> int:
+        """Tokens of one message in its sent form under this policy's counter."""
+        return estimate_sent(sent_message) if self.counter is None else int(self.counter.count(sent_message))
+
+
+def _counted(policy: ContextPolicy, cache: TokenCache | None, message: Message) -> tuple[int, Message]:
+    def compute(m: Message) -> tuple[int, Message]:
+        sent = sanitize(m)
+        return policy.count(sent), sent
+
+    if cache is None:
+        return compute(message)
+    key = None if policy.counter is None else policy.counter
+    return cache.lookup(message, key, compute)
+
+
+def build_request_view(
+    messages: Sequence[Message],
+    policy: ContextPolicy,
+    summarize: Summarizer | None = build_structured_summary,
+    *,
+    cache: TokenCache | None = None,
+) -> RequestView:
+    """SPEC C0: the request view for one model call, with its provenance."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise ValueError("messages must be a list of message dicts")
+    inputs = list(messages)
+    plan = plan_repair(inputs)
+    steps = [(s.source, s.message) for s in plan.steps]
+    tokens: list[int] = []
+    sent: list[Message] = []
+    for src, msg in steps:
+        n, out = _counted(policy, cache if src is not None else None, msg)
+        tokens.append(n)
+        sent.append(out)
+    build = _Builder(inputs, steps, plan.dropped, tokens, sent, policy, plan.changed)
+    if not steps:
+        raise ValueError("nothing to send: the transcript has no usable messages")
+    if build.before <= policy.threshold:
+        return build.finish("unchanged", list(range(len(steps))), None)
+    return build.compact(summarize)
+
+
+class _Builder:
+    """Holds one build's intermediate state; each stage turns it into a RequestView."""
+
+    def __init__(self, inputs: list[Any], steps: list[tuple[int | None, Message]], dropped: dict[int, str],
+                 tokens: list[int], sent: list[Message], policy: ContextPolicy, repaired: bool) -> None:
+        self.inputs, self.steps, self.dropped = inputs, steps, dropped
+        self.tokens, self.sent, self.policy, self.repaired = tokens, sent, policy, repaired
+        self.before = sum(tokens)
+        self.actions = ["kept" if src is not None else "synthetic" for src, _ in steps]
+        self.systems = [k for k, (_, m) in enumerate(steps) if m.get("role") in SYSTEM_ROLES]
+        self.conversation = [k for k, (_, m) in enumerate(steps) if m.get("role") not in SYSTEM_ROLES]
+        self.tail: int | None = None  # index into self.conversation
+
+    def compact(self, summarize: Summarizer | None) -> RequestView:
+        conv = self.conversation
+        self.tail = safe_tail_start([self.steps[k][1] for k in conv], [self.tokens[k] for k in conv],
+                                    self.policy.keep_recent_tokens)
+        old = conv[: self.tail]
+        replaced, chars = 0, 0
+        for k in old:
+            text = placeholder_for(self.steps[k][1])
+            if text is not None:
+                chars += len(content_text(self.steps[k][1].get("content")))
+                self.sent[k] = {**self.sent[k], "content": text}
+                self.actions[k] = "placeholder"
+                replaced += 1
+        micro_tokens = {k: self.policy.count(self.sent[k]) for k, a in enumerate(self.actions) if a == "placeholder"}
+        order = self.systems + conv
+        after_micro = sum(micro_tokens.get(k, self.tokens[k]) for k in order)
+        if after_micro <= self.policy.threshold or not old:
+            stage = "micro" if replaced else "unchanged"
+            summary = micro_summary(replaced, chars, self.before, after_micro) if replaced else None
+            return self.finish(stage, order, summary, micro_tokens)
+        for k in old:  # the summary path sends old messages as summarized, not as placeholders
+            self.actions[k] = "summarized"
+            self.sent[k] = sanitize(self.steps[k][1])
+        try:
+            if summarize is None:
+                raise RuntimeError("no summariser configured")
+            text = summarize([self.steps[k][1] for k in old])
+            if not isinstance(text, str):
+                raise TypeError(f"summariser returned {type(text).__name__}, not str")
+        except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
+            return self.fallback(f"{type(exc).__name__}: {exc}")
+        return self.finish("summary", self.systems + [None] + conv[self.tail:], text,
+                           extra={"role": "system", "content": text})
+
+    def fallback(self, error: str) -> RequestView:
+        """C8 on the repaired steps: first two systems + fixed note + last six conversation messages."""
+        msgs = [m for _, m in self.steps]
+        systems, tail = fallback_indices(msgs)
+        keep = set(systems) | set(tail)
+        for k in range(len(self.steps)):
+            self.sent[k] = sanitize(self.steps[k][1])
+            self.actions[k] = ("synthetic" if self.steps[k][0] is None else "kept") if k in keep else "dropped"
+        note = fallback_message()
+        return self.finish("fallback", systems + [None] + tail, note["content"], extra=note, error=error)
+
+    def finish(self, stage: str, order: list[int | None], summary: str | None,
+               override: dict[int, int] | None = None, extra: Message | None = None,
+               error: str | None = None) -> RequestView:
+        override = override or {}
+        out: list[Message] = []
+        sent_tokens: list[int] = []
+        sent_of_step: list[int | None] = [None] * len(self.steps)
+        for k in order:
+            if k is None:
+                assert extra is not None
+                out.append(extra)
+                sent_tokens.append(self.policy.count(extra))
+                continue
+            sent_of_step[k] = len(out)
+            out.append(self.sent[k])
+            sent_tokens.append(override.get(k, self.tokens[k]))
+        after = sum(sent_tokens)
+        tail_start = None
+        if self.tail is not None and self.tail < len(self.conversation):
+            tail_start = self.steps[self.conversation[self.tail]][0]
+        trace = Trace(self.inputs, self.steps, self.dropped, self.tokens, self.actions, sent_of_step,
+                      list(order), sent_tokens)
+        return RequestView(
+            messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
+            threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
+            counter=self.policy.counter_name, tail_start=tail_start, over_threshold=after > self.policy.threshold,
+            repaired=self.repaired, error=error, trace=trace)

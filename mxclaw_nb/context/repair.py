@@ -1,0 +1,114 @@
+"""SPEC C4: repair the tool-call protocol before anything else looks at the transcript.
+
+A provider rejects a request whose assistant tool calls are not each followed by exactly one result,
+or that carries a result nobody asked for. Real transcripts break this all the time: a kernel
+interrupted mid-tool leaves a dangling call, agents reuse ids in later turns, logs duplicate results.
+Repair pairs results per assistant block (so a reused id in a later turn is its own pair), keeps the
+first result per id, drops orphans, and synthesises an "interrupted" failure for each missing result
+placed at the end of its block. It works on the view only, returns its input's dicts unchanged when
+nothing is wrong, and reports what it did so the UI can show it (like pydantic-ai's
+`_clean_message_history`: small passes whose order matters — repair must precede estimation, because
+the estimate is of what will be sent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, tool_call_name
+
+SYNTHETIC_TEXT = (
+    "Tool failed: the {name} call ({call_id}) was interrupted and no result was recorded. "
+    "Treat it as not done."
+)
+
+
+@dataclass(frozen=True)
+class RepairStep:
+    """One message of the repaired sequence: where it came from (None = synthetic) and the message."""
+
+    source: int | None
+    message: Message
+
+
+@dataclass(frozen=True)
+class RepairPlan:
+    """Repaired sequence plus the input positions that were dropped, with the reason."""
+
+    steps: list[RepairStep]
+    dropped: dict[int, str]
+
+    @property
+    def changed(self) -> bool:
+        """True when repair dropped or synthesised anything."""
+        return bool(self.dropped) or any(s.source is None for s in self.steps)
+
+
+def synthetic_result(call_id: str, name: str | None) -> Message:
+    """The synthetic failure result that stands in for a call with no recorded result."""
+    return {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": SYNTHETIC_TEXT.format(name=name or "tool", call_id=call_id),
+        "is_error": True,
+        "synthetic": True,
+    }
+
+
+def _call_ids(message: Message) -> list[tuple[str, str | None]]:
+    calls = message.get("tool_calls")
+    if not calls:
+        return []
+    if not isinstance(calls, list):
+        calls = [calls]
+    out: list[tuple[str, str | None]] = []
+    for k, call in enumerate(calls):
+        cid = call.get("id") if isinstance(call, dict) else None
+        # Same fallback id as messages.sanitize, so the synthetic result pairs with the sent call.
+        out.append((str(cid) if cid else fallback_call_id(call, k), tool_call_name(call)))
+    return out
+
+
+def plan_repair(messages: list[Message]) -> RepairPlan:
+    """Compute the repaired sequence without copying or mutating any message."""
+    steps: list[RepairStep] = []
+    dropped: dict[int, str] = {}
+    n = len(messages)
+    i = 0
+    while i < n:
+        msg = messages[i]
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if role not in ROLES and role not in SYSTEM_ROLES:
+            dropped[i] = "unknown role" if isinstance(msg, dict) else "not a message"
+            i += 1
+            continue
+        if role == "tool":
+            dropped[i] = "orphan tool result (no matching call directly before)"
+            i += 1
+            continue
+        steps.append(RepairStep(i, msg))
+        i += 1
+        calls = _call_ids(msg) if role == "assistant" else []
+        if not calls:
+            continue
+        wanted = {cid for cid, _ in calls}
+        seen: set[str] = set()
+        while i < n and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
+            tcid = messages[i].get("tool_call_id")
+            tcid = None if tcid is None else str(tcid)
+            if tcid in wanted and tcid not in seen:
+                seen.add(tcid)
+                steps.append(RepairStep(i, messages[i]))
+            else:
+                dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
+            i += 1
+        for cid, name in calls:
+            if cid not in seen:
+                seen.add(cid)
+                steps.append(RepairStep(None, synthetic_result(cid, name)))
+    return RepairPlan(steps, dropped)
+
+
+def repair_tool_call_transcript(messages: list[Message]) -> list[Message]:
+    """SPEC C4: a transcript where every tool call has exactly one result directly after its call."""
+    return [step.message for step in plan_repair(list(messages)).steps]

@@ -1,0 +1,123 @@
+"""SPEC C1: the conservative token estimate, and a per-message cache for incremental rebuilds.
+
+No tokenizer is needed: every CJK character counts as one token, other characters as a quarter,
+each image as 2,000 and the compact JSON of tool calls as a quarter token per character. It is
+deliberately simple so it is stable across providers; issue 9's counters (`counters.py`) refine it
+when real usage is known. Only what is sent counts: the estimate is taken of the sanitised message,
+so display-only fields such as `reasoning` never inflate it. The CJK set is defined here and nowhere
+else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from mxclaw_nb.messages import Message, content_text, image_count, sanitize
+
+IMAGE_TOKENS = 2_000
+
+# Han (incl. extensions A-H, compatibility ideographs), kana, hangul, CJK symbols/punctuation,
+# full-width forms. One place, used by every estimate.
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x1100, 0x11FF),    # Hangul Jamo
+    (0x2E80, 0x2FDF),    # CJK radicals, Kangxi radicals
+    (0x2FF0, 0x2FFF),    # ideographic description characters
+    (0x3000, 0x303F),    # CJK symbols and punctuation
+    (0x3040, 0x309F),    # Hiragana
+    (0x30A0, 0x30FF),    # Katakana
+    (0x3100, 0x312F),    # Bopomofo
+    (0x3130, 0x318F),    # Hangul compatibility Jamo
+    (0x3190, 0x31FF),    # Kanbun, Bopomofo ext, CJK strokes, Katakana phonetic ext
+    (0x3200, 0x33FF),    # enclosed CJK letters, CJK compatibility
+    (0x3400, 0x4DBF),    # Han extension A
+    (0x4E00, 0x9FFF),    # Han unified ideographs
+    (0xA960, 0xA97F),    # Hangul Jamo extended A
+    (0xAC00, 0xD7AF),    # Hangul syllables
+    (0xD7B0, 0xD7FF),    # Hangul Jamo extended B
+    (0xF900, 0xFAFF),    # Han compatibility ideographs
+    (0xFE30, 0xFE4F),    # CJK compatibility forms
+    (0xFF00, 0xFFEF),    # half-width and full-width forms
+    (0x1B000, 0x1B16F),  # Kana supplement / extended A / small kana
+    (0x20000, 0x2FA1F),  # Han extensions B-F, compatibility supplement
+    (0x30000, 0x323AF),  # Han extensions G-H
+)
+CJK_PATTERN = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]")
+
+
+def count_cjk(text: str) -> int:
+    """Number of CJK characters in `text`."""
+    if text.isascii():
+        return 0
+    return sum(1 for _ in CJK_PATTERN.finditer(text))
+
+
+def estimate_text(text: str) -> int:
+    """C1 estimate of a bare string: CJK chars + ceil(other chars / 4)."""
+    cjk = count_cjk(text)
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def tool_calls_json(tool_calls: Any) -> str:
+    """Compact JSON of tool calls as C1 counts it (no spaces, non-ASCII kept)."""
+    return json.dumps(tool_calls, separators=(",", ":"), ensure_ascii=False)
+
+
+def estimate_sent(message: Message) -> int:
+    """C1 estimate of a message that is already in its sent (sanitised) form."""
+    content = message.get("content")
+    tokens = estimate_text(content_text(content)) + IMAGE_TOKENS * image_count(content)
+    calls = message.get("tool_calls")
+    if calls:
+        tokens += math.ceil(len(tool_calls_json(calls)) / 4)
+    return tokens
+
+
+def estimate_tokens(message: Message) -> int:
+    """C1 estimate of one message, counting only the fields that are sent."""
+    if not isinstance(message, dict):
+        return 0
+    return estimate_sent(sanitize(message))
+
+
+def estimate_messages(messages: Iterable[Message]) -> int:
+    """C1 request estimate: the sum over messages."""
+    return sum(estimate_tokens(m) for m in messages)
+
+
+class TokenCache:
+    """Per-message counts keyed by object identity, so rebuilding a grown view re-counts only new messages.
+
+    A message dict is recognised by identity plus the identity of its content and tool calls (a cheap
+    guard against in-place edits); the cache keeps a reference so ids stay valid. It belongs to one
+    session/loop; a different counter clears it.
+    """
+
+    def __init__(self, max_entries: int = 500_000) -> None:
+        self._entries: dict[int, tuple[Message, Any, Any, int, Message]] = {}
+        self._counter_key: Any = None
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+
+    def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
+               ) -> tuple[int, Message]:
+        """Return (tokens, sanitised message), computing them on a miss."""
+        if counter_key != self._counter_key:
+            self._entries.clear()
+            self._counter_key = counter_key
+        key = id(message)
+        hit = self._entries.get(key)
+        content, calls = message.get("content"), message.get("tool_calls")
+        if hit is not None and hit[0] is message and hit[1] is content and hit[2] is calls:
+            self.hits += 1
+            return hit[3], hit[4]
+        self.misses += 1
+        tokens, sent = compute(message)
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[key] = (message, content, calls, tokens, sent)
+        return tokens, sent

@@ -1,0 +1,190 @@
+"""The RequestView and its provenance: the one structure every widget, event and experiment reads.
+
+`build_request_view` decides; this module only records the decision. The view keeps what was sent
+(`messages`) and, per message, where it came from and what happened to it, so the before/after
+tables, the gauge's layers, the events and the replays are all projections of the same facts and can
+never disagree. Provenance rows are built lazily: a 10k-message view that nobody inspects costs
+nothing extra, which keeps the incremental rebuild inside the loop cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+from mxclaw_nb.messages import (
+    FALLBACK_PREFIX,
+    SUMMARY_PREFIX,
+    Message,
+    content_text,
+    is_failure,
+    tool_call_name,
+)
+
+STAGES = ("unchanged", "micro", "summary", "fallback")
+ACTIONS = ("kept", "placeholder", "summarized", "dropped", "synthetic", "summary")
+PREVIEW_CHARS = 80
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """One row of the *before* table: a message of the (repaired) transcript and what happened to it."""
+
+    position: int | None  # index in the input messages; None for a synthetic repair result
+    role: str
+    tool_name: str | None
+    tokens_before: int
+    tokens_after: int
+    action: str
+    sent_position: int | None
+    failure: bool
+    synthetic: bool
+    chars: int
+    preview: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class SentRecord:
+    """One row of the *after* table: a message as sent and where it came from."""
+
+    position: int
+    source: int | None  # input index; None for summaries, fallback notes and synthetic results
+    role: str
+    tool_name: str | None
+    tokens: int
+    action: str
+    chars: int
+    preview: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Before (transcript) and after (sent) rows of one request view."""
+
+    before: tuple[MessageRecord, ...]
+    after: tuple[SentRecord, ...]
+
+    def to_records(self) -> dict[str, list[dict[str, Any]]]:
+        """JSON-able form, for the `requests.provenance` column and exports."""
+        return {"before": [asdict(r) for r in self.before], "after": [asdict(r) for r in self.after]}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The pipeline's raw decision, from which provenance rows are derived on demand."""
+
+    inputs: Sequence[Any]
+    steps: list[tuple[int | None, Message]]  # (input position or None if synthetic, message)
+    dropped: dict[int, str]
+    tokens: list[int]  # per step, before
+    actions: list[str]  # per step
+    sent_of_step: list[int | None]  # per step: position in the sent list
+    sent_sources: list[int | None]  # per sent message: step index, None for engine-made messages
+    sent_tokens: list[int]
+
+
+def _preview(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """What one model call sends, and why (SPEC C0-C8, C10)."""
+
+    messages: list[Message]
+    stage: str
+    before_tokens: int
+    after_tokens: int
+    threshold: int
+    window: int
+    summary: str | None
+    counter: str
+    tail_start: int | None  # input position of the first safe-tail message (None when not computed)
+    over_threshold: bool  # after_tokens > threshold even after every allowed step
+    repaired: bool  # repair dropped or synthesised something
+    error: str | None = None  # why the compactor failed, on the fallback path
+    trace: Trace | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def compacted(self) -> bool:
+        """True when the stage is anything but `unchanged`."""
+        return self.stage != "unchanged"
+
+    @property
+    def sources(self) -> list[int | None]:
+        """Input position of each sent message (None for engine-made messages)."""
+        if self.trace is None:
+            return [None] * len(self.messages)
+        t = self.trace
+        return [None if k is None else t.steps[k][0] for k in t.sent_sources]
+
+    def next_input(self, appended: Sequence[Message] = ()) -> list[Message]:
+        """C7: the input of the next iteration: this view (originals where kept) plus new messages."""
+        if self.trace is None:
+            return [*self.messages, *appended]
+        t = self.trace
+        out: list[Message] = []
+        for pos, k in enumerate(t.sent_sources):
+            kept = k is not None and t.actions[k] in ("kept", "synthetic")
+            out.append(t.steps[k][1] if kept else self.messages[pos])  # type: ignore[index]
+        return out + list(appended)
+
+    def event(self) -> dict[str, Any] | None:
+        """C10 payload of the `context.compacted` event, or None when nothing was compacted."""
+        if not self.compacted:
+            return None
+        return {"stage": self.stage, "before_tokens": self.before_tokens, "after_tokens": self.after_tokens,
+                "tokens_are": "estimates" if self.counter == "estimate" else self.counter,
+                "threshold": self.threshold, "summary": self.summary or ""}
+
+    @cached_property
+    def provenance(self) -> Provenance:
+        """Per-message record of what happened (before rows) and where each sent message came from."""
+        if self.trace is None:
+            return Provenance((), ())
+        return _build_provenance(self, self.trace)
+
+
+def _is_summary(message: Message) -> bool:
+    text = content_text(message.get("content"))
+    return message.get("role") == "system" and text.startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
+
+
+def _build_provenance(view: RequestView, t: Trace) -> Provenance:
+    names: dict[str, str | None] = {}
+    step_names: list[str | None] = []
+    for _, msg in t.steps:
+        if msg.get("role") == "assistant":
+            names = {str(c.get("id")): tool_call_name(c) for c in msg.get("tool_calls") or [] if isinstance(c, dict)}
+        step_names.append(names.get(str(msg.get("tool_call_id"))) if msg.get("role") == "tool" else None)
+    rows: list[tuple[tuple[int, int, int], MessageRecord]] = []
+    last = -1
+    for k, (src, msg) in enumerate(t.steps):
+        last = src if src is not None else last
+        text = content_text(msg.get("content"))
+        sent = t.sent_of_step[k]
+        rows.append(((last, 1 if src is None else 0, k), MessageRecord(
+            src, str(msg.get("role")), step_names[k], t.tokens[k], 0 if sent is None else t.sent_tokens[sent],
+            t.actions[k], sent, msg.get("role") == "tool" and is_failure(msg), src is None, len(text),
+            _preview(text))))
+    for i, reason in t.dropped.items():
+        msg = t.inputs[i]
+        ok = isinstance(msg, dict)
+        text = content_text(msg.get("content")) if ok else str(msg)
+        rows.append(((i, 0, -1), MessageRecord(
+            i, str(msg.get("role")) if ok else "?", None, 0, 0, "dropped", None,
+            ok and msg.get("role") == "tool" and is_failure(msg), False, len(text), _preview(text), reason)))
+    rows.sort(key=lambda r: r[0])
+    after = []
+    for pos, k in enumerate(t.sent_sources):
+        msg = view.messages[pos]
+        text = content_text(msg.get("content"))
+        action = "summary" if k is None or _is_summary(msg) else t.actions[k]
+        after.append(SentRecord(pos, None if k is None else t.steps[k][0], str(msg.get("role")),
+                                None if k is None else step_names[k], t.sent_tokens[pos], action, len(text),
+                                _preview(text)))
+    return Provenance(tuple(r for _, r in rows), tuple(after))

@@ -1,0 +1,155 @@
+"""Message shapes and small pure helpers shared by the engine, the store and the UI.
+
+Messages are plain dicts in the OpenAI Chat Completions shape, because that is what users load from
+JSONL, what the provider takes and what the store round-trips. Keeping them as values (not classes)
+means a transcript read from DuckDB, a file or a notebook cell can go straight into the engine. The
+helpers here answer the few questions everybody asks of a message (its text, its images, whether it
+is a failure, which tool it belongs to) in one place, so the gauge, the summary and the analysis
+cannot disagree. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from typing import Any
+
+Message = dict[str, Any]
+
+ROLES = ("system", "user", "assistant", "tool")
+# Roles that behave like `system` for compaction (OpenAI's newer name for the same layer).
+SYSTEM_ROLES = frozenset({"system", "developer"})
+# Only these keys are ever sent to a provider; everything else (reasoning, is_error, ...) is display-only.
+SENT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+SUMMARY_PREFIX = "[compressed conversation context]"
+MICRO_PREFIX = "[microcompaction]"
+FALLBACK_PREFIX = "[fallback context window]"
+
+# SPEC C5: failure evidence is never compacted; matched case-insensitively anywhere in the text.
+FAILURE_RE = re.compile(r"tool failed|invalid|permission denied|forbidden", re.IGNORECASE)
+
+
+def content_text(content: Any) -> str:
+    """Concatenated text of a content value (string, list of parts, or None)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict):
+                if part.get("type", "text") == "text":
+                    texts.append(str(part.get("text") or ""))
+            else:
+                texts.append(str(part))
+        return "".join(texts)
+    return str(content)
+
+
+def image_count(content: Any) -> int:
+    """Number of image parts in a content value."""
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for p in content if isinstance(p, dict) and p.get("type") in ("image_url", "image", "input_image"))
+
+
+def tool_call_name(call: Any) -> str | None:
+    """Function name of one tool call, tolerating malformed shapes."""
+    if isinstance(call, dict):
+        fn = call.get("function")
+        if isinstance(fn, dict) and fn.get("name") is not None:
+            return str(fn["name"])
+        if call.get("name") is not None:
+            return str(call["name"])
+    return None
+
+
+def tool_call_args(call: Any) -> dict[str, Any] | None:
+    """Parsed arguments of one tool call, or None when they are not a JSON object."""
+    if not isinstance(call, dict):
+        return None
+    fn = call.get("function")
+    raw = fn.get("arguments") if isinstance(fn, dict) else call.get("arguments")
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def is_failure(message: Message) -> bool:
+    """True for a tool result that is failure evidence (flagged, or carrying a failure marker)."""
+    if message.get("is_error"):
+        return True
+    return bool(FAILURE_RE.search(content_text(message.get("content"))))
+
+
+def _normalize_content(content: Any) -> Any:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[Any] = []
+        for part in content:
+            if isinstance(part, dict):
+                if part.get("type", "text") == "text" and not isinstance(part.get("text"), str):
+                    part = {**part, "type": "text", "text": "" if part.get("text") is None else str(part["text"])}
+                parts.append(part)
+            else:
+                parts.append({"type": "text", "text": "" if part is None else str(part)})
+        return parts
+    if isinstance(content, dict):
+        return json.dumps(content, ensure_ascii=False, sort_keys=True)
+    return str(content)
+
+
+def fallback_call_id(call: Any, k: int) -> str:
+    """Deterministic id for a tool call that arrived without one (position-independent)."""
+    raw = json.dumps(call, sort_keys=True, ensure_ascii=False, default=str)
+    return f"call_missing_{k}_{zlib.crc32(raw.encode()):08x}"
+
+
+def _normalize_call(call: Any, fallback_id: str) -> dict[str, Any]:
+    if not isinstance(call, dict):
+        return {"id": fallback_id, "type": "function", "function": {"name": "unknown", "arguments": str(call)}}
+    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    name = fn.get("name", call.get("name"))
+    args = fn.get("arguments", call.get("arguments", ""))
+    if not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False)
+    call_id = call.get("id")
+    return {
+        "id": str(call_id) if call_id else fallback_id,
+        "type": "function",
+        "function": {"name": "unknown" if name is None else str(name), "arguments": args},
+    }
+
+
+def sanitize(message: Message) -> Message:
+    """The sent form of a message: only SENT_KEYS, content normalised, tool calls well-formed."""
+    role = message.get("role")
+    out: Message = {"role": role}
+    content = _normalize_content(message.get("content"))
+    calls = message.get("tool_calls") if role == "assistant" else None
+    if content is None and not calls:
+        content = ""
+    out["content"] = content
+    if calls:
+        if not isinstance(calls, list):
+            calls = [calls]
+        out["tool_calls"] = [_normalize_call(c, fallback_call_id(c, k)) for k, c in enumerate(calls)]
+    if role == "tool":
+        tcid = message.get("tool_call_id")
+        out["tool_call_id"] = "" if tcid is None else str(tcid)
+    name = message.get("name")
+    if name is not None and role in ("user", "tool", "system", "developer", "assistant"):
+        out["name"] = str(name)
+    return out
