@@ -1,0 +1,35 @@
+"""Workspace tools for the agent: file tools, the bash tool and read_artifact (SPEC L3, A2).
+
+Why a package with a registry: the loop only needs ``registry.schemas()`` for the provider,
+``registry.run(name, arguments, ctx)`` for each tool call (it never raises on bad input) and
+``registry.finalize(result, ctx)`` to apply A1/A3 before storing the result. Tool names and their
+required arguments are public: the demo model and users' prompts rely on them.
+"""
+
+from __future__ import annotations
+
+from mxclaw_nb.tools.artifact_tool import ARTIFACT_TOOL
+from mxclaw_nb.tools.base import APPROVAL_MODES, ArtifactStore, ToolContext, ToolError, ToolResult
+from mxclaw_nb.tools.files import FILE_TOOLS, resolve_in_workspace
+from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN, forbidden_match
+from mxclaw_nb.tools.registry import Tool, ToolRegistry
+from mxclaw_nb.tools.shell import SHELL_TOOL
+
+__all__ = [
+    "APPROVAL_MODES",
+    "DEFAULT_FORBIDDEN",
+    "ArtifactStore",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "default_registry",
+    "forbidden_match",
+    "resolve_in_workspace",
+]
+
+
+def default_registry() -> ToolRegistry:
+    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact."""
+    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL])

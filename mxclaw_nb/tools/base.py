@@ -1,0 +1,86 @@
+"""Shared value types of the tool layer: results, the per-call context and the artifact Protocol.
+
+Why a separate module: the registry, every tool and the query loop all speak these types, and the
+loop must be able to type against them without importing any concrete tool. The store is reached
+only through the small ``ArtifactStore`` Protocol, so the tools never import DuckDB and tests can
+pass a dict-backed store. Failure texts start with the SPEC's markers (``Invalid``,
+``Permission denied``, ``Forbidden``, ``Tool failed``) because the context engine recognises
+failures by them (C5, C6); the helpers here are the one place those prefixes are spelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
+
+APPROVAL_MODES = ("allow", "ask", "deny")
+
+
+@dataclass
+class ToolResult:
+    """One tool outcome: the text for the model, a failure flag and details for UI and store."""
+
+    content: str
+    is_error: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ArtifactStore(Protocol):
+    """Session-scoped artifact storage (implemented by mxclaw_nb.store.Store)."""
+
+    def put_artifact(self, session_id: str, text: str) -> str:
+        """Store text for the session and return its artifact id."""
+        ...
+
+    def get_artifact(self, session_id: str, artifact_id: str) -> str | None:
+        """Return the artifact's text, or None when the session has no such artifact."""
+        ...
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool call may use: workspace, session, artifact store, approval policy."""
+
+    workspace: Path
+    session_id: str
+    artifacts: ArtifactStore | None = None
+    approval: str = "ask"
+    approver: Callable[[str], bool | None] | None = None
+    forbidden: tuple[str, ...] = DEFAULT_FORBIDDEN
+    shell_timeout: float = 60.0
+    on_event: Callable[[str, dict[str, Any]], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.workspace = Path(self.workspace).expanduser().resolve()
+        if self.approval not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)} (got {self.approval!r})")
+        if not self.shell_timeout > 0:
+            raise ValueError(f"shell_timeout must be > 0 seconds (got {self.shell_timeout!r})")
+
+    def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        """Send an event to the subscriber, if any."""
+        if self.on_event is not None:
+            self.on_event(kind, payload)
+
+
+class ToolError(Exception):
+    """Raised inside a tool to end it with a failure result whose text is the message."""
+
+
+def invalid(message: str) -> ToolError:
+    """A bad-input failure: text starts with 'Invalid'."""
+    return ToolError(message if message.startswith("Invalid") else f"Invalid {message}")
+
+
+def denied(message: str) -> ToolError:
+    """A confinement or approval failure: text starts with 'Permission denied:'."""
+    return ToolError(f"Permission denied: {message}")
+
+
+def failed(message: str) -> ToolError:
+    """Any other failure: text starts with 'Tool failed:'."""
+    return ToolError(f"Tool failed: {message}")

@@ -1,0 +1,155 @@
+"""The tool registry: OpenAI tool schemas, argument validation and never-raising dispatch.
+
+Why it never raises: a model's tool call is untrusted input. Invalid JSON, an unknown tool name or
+a missing argument must come back to the model as an ``Invalid ...`` failure result so the loop
+goes on and the model can correct itself (issue 4, "Bad input"); a bug inside a tool becomes a
+``Tool failed: ...`` result. Only ``KeyboardInterrupt`` (the notebook's stop button) passes
+through, because the loop turns that into an interrupted turn (L4).
+
+``finalize`` applies A1/A3 (artifact or truncated fallback) to a result so the loop stays small;
+``run`` itself returns the raw, full result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mxclaw_nb import artifacts
+from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
+
+Handler = Callable[[dict[str, Any], ToolContext], "ToolResult | str"]
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A named tool: description and JSON-schema parameters for the model, and its handler."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+
+    def schema(self) -> dict[str, Any]:
+        """This tool in the OpenAI Chat Completions "tools" shape."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+def _coerce(name: str, value: Any, spec: dict[str, Any]) -> Any:
+    """Check one argument against its schema type; accept "12" for integers and "true" for booleans."""
+    kind = spec.get("type")
+    if kind is None or value is None:
+        return value
+    if kind == "integer" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind == "boolean" and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    ok = isinstance(value, _TYPES.get(kind, (object,)))
+    if kind in ("integer", "number") and isinstance(value, bool):
+        ok = False
+    if not ok:
+        raise ToolError(f"Invalid arguments: '{name}' must be of type {kind} (got {type(value).__name__})")
+    return value
+
+
+class ToolRegistry:
+    """Named tools, their schemas for the provider, and safe dispatch of model tool calls."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        """Add a tool; a name can be registered once."""
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        """Registered tool names in registration order."""
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI "tools" list for every registered tool."""
+        return [t.schema() for t in self._tools.values()]
+
+    def parse_arguments(self, tool: Tool, arguments: str | dict[str, Any] | None) -> dict[str, Any]:
+        """Decode and validate a tool call's JSON arguments, raising ToolError('Invalid ...')."""
+        if isinstance(arguments, dict):
+            raw: Any = arguments
+        elif arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+            raw = {}
+        else:
+            try:
+                raw = json.loads(arguments)
+            except (json.JSONDecodeError, TypeError) as exc:
+                raise ToolError(f"Invalid arguments for tool '{tool.name}': not valid JSON ({exc})") from None
+        if not isinstance(raw, dict):
+            raise ToolError(
+                f"Invalid arguments for tool '{tool.name}': expected a JSON object, got {type(raw).__name__}"
+            )
+        props: dict[str, Any] = tool.parameters.get("properties", {})
+        missing = [k for k in tool.parameters.get("required", []) if raw.get(k) is None]
+        if missing:
+            raise ToolError(
+                f"Invalid arguments for tool '{tool.name}': missing required argument(s) "
+                + ", ".join(repr(m) for m in missing)
+            )
+        try:
+            return {k: _coerce(k, v, props[k]) for k, v in raw.items() if k in props}
+        except ToolError as exc:
+            where = f"Invalid arguments for tool '{tool.name}':"
+            raise ToolError(str(exc).replace("Invalid arguments:", where)) from None
+
+    def run(self, name: str, arguments: str | dict[str, Any] | None, ctx: ToolContext) -> ToolResult:
+        """Run one tool call; every bad input or tool error becomes a failure ToolResult."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(
+                f"Invalid tool: unknown tool '{name}'. Available tools: {', '.join(self._tools)}",
+                is_error=True,
+                meta={"error": "unknown_tool"},
+            )
+        try:
+            args = self.parse_arguments(tool, arguments)
+            out = tool.handler(args, ctx)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        except Exception as exc:  # a bug or an OS error inside a tool must not end the turn
+            return ToolResult(f"Tool failed: {type(exc).__name__}: {exc}", is_error=True)
+        return out if isinstance(out, ToolResult) else ToolResult(out)
+
+    def finalize(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
+        """Apply A1/A3: large results become an artifact preview (or a truncated fallback)."""
+        if not artifacts.needs_artifact(result.content):
+            return result
+        store = ctx.artifacts
+        put = None if store is None else (lambda text: store.put_artifact(ctx.session_id, text))
+        errors: list[Exception] = []
+        content, artifact_id = artifacts.record_tool_output(result.content, put, on_error=errors.append)
+        meta = dict(result.meta)
+        meta["bytes"] = len(result.content.encode("utf-8", "surrogatepass"))
+        meta["chars"] = len(result.content)
+        meta["artifact_id"] = artifact_id
+        meta["truncated"] = artifact_id is None
+        if errors or store is None:
+            reason = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "no artifact store"
+            meta["artifact_error"] = reason
+            ctx.emit("artifact.fallback", {"reason": reason, "bytes": meta["bytes"]})
+        return replace(result, content=content, meta=meta)

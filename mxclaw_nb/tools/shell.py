@@ -1,0 +1,161 @@
+"""The ``bash`` tool: forbidden list, approval policy, then a bounded subprocess (SPEC L3).
+
+Why this order: a forbidden command is refused before anyone is asked (there is no point asking to
+run ``sudo``); then the approval policy decides (``allow`` runs, ``deny`` refuses, ``ask`` asks the
+context's approver, and with no approver or an approver that cannot answer -- a headless kernel --
+the command is denied rather than run). Every decision is emitted as ``approval.decided`` so the
+loop stores it. Denials and forbidden commands are failure results with the ``Permission denied``
+and ``Forbidden`` markers so C5/C6 keep them as evidence.
+
+The command runs in its own process group with cwd = workspace and stdin closed; on timeout (or an
+interrupt) the whole group is killed, so ``sleep 100 &`` children cannot keep the call hanging.
+Output is captured by reader threads with a per-stream cap, so ``yes`` cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from typing import IO, Any
+
+from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult, denied
+from mxclaw_nb.tools.policy import describe_pattern, forbidden_match
+from mxclaw_nb.tools.registry import Tool
+
+CAPTURE_LIMIT_BYTES = 8_000_000
+_DRAIN_SECONDS = 2.0
+
+
+class _Capture:
+    """Read a pipe to EOF in a thread, keeping at most CAPTURE_LIMIT_BYTES and counting the rest."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self.kept = bytearray()
+        self.dropped = 0
+        self._pipe = pipe
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
+            room = CAPTURE_LIMIT_BYTES - len(self.kept)
+            self.kept += chunk[: max(room, 0)]
+            self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    def text(self, label: str) -> str:
+        out = bytes(self.kept).decode("utf-8", errors="replace")
+        if self.dropped:
+            out += f"\n[... {self.dropped} more bytes of {label} discarded beyond the capture limit]"
+        return out
+
+
+def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
+    """Apply the approval policy; return (allowed, who decided) and emit approval.decided."""
+    if ctx.approval == "allow":
+        allowed, by = True, "policy"
+    elif ctx.approval == "deny":
+        allowed, by = False, "policy"
+    elif ctx.approver is None:
+        allowed, by = False, "nobody"
+    else:
+        try:
+            answer = ctx.approver(command)
+        except Exception:  # a broken approval UI must not run the command
+            answer = None
+        allowed, by = (answer is True), ("user" if answer is not None else "nobody")
+    ctx.emit("approval.decided", {"command": command, "decision": "allow" if allowed else "deny", "by": by})
+    return allowed, by
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_command(command: str, ctx: ToolContext) -> ToolResult:
+    """Run an approved command; the result carries exit code, stdout and stderr."""
+    shell = shutil.which("bash") or "/bin/sh"
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [shell, "-c", command],
+        cwd=ctx.workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = _Capture(proc.stdout), _Capture(proc.stderr)
+    timed_out = False
+    try:
+        proc.wait(timeout=ctx.shell_timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        proc.wait()
+    except BaseException:  # KeyboardInterrupt: leave no process behind, then let the loop handle it
+        _kill_group(proc)
+        proc.wait()
+        raise
+    for cap in (out, err):
+        cap.thread.join(_DRAIN_SECONDS)
+    if out.thread.is_alive() or err.thread.is_alive():
+        _kill_group(proc)  # background children still hold the pipes open
+        for cap in (out, err):
+            cap.thread.join(_DRAIN_SECONDS)
+    duration = time.monotonic() - start
+    stdout, stderr = out.text("stdout"), err.text("stderr")
+    meta: dict[str, Any] = {
+        "exit_code": proc.returncode,
+        "timed_out": timed_out,
+        "duration_s": round(duration, 3),
+        "stdout_chars": len(stdout),
+        "stderr_chars": len(stderr),
+    }
+    streams = (("stdout", stdout), ("stderr", stderr))
+    body = "".join(f"\n[{name}]\n{text.rstrip(chr(10))}" for name, text in streams if text) or "\n(no output)"
+    if timed_out:
+        head = f"Tool failed: timed out after {ctx.shell_timeout:g} s; the command was killed"
+        return ToolResult(head + body, is_error=True, meta=meta)
+    if proc.returncode != 0:
+        return ToolResult(f"Tool failed: exit code {proc.returncode}{body}", is_error=True, meta=meta)
+    return ToolResult(f"exit code 0{body}", meta=meta)
+
+
+def bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """The bash tool: forbidden check, approval, then run in the workspace."""
+    command = args["command"]
+    if not command.strip():
+        raise ToolError("Invalid arguments for tool 'bash': 'command' is empty")
+    pattern = forbidden_match(command, ctx.forbidden)
+    if pattern is not None:
+        ctx.emit("approval.decided", {"command": command, "decision": "deny", "by": "forbidden-list"})
+        name = describe_pattern(pattern)
+        raise ToolError(f"Forbidden: the command matches the forbidden pattern '{name}' and was not run")
+    allowed, by = decide(command, ctx)
+    if not allowed:
+        if by == "user":
+            raise denied("the user denied running this command")
+        if by == "policy":
+            raise denied("the approval policy is 'deny', so shell commands are not run")
+        raise denied("nobody could approve this command (no interactive approver), so it was not run")
+    return run_command(command, ctx)
+
+
+SHELL_TOOL = Tool(
+    "bash",
+    "Run a shell command with bash in the workspace folder. Returns the exit code, stdout and stderr. "
+    "Subject to the user's approval and a forbidden-command list; has a timeout.",
+    {
+        "type": "object",
+        "properties": {"command": {"type": "string", "description": "The shell command line"}},
+        "required": ["command"],
+    },
+    bash,
+)
