@@ -129,68 +129,100 @@ def messages_added_since(sent: Sequence[dict], current: Sequence[dict]) -> list[
 
 
 @dataclass(frozen=True)
+class _Anchor:
+    """The last usage report the next one is compared with (what was sent, its base total, reported)."""
+
+    sent: tuple[dict, ...] = field(repr=False)
+    base_total: int
+    reported: int
+
+
+@dataclass(frozen=True)
 class CalibratedCounter:
     """Base counter (C1 by default) scaled by a factor learned from provider-reported usage (T2).
 
-    ``count(m) = ceil(base.count(m) * factor)``. ``observe`` returns a new counter; the instance never
+    ``count(m) = ceil(base.count(m) * factor)``. ``observe`` returns a new counter; an instance never
     changes. How the factor is learned, and why it errs high:
 
-    - Each observation gives a ratio ``reported_prompt_tokens / base total of the sent messages``.
-    - ``factor = max(floor, max of the last `window` ratios)``. The max (not a mean/EMA) because
-      under-counting is what hurts: it makes the provider reject the request and C9 falls back to six
-      messages, while over-counting only compacts a little early. Old ratios leave the window, so a
-      factor can come down again.
-    - ``floor`` defaults to 1.0: the calibrated count is never below C1. A provider whose tokenizer is
-      cheaper than C1 on the session so far (e.g. CJK prose) could justify < 1, but the next message may
-      be a JSON tool result that C1 under-counts; giving up C1's margin is not worth the few tokens.
-    - Reported usage includes request overhead that is not in the messages (tool schemas, reply
-      priming), so early ratios are inflated; this again errs on the safe side and fades as the
-      conversation grows. Anchored totals are unaffected: they reuse the reported number as is.
+    - Segment ratios: when a report's sent messages extend the previous anchor's (the usual loop step:
+      assistant message + tool results appended), ``(reported - anchor.reported) / (base total of the
+      added messages)`` is the provider's price of exactly the kind of traffic the factor will be applied
+      to: recent messages. Fixed request overhead (tool schemas, the system prompt's own ratio, reply
+      priming) cancels out. Segments smaller than ``min_segment`` base tokens are too noisy (ceil
+      rounding, 4-token framing on a one-word message): the anchor stays and the next report extends the
+      segment. A view that was compacted or repaired (not an extension) just becomes the new anchor.
+    - Before any segment: the bootstrap ratio ``reported / base total`` of the first report (it includes
+      the request overhead, so it errs high).
+    - ``factor = max(floor, max of the last `window` segment ratios)``. The max (not a mean or EMA)
+      because under-counting is what hurts: the provider rejects the request and C9 falls back to six
+      messages, while over-counting only compacts a little early. Old ratios leave the window.
+    - ``floor`` defaults to 1.0: the calibrated count is never below C1. A provider cheaper than C1 on
+      the session so far (e.g. CJK prose) could justify < 1, but the next message may be a JSON tool
+      result that C1 under-counts; giving up C1's margin is not worth the few tokens.
+    Anchored totals reuse the reported number as is, so the factor only scales what was added since.
     """
 
     factor: float = 1.0
     base: TokenCounter = field(default_factory=EstimateCounter)
     floor: float = 1.0
     window: int = 8
+    min_segment: int = 64
     ratios: tuple[float, ...] = ()
+    bootstrap: float | None = None
+    reports: int = 0
+    anchor: _Anchor | None = field(default=None, repr=False, compare=False)
     name: str = field(default="calibrated", init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.factor, int | float) or not math.isfinite(self.factor) or self.factor <= 0:
-            raise ValueError(f"CalibratedCounter factor must be a finite number > 0, got {self.factor!r}")
-        if not math.isfinite(self.floor) or self.floor <= 0:
-            raise ValueError(f"CalibratedCounter floor must be a finite number > 0, got {self.floor!r}")
-        if not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"CalibratedCounter window must be an int >= 1, got {self.window!r}")
+        for label, value in (("factor", self.factor), ("floor", self.floor)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f"CalibratedCounter {label} must be a finite number > 0, got {value!r}")
+        for label, value in (("window", self.window), ("min_segment", self.min_segment)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"CalibratedCounter {label} must be an int >= 1, got {value!r}")
         if not isinstance(self.base, TokenCounter):
             raise ValueError("CalibratedCounter base must be a TokenCounter (name + count(message))")
 
     @property
     def calibrated(self) -> bool:
-        """True once at least one provider usage report has been observed."""
-        return bool(self.ratios)
+        """True once at least one provider usage report has been observed (T3: the loop switches then)."""
+        return self.reports > 0
 
     @property
     def label(self) -> str:
-        """Human label for gauges and records, e.g. 'calibrated x1.27 (3 reports)' or 'uncalibrated'."""
-        if not self.ratios:
+        """Human label for gauges and records, e.g. 'calibrated x1.27 (5 usage reports)'."""
+        if not self.reports:
             return f"calibrated x{self.factor:.2f} (no usage reported yet)"
-        return f"calibrated x{self.factor:.2f} ({len(self.ratios)} reports in window)"
+        return f"calibrated x{self.factor:.2f} ({self.reports} usage reports)"
 
     def count(self, message: dict) -> int:
         """Calibrated tokens of one message: ``ceil(base.count(message) * factor)``."""
         return math.ceil(self.base.count(message) * self.factor - 1e-9)
 
-    def observe(self, sent_messages: Sequence[dict], reported_prompt_tokens: int) -> CalibratedCounter:
-        """New counter that has learned from one usage report for exactly ``sent_messages``."""
+    def observe(self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None) -> CalibratedCounter:
+        """New counter that has learned from one usage report for exactly ``sent_messages``.
+
+        None or 0 (no usage reported) returns the counter unchanged.
+        """
         reported = _check_reported(reported_prompt_tokens)
         if reported is None:
             return self
-        base_total = count_messages(self.base, sent_messages)
-        if base_total <= 0:
-            return self  # nothing measurable was sent: no information about the ratio
-        ratios = (*self.ratios, reported / base_total)[-self.window:]
-        return replace(self, ratios=ratios, factor=max(self.floor, max(ratios)))
+        sent = tuple(sent_messages)
+        base_total = count_messages(self.base, sent)
+        ratios, bootstrap, anchor = self.ratios, self.bootstrap, _Anchor(sent, base_total, reported)
+        added = None if self.anchor is None else messages_added_since(self.anchor.sent, sent)
+        if added is not None and self.anchor is not None:
+            delta_base = base_total - self.anchor.base_total
+            if delta_base < self.min_segment:
+                anchor = self.anchor  # too small to measure: let the next report extend this segment
+            elif reported > self.anchor.reported:
+                ratios = (*ratios, (reported - self.anchor.reported) / delta_base)[-self.window:]
+        elif bootstrap is None and base_total > 0:
+            bootstrap = reported / base_total
+        learned = max(ratios) if ratios else (bootstrap if bootstrap is not None else self.floor)
+        return replace(self, ratios=ratios, bootstrap=bootstrap, reports=self.reports + 1, anchor=anchor,
+                       factor=max(self.floor, learned))
 
     def anchored_total(
         self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None, new_messages: Iterable[dict]
