@@ -9,7 +9,7 @@ from mxclaw_nb.context.errors import is_prompt_too_long
 from mxclaw_nb.context.fallback import fallback_window
 from mxclaw_nb.context.layers import LAYERS, layer_tokens, message_layer
 from mxclaw_nb.context.micro import placeholder_for
-from mxclaw_nb.context.pipeline import ContextPolicy, build_request_view
+from mxclaw_nb.context.pipeline import ContextPolicy, build_fallback_view, build_request_view
 from mxclaw_nb.context.repair import repair_tool_call_transcript
 from mxclaw_nb.context.summary import build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
@@ -18,7 +18,7 @@ from mxclaw_nb.context.view import ACTIONS, STAGES, MessageRecord, Provenance, R
 
 __all__ = [
     "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "MessageRecord", "Provenance", "RequestView", "SentRecord",
-    "TokenCache", "build_request_view", "build_structured_summary", "estimate_messages", "estimate_text",
-    "estimate_tokens", "fallback_window", "is_prompt_too_long", "layer_tokens", "message_layer",
+    "TokenCache", "build_fallback_view", "build_request_view", "build_structured_summary", "estimate_messages",
+    "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long", "layer_tokens", "message_layer",
     "placeholder_for", "repair_tool_call_transcript", "safe_tail_start",
 ]

@@ -192,3 +192,15 @@ class _Builder:
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
             counter=self.policy.counter_name, tail_start=tail_start, over_threshold=after > self.policy.threshold,
             repaired=self.repaired, error=error, trace=trace)
+
+
+def build_fallback_view(messages: Sequence[Message], policy: ContextPolicy, reason: str) -> RequestView:
+    """C8/C9: the fallback window as a RequestView (with provenance), e.g. for the prompt-too-long retry."""
+    inputs = list(messages)
+    plan = plan_repair(inputs)
+    steps = [(s.source, s.message) for s in plan.steps]
+    if not steps:
+        raise ValueError("nothing to send: the transcript has no usable messages")
+    pairs = [_counted(policy, None, m) for _, m in steps]
+    build = _Builder(inputs, steps, plan.dropped, [n for n, _ in pairs], [s for _, s in pairs], policy, plan.changed)
+    return build.fallback(reason)
