@@ -9,10 +9,11 @@ text + tool-call JSON + 4 framing tokens per message; ``framing=0`` compares the
 issue 9's first figures were taken). Counters compared, per role and overall:
 
 - ``estimate``: SPEC C1; ``cl100k_base``: exact counts with the older encoding (same framing).
-- ``calibrated@k``: one ``CalibratedCounter.observe`` per conversation on its first ``k`` messages, with
-  their exact total standing in for the provider's reported ``prompt_tokens``; scored on the messages
-  after the first ``k`` only (the ones it would have to estimate). ``estimate@k`` scores C1 on the same
-  messages, for a like-for-like comparison.
+- ``calibrated@k``: a factor learned per conversation from its first ``k`` messages, their exact totals
+  standing in for the provider's reported ``prompt_tokens``: one report for the leading system messages
+  and one for the first ``k`` messages, so the factor is the segment ratio of the conversation messages
+  among the first ``k`` (``min_segment=1``); scored on the messages after the first ``k`` only (the ones
+  it would have to estimate). ``estimate@k`` scores C1 on the same messages, for a like-for-like view.
 - ``calibrated (online)``: what the loop does (T3): before every assistant message (a model call) the
   provider "reports" the exact total of everything before it; each message is counted with the factor
   learned from the calls before it.
@@ -75,7 +76,7 @@ def _exact(name: str, framing: int) -> TokenCounter:
     return FunctionCounter(name, counter.text_count, per_message=framing)
 
 
-def accuracy_records(conversations: Iterable[tuple[str, Sequence[dict]]], k: int = 4,
+def accuracy_records(conversations: Iterable[tuple[str, Sequence[dict]]], k: int = 8,
                      framing: int = MESSAGE_OVERHEAD_TOKENS) -> pd.DataFrame:
     """One row per (counter, scored message or request): conv, index, role, counter, count, exact, ratio.
 
@@ -95,7 +96,13 @@ def accuracy_records(conversations: Iterable[tuple[str, Sequence[dict]]], k: int
         for i in range(len(msgs)):
             rows.append((conv, i, roles[i], "estimate", est[i], exact[i]))
             rows.append((conv, i, roles[i], "cl100k_base", cl[i], exact[i]))
-        first_k = CalibratedCounter().observe(msgs[:k], sum(exact[:k]))
+        # Two reports: one for the leading system messages, one for the first k messages, so the factor is
+        # learned from the k - s conversation messages (a segment) and not from the system prompt.
+        s = next((j for j, role in enumerate(roles) if role not in ("system", "developer")), len(msgs))
+        first_k = CalibratedCounter(min_segment=1)
+        if 0 < s < k:
+            first_k = first_k.observe(msgs[:s], sum(exact[:s]))
+        first_k = first_k.observe(msgs[:k], sum(exact[:k]))
         for i in range(k, len(msgs)):
             rows.append((conv, i, roles[i], f"calibrated@{k}", first_k.count(msgs[i]), exact[i]))
             rows.append((conv, i, roles[i], f"estimate@{k}", est[i], exact[i]))
@@ -118,7 +125,7 @@ def accuracy_records(conversations: Iterable[tuple[str, Sequence[dict]]], k: int
 
 
 def accuracy_table(transcripts: str | Path | Iterable[tuple[str, Sequence[dict]]] = DEFAULT_TRANSCRIPTS,
-                   k: int = 4, framing: int = MESSAGE_OVERHEAD_TOKENS) -> pd.DataFrame:
+                   k: int = 8, framing: int = MESSAGE_OVERHEAD_TOKENS) -> pd.DataFrame:
     """Per counter and role: n, share under-counted, median / 5th-percentile / min ratio vs exact o200k."""
     convs = load_conversations(transcripts) if isinstance(transcripts, str | Path) else transcripts
     records = accuracy_records(convs, k=k, framing=framing)

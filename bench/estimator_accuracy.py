@@ -1,0 +1,108 @@
+"""How far each token counter is from exact o200k_base counts on the shared transcripts (issue 9, SPEC T2).
+
+Why: the context threshold only holds in real tokens if the counter does not under-count. This prints,
+per counter and role, the share of under-counted messages and the median / 5th-percentile / minimum ratio
+counter/exact, plus request totals at every model call (what the threshold is compared with). The method
+is described in ``mxclaw_nb/accuracy.py``; in short:
+
+- ``estimate`` = SPEC C1; ``cl100k_base`` = exact counts with the older encoding;
+- ``calibrated@k`` = one usage report per conversation for its first k messages (their exact o200k
+  total stands in for the provider's ``prompt_tokens``), scored on the later messages (``estimate@k``:
+  C1 on the same messages);
+- ``calibrated (online)`` = the loop's behaviour (T3): a usage report (exact total so far) before every
+  assistant message, request totals anchored on the previous report.
+
+Run: ``.venv/bin/python bench/estimator_accuracy.py [--transcripts DIR_OR_FILE] [--k 8] [--framing 4]
+[--speed]``. ``--speed`` also times exact counting with tiktoken and with bpe-openai's APIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pandas as pd  # noqa: E402
+
+from mxclaw_nb.accuracy import accuracy_table, load_conversations  # noqa: E402
+from mxclaw_nb.context.counters import MESSAGE_OVERHEAD_TOKENS  # noqa: E402
+from mxclaw_nb.messages import content_text  # noqa: E402
+from mxclaw_nb.tokenizers import exact_encoding  # noqa: E402
+
+DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
+
+
+def _texts(path: Path) -> list[str]:
+    """Every content text and compact tool-call JSON of the transcripts."""
+    import json
+
+    out = []
+    for _, messages in load_conversations(path):
+        for m in messages:
+            if isinstance(m, dict):
+                out.append(content_text(m.get("content")))
+                if m.get("tool_calls"):
+                    out.append(json.dumps(m["tool_calls"], separators=(",", ":"), ensure_ascii=False))
+    return [t for t in out if t]
+
+
+def speed(path: Path) -> None:
+    """Time exact o200k counting of all texts with tiktoken and bpe-openai; check that counts agree."""
+    texts = _texts(path)
+    enc = exact_encoding("o200k_base")
+    if enc is None:
+        print("speed: o200k_base not available")
+        return
+    ways = {"tiktoken Encoding.encode_ordinary": lambda t: len(enc.encode_ordinary(t))}
+    try:
+        import bpe_openai
+        from bpe_openai import _bindings
+
+        public = bpe_openai.get_encoding("o200k_base")
+        private = _bindings.tokenizer_for_encoding("o200k_base")
+        ways["bpe_openai.get_encoding().encode_ordinary"] = lambda t: len(public.encode_ordinary(t))
+        ways["bpe_openai._bindings count (private)"] = private.count
+    except ImportError as exc:
+        print(f"speed: bpe-openai not importable ({exc})")
+    print(f"\nExact o200k_base counting of {len(texts)} texts, {sum(map(len, texts)):,} characters:")
+    results = {}
+    for label, fn in ways.items():
+        start = time.perf_counter()
+        try:
+            results[label] = [fn(t) for t in texts]
+            print(f"  {label:45s} {time.perf_counter() - start:6.3f} s")
+        except Exception as exc:  # noqa: BLE001 - report any backend failure and go on
+            print(f"  {label:45s} failed: {type(exc).__name__}: {exc}")
+    first = next(iter(results.values()))
+    for label, counts in results.items():
+        diff = sum(a != b for a, b in zip(first, counts, strict=True))
+        print(f"  {label:45s} texts whose count differs from tiktoken: {diff}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the accuracy table (and optionally the speed comparison)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transcripts", type=Path, default=DEFAULT, help="a .jsonl file or a directory of them")
+    parser.add_argument("--k", type=int, default=8, help="messages per conversation for calibrated@k")
+    parser.add_argument("--framing", type=int, default=MESSAGE_OVERHEAD_TOKENS,
+                        help="per-message framing tokens added to exact counts (0: text only)")
+    parser.add_argument("--speed", action="store_true", help="also time exact counting backends")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    table = accuracy_table(args.transcripts, k=args.k, framing=args.framing)
+    elapsed = time.perf_counter() - start
+    with pd.option_context("display.width", 160, "display.max_rows", 200):
+        print(f"Counters vs exact o200k_base (+{args.framing} framing tokens per message) on {args.transcripts}")
+        print("ratio = counter / exact; under_share = share of rows counted below exact\n")
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"\n({elapsed:.1f} s)")
+    if args.speed:
+        speed(args.transcripts)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
