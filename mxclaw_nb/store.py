@@ -1,0 +1,349 @@
+"""DuckDB store: append-only transcript, events, artifacts and request records (SPEC S1-S4, A1).
+
+Why: the transcript is the single source of truth of a session and must survive kernel restarts,
+crashes and several notebooks at once, while analysts query it with SQL and pandas. This module is
+the adapter the loop talks to: it only ever INSERTs rows (SPEC S2; `sql()` refuses anything but
+queries), assigns each message its position (`seq`) while holding the database exclusively, and
+commits every append immediately so a killed process loses nothing already appended.
+
+Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
+`store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
+docs/store-schema.md. The artifact preview text (A1 format) and `read_artifact` live elsewhere;
+this store keeps whole artifact texts, scoped to their session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import weakref
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import platformdirs
+
+from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps, message_to_row, row_to_message
+from mxclaw_nb.store_errors import StoreError, translate
+from mxclaw_nb.store_lease import Lease, transaction
+from mxclaw_nb.store_parquet import export_tables, import_tables
+from mxclaw_nb.store_schema import migrate
+
+__all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]
+
+REQUEST_FIELDS = (
+    "turn", "iteration", "model", "base_url", "counter", "estimate_tokens", "calibrated_tokens",
+    "before_tokens", "after_tokens", "threshold", "window_tokens", "stage", "prompt_tokens_reported",
+    "completion_tokens_reported", "latency_ms", "error", "summary", "provenance", "retry",
+)
+# Every append SQL lists created_at last: _insert fills it from the clock unless given.
+_MSG_SQL = (
+    f"INSERT INTO messages (session_id, seq, turn, iteration, {', '.join(MESSAGE_COLUMNS)}, created_at) "
+    f"VALUES ({', '.join('?' * (5 + len(MESSAGE_COLUMNS)))})"
+)
+_REQ_SQL = (
+    f"INSERT INTO requests (session_id, seq, {', '.join(REQUEST_FIELDS)}, extra, created_at) "
+    f"VALUES ({', '.join('?' * (4 + len(REQUEST_FIELDS)))})"
+)
+_EVENT_SQL = "INSERT INTO events (session_id, seq, turn, iteration, type, payload, created_at) VALUES (?,?,?,?,?,?,?)"
+_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_SESSIONS_SQL = """
+SELECT s.id, s.created_at, s.workspace, s.model, s.source, s.title,
+       coalesce(m.turns, 0) AS turns, coalesce(m.messages, 0) AS messages,
+       coalesce(r.model_calls, 0) AS model_calls, coalesce(e.compactions, 0) AS compactions,
+       CAST(coalesce(r.saved, 0) AS BIGINT) AS tokens_saved_est
+FROM sessions s
+LEFT JOIN (SELECT session_id, count(DISTINCT turn) AS turns, count(*) AS messages
+           FROM messages GROUP BY session_id) m ON m.session_id = s.id
+LEFT JOIN (SELECT session_id, count(*) AS model_calls,
+                  sum(greatest(coalesce(before_tokens, 0) - coalesce(after_tokens, 0), 0)) AS saved
+           FROM requests GROUP BY session_id) r ON r.session_id = s.id
+LEFT JOIN (SELECT session_id, count(*) AS compactions FROM events WHERE type = 'context.compacted'
+           GROUP BY session_id) e ON e.session_id = s.id
+ORDER BY s.created_at, s.id
+"""
+
+
+def default_db_path() -> Path:
+    """The database file: $MXCLAW_DB if set, else mxclaw.duckdb in the per-user data folder."""
+    env = os.environ.get("MXCLAW_DB")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("mxclaw_nb")) / "mxclaw.duckdb"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Store:
+    """Append-only DuckDB store shared safely by several processes (SPEC S1-S4)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        timeout: float = 30.0,
+        idle_release: float = 3.0,
+    ) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self._clock = clock or _utcnow
+        if self.path.is_dir():
+            raise StoreError(self.path, "is a folder, not a database file; give a file name inside it")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise translate(self.path, exc, "create the database folder") from exc
+        self._lease = Lease(
+            self.path, timeout=timeout, idle_release=idle_release, on_open=lambda c: migrate(c, self.path)
+        )
+        self._next: dict[tuple[str, str], int] = {}
+        self._next_gen = -1
+        self._known_sessions: set[str] = set()
+        self._finalizer = weakref.finalize(self, self._lease.close)
+        with self._lease.connection("open the database"):
+            pass
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database file; the Store cannot be used afterwards."""
+        self._finalizer()
+
+    def release(self) -> None:
+        """Give the file back to other processes now (it reopens on next use)."""
+        self._lease.release()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        return now.astimezone(UTC).replace(tzinfo=None) if now.tzinfo else now
+
+    def _seq(self, con: duckdb.DuckDBPyConnection, table: str, session_id: str) -> int:
+        # Next position in a session. Cached only while we hold the file: nobody else can append then.
+        if self._next_gen != self._lease.generation:
+            self._next.clear()
+            self._next_gen = self._lease.generation
+        key = (table, session_id)
+        if key not in self._next:
+            row = con.execute(f"SELECT coalesce(max(seq) + 1, 0) FROM {table} WHERE session_id = ?", [session_id])
+            self._next[key] = int(row.fetchone()[0])  # type: ignore[index]
+        return self._next[key]
+
+    def _check_session(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+        if session_id in self._known_sessions:
+            return
+        if not con.execute("SELECT 1 FROM sessions WHERE id = ?", [session_id]).fetchall():
+            raise StoreError(self.path, f"unknown session {session_id!r}; create it with Store.create_session()")
+        self._known_sessions.add(session_id)
+
+    def _insert(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:
+        # Shared path of every append: check the session, number the rows, insert them atomically.
+        with self._lease.connection(action) as con:
+            self._check_session(con, session_id)
+            start = self._seq(con, table, session_id)
+            seqs = list(range(start, start + len(rows)))
+            now = self._now()
+            values = [[session_id, seq, *row[:-1], row[-1] or now] for seq, row in zip(seqs, rows, strict=True)]
+            try:
+                if len(values) == 1:
+                    con.execute(sql, values[0])
+                else:
+                    with transaction(con):
+                        con.executemany(sql, values)
+            except BaseException:
+                self._next.pop((table, session_id), None)
+                raise
+            self._next[(table, session_id)] = start + len(rows)
+            return seqs
+
+    def _bad_input(self, exc: ValueError, action: str) -> StoreError:
+        return StoreError(self.path, f"cannot {action}: {exc}")
+
+    # -- writes (append only) -------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        workspace: str | None = None,
+        model: str | None = None,
+        source: str = "agent",
+        title: str | None = None,
+        meta: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """Create a session row and return its id (uuid4 hex unless `session_id` is given)."""
+        sid = session_id or uuid.uuid4().hex
+        try:
+            meta_json = None if meta is None else dumps(meta, "session meta")
+        except ValueError as exc:
+            raise self._bad_input(exc, "create a session") from exc
+        with self._lease.connection("create a session") as con:
+            if con.execute("SELECT 1 FROM sessions WHERE id = ?", [sid]).fetchall():
+                raise StoreError(self.path, f"a session with id {sid!r} already exists")
+            con.execute(
+                "INSERT INTO sessions (id, created_at, workspace, model, source, title, meta) VALUES (?,?,?,?,?,?,?)",
+                [sid, self._now(), workspace, model, source, title, meta_json],
+            )
+        self._known_sessions.add(sid)
+        return sid
+
+    def append_message(
+        self, session_id: str, message: dict[str, Any], *, turn: int, iteration: int | None = None
+    ) -> int:
+        """Append one message to the transcript; return its seq (0-based position in the session)."""
+        return self.append_messages(session_id, [message], turn=turn, iteration=iteration)[0]
+
+    def append_messages(
+        self, session_id: str, messages: list[dict[str, Any]], *, turn: int, iteration: int | None = None
+    ) -> list[int]:
+        """Append several messages in one transaction (all or none); return their seqs."""
+        try:
+            rows = [[turn, iteration, *message_to_row(m), None] for m in messages]
+        except ValueError as exc:
+            raise self._bad_input(exc, "append a message") from exc
+        if not rows:
+            return []
+        return self._insert("messages", session_id, "append a message", _MSG_SQL, rows)
+
+    def append_event(
+        self,
+        session_id: str,
+        type: str,
+        payload: dict[str, Any],
+        *,
+        turn: int | None = None,
+        iteration: int | None = None,
+    ) -> None:
+        """Append one event (e.g. context.compacted) with its JSON payload."""
+        try:
+            payload_json = dumps(payload, f"payload of event {type!r}")
+        except ValueError as exc:
+            raise self._bad_input(exc, "append an event") from exc
+        self._insert("events", session_id, "append an event", _EVENT_SQL, [[turn, iteration, type, payload_json, None]])
+
+    def append_request(self, session_id: str, record: dict[str, Any]) -> None:
+        """Append one model-call record; unknown keys are kept in the `extra` JSON column."""
+        try:
+            values = [record.get(k) for k in REQUEST_FIELDS]
+            prov = record.get("provenance")
+            values[REQUEST_FIELDS.index("provenance")] = None if prov is None else dumps(prov, "provenance")
+            values[REQUEST_FIELDS.index("retry")] = bool(record.get("retry", False))
+            extra = {k: v for k, v in record.items() if k not in REQUEST_FIELDS and k != "created_at"}
+            values.append(dumps(extra, "extra request fields") if extra else None)
+        except ValueError as exc:
+            raise self._bad_input(exc, "append a request record") from exc
+        self._insert("requests", session_id, "append a request record", _REQ_SQL, [[*values, record.get("created_at")]])
+
+    def put_artifact(self, session_id: str, text: str) -> str:
+        """Store a whole tool result for this session; return its id ("artifact-<12 hex>")."""
+        if not isinstance(text, str):
+            raise StoreError(self.path, f"cannot store an artifact: text must be str, not {type(text).__name__}")
+        artifact_id = f"artifact-{uuid.uuid4().hex[:12]}"
+        with self._lease.connection("store an artifact") as con:
+            self._check_session(con, session_id)
+            con.execute(
+                "INSERT INTO artifacts (session_id, id, created_at, bytes, chars, text) VALUES (?,?,?,?,?,?)",
+                [session_id, artifact_id, self._now(), len(text.encode("utf-8")), len(text), text],
+            )
+        return artifact_id
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get_artifact(self, session_id: str, artifact_id: str) -> str | None:
+        """The artifact's whole text, or None if it does not exist in this session."""
+        with self._lease.connection("read an artifact") as con:
+            row = con.execute(
+                "SELECT text FROM artifacts WHERE session_id = ? AND id = ?", [session_id, artifact_id]
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages in order, as the dicts that were appended."""
+        with self._lease.connection("load a transcript") as con:
+            rows = con.execute(
+                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? ORDER BY seq", [session_id]
+            ).fetchall()
+        return [row_to_message(r) for r in rows]
+
+    def _df(self, query: str, params: list[Any] | None = None, action: str = "run a query") -> pd.DataFrame:
+        with self._lease.connection(action) as con:
+            return con.execute(query, params or []).df()
+
+    def sessions(self) -> pd.DataFrame:
+        """One row per session with counts of turns, messages, model calls and compactions."""
+        return self._df(_SESSIONS_SQL, action="list sessions")
+
+    def transcript(self, session_id: str) -> pd.DataFrame:
+        """The session's messages table rows, in order."""
+        return self._df("SELECT * FROM messages WHERE session_id = ? ORDER BY seq", [session_id])
+
+    def events(self, session_id: str | None = None, type: str | None = None) -> pd.DataFrame:
+        """Events, optionally of one session and/or one type, oldest first."""
+        return self._df(
+            "SELECT * FROM events WHERE (?::VARCHAR IS NULL OR session_id = ?) AND (?::VARCHAR IS NULL OR type = ?) "
+            "ORDER BY created_at, session_id, seq",
+            [session_id, session_id, type, type],
+        )
+
+    def requests(self, session_id: str | None = None) -> pd.DataFrame:
+        """Model-call records, optionally of one session, oldest first."""
+        return self._df(
+            "SELECT * FROM requests WHERE (?::VARCHAR IS NULL OR session_id = ?) ORDER BY created_at, session_id, seq",
+            [session_id, session_id],
+        )
+
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
+        """Run one read-only SQL query (SELECT/EXPLAIN) and return a DataFrame."""
+        try:
+            statements = duckdb.extract_statements(query)
+        except duckdb.Error as exc:
+            raise translate(self.path, exc, "parse the query") from exc
+        if len(statements) != 1:
+            raise StoreError(self.path, f"store.sql runs exactly one statement, got {len(statements)}")
+        if statements[0].type not in _READ_ONLY:
+            raise StoreError(
+                self.path,
+                f"store.sql is read-only (got {statements[0].type.name}): the transcript is append-only "
+                "(SPEC S2). Use the Store methods to add rows.",
+            )
+        with self._lease.connection("run a query") as con:
+            return con.execute(query, params).df() if params is not None else con.execute(query).df()
+
+    # -- Parquet --------------------------------------------------------------------------------
+
+    def export_parquet(self, folder: str | os.PathLike[str]) -> list[Path]:
+        """Write each public table to `folder/<table>.parquet`; return the files."""
+        target = Path(folder).expanduser()
+        with self._lease.connection(f"export Parquet to {target}") as con:
+            try:
+                return export_tables(con, target)
+            except OSError as exc:
+                raise translate(self.path, exc, f"export Parquet to {target}") from exc
+
+    def import_parquet(self, folder: str | os.PathLike[str]) -> dict[str, int]:
+        """Import a folder written by export_parquet; rows whose keys exist are skipped."""
+        source = Path(folder).expanduser()
+        with self._lease.connection(f"import Parquet from {source}") as con:
+            try:
+                counts = import_tables(con, source)
+            except FileNotFoundError as exc:
+                raise StoreError(self.path, str(exc)) from exc
+            finally:
+                self._next.clear()
+        return counts
+

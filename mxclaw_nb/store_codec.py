@@ -1,0 +1,95 @@
+"""Message <-> row encoding for the `messages` table, lossless both ways.
+
+Why: the transcript is the source of truth (SPEC S2), so `load_transcript` must give back exactly
+the dicts that were appended: a list of content parts stays a list (JSON in `content`, with
+`content_type = 'parts'`), an explicit `"content": None` stays distinguishable from a missing key,
+`is_error=False` stays False, and keys this schema has no column for (e.g. `refusal`) travel in the
+`extra` JSON column. Plain string content is stored as plain text so SQL users can read it directly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ROLES = ("system", "user", "assistant", "tool")
+# Columns after (session_id, seq, turn, iteration, created_at), in table order.
+MESSAGE_COLUMNS = (
+    "role", "content", "content_type", "tool_calls", "tool_call_id", "name", "is_error", "reasoning",
+    "attachments", "extra",
+)
+_COLUMN_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "is_error", "reasoning", "attachments")
+
+
+def dumps(value: Any, what: str) -> str:
+    """JSON text for `value` (CJK kept readable); ValueError naming `what` if it is not JSON-able."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-serialisable: {exc}") from exc
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def message_to_row(message: dict[str, Any]) -> tuple[Any, ...]:
+    """Encode one message dict as the values of MESSAGE_COLUMNS; ValueError on a malformed message."""
+    if not isinstance(message, dict):
+        raise ValueError(f"a message must be a dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise ValueError(f"message role must be one of {', '.join(ROLES)}, got {role!r}")
+    content_type: str | None
+    if "content" not in message:
+        content, content_type = None, None
+    else:
+        raw = message["content"]
+        if raw is None:
+            content, content_type = None, "null"
+        elif isinstance(raw, str):
+            content, content_type = raw, "text"
+        elif isinstance(raw, list):
+            content, content_type = dumps(raw, "message content"), "parts"
+        else:
+            raise ValueError(f"message content must be a string, a list of parts or None, not {type(raw).__name__}")
+    is_error = message.get("is_error")
+    if is_error is not None and not isinstance(is_error, bool):
+        raise ValueError(f"is_error must be a bool, got {is_error!r}")
+    extra = {k: v for k, v in message.items() if k not in _COLUMN_KEYS and v is not None}
+    return (
+        role,
+        content,
+        content_type,
+        None if message.get("tool_calls") is None else dumps(message["tool_calls"], "tool_calls"),
+        message.get("tool_call_id"),
+        message.get("name"),
+        is_error,
+        message.get("reasoning"),
+        None if message.get("attachments") is None else dumps(message["attachments"], "attachments"),
+        dumps(extra, "extra message keys") if extra else None,
+    )
+
+
+def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
+    """Decode the values of MESSAGE_COLUMNS back into the message dict that was appended."""
+    role, content, content_type, tool_calls, tool_call_id, name, is_error, reasoning, attachments, extra = row
+    message: dict[str, Any] = {"role": role}
+    if content_type == "text":
+        message["content"] = content
+    elif content_type == "parts":
+        message["content"] = json.loads(content)
+    elif content_type == "null":
+        message["content"] = None
+    optional = {
+        "tool_calls": _loads(tool_calls),
+        "tool_call_id": tool_call_id,
+        "name": name,
+        "is_error": is_error,
+        "reasoning": reasoning,
+        "attachments": _loads(attachments),
+    }
+    message.update({k: v for k, v in optional.items() if v is not None})
+    if extra is not None:
+        message.update(json.loads(extra))
+    return message

@@ -1,0 +1,222 @@
+"""Cross-process lease on one DuckDB file (SPEC S3).
+
+Why: DuckDB lets only one process have a database file open for writing, and opening + closing a
+connection costs ~12 ms, more than the whole per-iteration storage budget (< 10 ms). So a process
+keeps its connection open while it is busy (a *lease*) and gives it back when either
+
+* it has been idle for `idle_release` seconds (so other programs, e.g. a duckdb shell, can open
+  the file between turns), or
+* another mxclaw_nb process is waiting and this one has held the lease for at least `min_hold`
+  seconds (short slices keep two busy processes fair without paying the reopen cost every call).
+
+Waiting is announced through two `filelock` files beside the database: a waiter first takes
+`<db>.queue.lock`, then waits for `<db>.lock`. The holder sees the queue lock taken and hands over;
+when it needs the file again it queues behind the waiter, so nobody starves. The OS drops both
+locks when a process dies (even by SIGKILL), and DuckDB replays its WAL on the next open, so a
+killed holder blocks nobody and loses no committed row.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import duckdb
+from filelock import FileLock, Timeout
+
+from mxclaw_nb.store_errors import StoreError, translate
+
+# Errors that leave the connection usable (bad SQL, constraint hit); anything else discards it.
+_BENIGN = (
+    duckdb.ParserException,
+    duckdb.BinderException,
+    duckdb.CatalogException,
+    duckdb.ConstraintException,
+    duckdb.ConversionException,
+    duckdb.InvalidInputException,
+)
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Run the block in one transaction: all of it is stored, or none of it."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        with suppress(duckdb.Error):  # the connection may already be unusable (e.g. disk full)
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+class Lease:
+    """Hands out one DuckDB connection at a time, shared politely between processes."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        timeout: float = 30.0,
+        idle_release: float = 3.0,
+        min_hold: float = 0.05,
+        poll: float = 0.005,
+        on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.timeout, self.idle_release, self.min_hold, self.poll = timeout, idle_release, min_hold, poll
+        self._main = FileLock(f"{path}.lock", thread_local=False)
+        self._queue = FileLock(f"{path}.queue.lock", thread_local=False)
+        self._on_open = on_open
+        self._mu = threading.RLock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._held_since = 0.0
+        self._last_used = 0.0
+        self._last_check = 0.0
+        self._watcher: threading.Thread | None = None
+        self._closed = False
+        self._depth = 0
+        self.generation = 0  # bumps on every (re)open: cached facts about the file expire with it
+        self.opens = 0
+
+    @contextmanager
+    def connection(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Yield the held connection (opening it if needed); errors become StoreError naming `action`."""
+        with self._mu:
+            if self._closed:
+                raise StoreError(self.path, f"cannot {action}: the store is closed")
+            if self._depth == 0 and self._con is not None and self._should_yield():
+                self._release()
+            if self._con is None:
+                self._acquire(action)
+            con = self._con
+            assert con is not None
+            self._depth += 1
+            try:
+                yield con
+            except duckdb.Error as exc:
+                if not isinstance(exc, _BENIGN):
+                    self._release(broken=True)
+                raise translate(self.path, exc, action) from exc
+            except OSError as exc:
+                self._release(broken=True)
+                raise translate(self.path, exc, action) from exc
+            finally:
+                self._depth -= 1
+                self._last_used = time.monotonic()
+
+    @property
+    def held(self) -> bool:
+        """True while this process holds the database file open."""
+        return self._con is not None
+
+    def release(self) -> None:
+        """Give the file back now (it is reopened on next use)."""
+        with self._mu:
+            self._release()
+
+    def close(self) -> None:
+        """Release the file and refuse further use."""
+        with self._mu:
+            self._closed = True
+            self._release()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _waiter_present(self) -> bool:
+        try:
+            self._queue.acquire(blocking=False)
+        except Timeout:
+            return True
+        self._queue.release()
+        return False
+
+    def _should_yield(self) -> bool:
+        now = time.monotonic()
+        if now - self._held_since < self.min_hold or now - self._last_check < self.poll:
+            return False
+        self._last_check = now
+        return self._waiter_present()
+
+    def _take(self, lock: FileLock, deadline: float, action: str) -> None:
+        while True:
+            try:
+                lock.acquire(blocking=False)
+                return
+            except Timeout:
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        self.path,
+                        f"cannot {action}: another mxclaw_nb process kept the database busy for "
+                        f"{self.timeout:.0f} s; retry, or use a separate file via MXCLAW_DB",
+                    ) from None
+                time.sleep(self.poll)
+            except OSError as exc:
+                raise translate(self.path, exc, action) from exc
+
+    def _acquire(self, action: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        self._take(self._queue, deadline, action)
+        try:
+            self._take(self._main, deadline, action)
+        finally:
+            self._queue.release()
+        try:
+            self._con = self._open(deadline, action)
+            if self._on_open is not None:
+                self._on_open(self._con)
+        except BaseException as exc:
+            self._release(broken=True)
+            if isinstance(exc, duckdb.Error | OSError):
+                raise translate(self.path, exc, action) from exc
+            raise
+        self.generation += 1
+        self.opens += 1
+        self._held_since = self._last_used = time.monotonic()
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name="mxclaw-store-lease", daemon=True)
+            self._watcher.start()
+
+    def _open(self, deadline: float, action: str) -> duckdb.DuckDBPyConnection:
+        while True:
+            try:
+                return duckdb.connect(str(self.path))
+            except duckdb.IOException as exc:
+                # A program outside our lock protocol holds the file: wait for it like for a waiter.
+                if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _release(self, broken: bool = False) -> None:
+        con, self._con = self._con, None
+        try:
+            if con is not None:
+                con.close()
+        except duckdb.Error:
+            if not broken:
+                raise
+        finally:
+            if self._main.is_locked:
+                self._main.release(force=True)
+
+    def _watch(self) -> None:
+        # Background thread: returns the file when idle or when another process is waiting.
+        while True:
+            time.sleep(max(self.poll * 4, 0.01))
+            if not self._mu.acquire(blocking=False):
+                continue
+            try:
+                if self._con is None:
+                    self._watcher = None
+                    return
+                idle = time.monotonic() - self._last_used
+                held = time.monotonic() - self._held_since
+                if idle >= self.idle_release or (held >= self.min_hold and self._waiter_present()):
+                    self._release()
+            except Exception:  # noqa: BLE001 - a watcher must never crash the kernel
+                self._release(broken=True)
+            finally:
+                self._mu.release()
