@@ -1,0 +1,74 @@
+"""Command line: `python -m mxclaw_nb demo` runs a few offline turns and prints the context at each call.
+
+It is the README's main job: no key, no network, a fresh sample workspace, and per model call the
+numbers the notebook widgets show (estimate, threshold, stage, before -> after tokens), so a user sees
+the context engine work before opening Jupyter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DEMO_PROMPTS = (
+    "The unit tests of the inventory package fail. Find out why and fix them.",
+    "Look at the build log and tell me what the slowest step was.",
+    "Summarize what you changed and what you checked, with file names.",
+)
+
+
+def _printer(kind: str, payload: dict[str, Any]) -> None:
+    if kind == "request.built":
+        v = payload["view"]
+        retry = "  (prompt-too-long retry)" if payload.get("retry") else ""
+        print(f"  call {payload['turn']}.{payload['iteration']}: {v.before_tokens:>6,} -> {v.after_tokens:>6,} "
+              f"{'est.' if v.counter == 'estimate' else v.counter} tokens · threshold {v.threshold:,} / "
+              f"window {v.window:,} · stage {v.stage}{retry}")
+    elif kind == "context.compacted":
+        first = (payload.get("summary") or "").splitlines()[0] if payload.get("summary") else ""
+        print(f"  ⟳ context compacted: {payload['stage']} · {payload['before_tokens']:,} -> "
+              f"{payload['after_tokens']:,} est. tokens · {first[:90]}")
+    elif kind == "tool.finished":
+        status = "failed" if payload["is_error"] else "ok"
+        extra = f" · artifact {payload['artifact_id']}" if payload.get("artifact_id") else ""
+        print(f"    → {payload['name']:<13} {status} · {payload['chars']:,} chars{extra}")
+    elif kind == "model.completed" and payload.get("usage"):
+        print(f"    reported prompt tokens: {payload['usage']['prompt_tokens']:,}")
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Run the offline demo agent for a few turns and print per-call context figures."""
+    from mxclaw_nb.agent import Agent
+
+    db = args.db or str(Path(tempfile.mkdtemp(prefix="mxclaw-demo-")) / "demo.duckdb")
+    agent = Agent(db=db, approval="allow", counter=args.counter, env={"MXCLAW_DB": db})
+    print(f"mxclaw_nb demo · {agent.label} · session {agent.session_id[:8]} · store {agent.store.path}")
+    print(f"workspace (a fresh copy of the sample project): {agent.workspace}\n")
+    agent.subscribe(_printer)
+    for prompt in DEMO_PROMPTS[: args.turns]:
+        print(f"> {prompt}")
+        result = agent.run(prompt)
+        print(f"\n{result.text}\n")
+    requests = agent.store.requests(agent.session_id)
+    print(f"{len(requests)} model calls stored; stages: {requests['stage'].value_counts().to_dict()}")
+    agent.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m mxclaw_nb` / `mxclaw-nb`."""
+    parser = argparse.ArgumentParser(prog="mxclaw-nb", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="run the offline demo agent and print the context engine at work")
+    p.add_argument("--turns", type=int, default=3, help="number of turns (1-3, default 3)")
+    p.add_argument("--db", help="DuckDB file to use (default: a new temporary file)")
+    p.add_argument("--counter", default="auto", help="token counter: auto, estimate, o200k_base, ...")
+    args = parser.parse_args(argv)
+    return demo(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

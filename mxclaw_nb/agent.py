@@ -1,0 +1,225 @@
+"""The `Agent`: configuration, sessions and token accounting around the query loop.
+
+Users script experiments with it and the magics are a thin layer over it, so every setting has one
+resolution order: explicit argument, then environment (`OPENAI_API_KEY`, `OPENAI_BASE_URL`,
+`MXCLAW_MODEL`, `MXCLAW_DB`, `MXCLAW_CONTEXT_WINDOW`), then the model table, then a stated default.
+With nothing configured it runs the offline demo model on a fresh copy of the sample workspace, so
+the first thing a user sees works on a laptop with no key. Token counting follows T3: the C1
+estimate until the provider reports usage in the session, then the calibrated counter.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view
+from mxclaw_nb.context.counters import CalibratedCounter
+from mxclaw_nb.frozen import session_preamble
+from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
+from mxclaw_nb.messages import Message
+from mxclaw_nb.tools import ToolContext, default_registry
+
+COUNTER_MODES = ("auto", "estimate", "calibrated", "o200k_base", "cl100k_base")
+
+
+def console_approver(command: str) -> bool | None:
+    """Ask on the terminal when there is one; None (deny) when nobody can answer."""
+    if not sys.stdin or not sys.stdin.isatty():
+        return None
+    answer = input(f"mxclaw_nb wants to run: {command}\nAllow? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def image_part(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An `image_url` content part (data URL) for a file, and its attachment record."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValueError(f"image file not found: {p}")
+    mime = mimetypes.guess_type(p.name)[0] or "application/octet-stream"
+    if not mime.startswith("image/"):
+        raise ValueError(f"not an image file (type {mime}): {p}")
+    data = p.read_bytes()
+    url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
+    return {"type": "image_url", "image_url": {"url": url}}, {"path": str(p), "mime": mime, "bytes": len(data)}
+
+
+class Agent:
+    """A coding agent bound to a workspace, a store, a provider and one current session."""
+
+    def __init__(self, workspace: str | Path | None = None, db: Any = None, model: str | None = None,
+                 base_url: str | None = None, api_key: str | None = None,
+                 context_window_tokens: int | None = None, threshold_ratio: float = 0.8,
+                 keep_recent_tokens: int = 8000, approval: str = "ask", *, counter: str = "auto",
+                 max_iterations: int = 20, session_id: str | None = None, provider: Any = None,
+                 approver: Callable[[str], bool | None] | None = console_approver, home: str | Path | None = None,
+                 shell_timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
+        from mxclaw_nb.provider import context_window_for, resolve_provider
+        from mxclaw_nb.store import Store
+
+        env = dict(os.environ) if env is None else env
+        if counter not in COUNTER_MODES:
+            raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
+        self.store = db if isinstance(db, Store) else Store(db)
+        self.provider = provider or resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env)
+        self.is_demo = bool(getattr(self.provider, "is_demo", False))
+        window = context_window_tokens or context_window_for(self.provider.model, env=env)
+        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)  # validates
+        self.counter_mode = counter
+        self.calibrated = CalibratedCounter()
+        self._exact = None
+        if counter in ("o200k_base", "cl100k_base"):
+            from mxclaw_nb.tokenizers import counter_by_name
+
+            self._exact = counter_by_name(counter)
+        self.max_iterations = max_iterations
+        self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
+        self.home = None if home is None else Path(home)
+        self.workspace = self._resolve_workspace(workspace)
+        self.tools = default_registry()
+        self._subscribers: list[Subscriber] = []
+        self._cache = TokenCache()
+        self.session_id = session_id or self.store.create_session(
+            workspace=str(self.workspace), model=self.provider.model, source="demo" if self.is_demo else "agent")
+        ToolContext(self.workspace, self.session_id, approval=approval)  # validate approval/workspace early
+
+    # -- configuration -------------------------------------------------------------------------
+    def _resolve_workspace(self, workspace: str | Path | None) -> Path:
+        if workspace is not None:
+            path = Path(workspace).expanduser().resolve()
+            if not path.is_dir():
+                raise ValueError(f"workspace is not a folder: {path}")
+            return path
+        if not self.is_demo:
+            return Path.cwd().resolve()
+        from mxclaw_nb.demo_model import copy_demo_workspace
+
+        # The demo plays a coding agent on the sample project: give it a fresh, writable copy.
+        base = self.store.path.parent / "demo-workspaces"
+        base.mkdir(parents=True, exist_ok=True)
+        index = sum(1 for _ in base.iterdir())
+        return copy_demo_workspace(base / f"workspace-{index:04d}").resolve()
+
+    @property
+    def label(self) -> str:
+        """Who answers: e.g. `demo model (offline)` or `gpt-4o @ https://...`."""
+        return str(getattr(self.provider, "label", self.provider.model))
+
+    def current_policy(self) -> ContextPolicy:
+        """The policy with the counter T3 prescribes right now (estimate until usage was reported)."""
+        from dataclasses import replace
+
+        if self._exact is not None:
+            return replace(self.policy, counter=self._exact)
+        if self.counter_mode == "estimate" or not self.calibrated.calibrated:
+            return self.policy
+        return replace(self.policy, counter=self.calibrated)
+
+    def _observe_usage(self, sent: list[Message], prompt_tokens: int | None) -> None:
+        if prompt_tokens:
+            self.calibrated = self.calibrated.observe(sent, prompt_tokens)
+
+    # -- sessions ------------------------------------------------------------------------------
+    def new_session(self) -> str:
+        """Start a new session (fresh frozen context and calibration); returns its id."""
+        self.session_id = self.store.create_session(workspace=str(self.workspace), model=self.provider.model,
+                                                    source="demo" if self.is_demo else "agent")
+        self.calibrated = CalibratedCounter()
+        self._cache = TokenCache()
+        return self.session_id
+
+    @classmethod
+    def resume(cls, session_id: str, db: Any = None, **kwargs: Any) -> Agent:
+        """An agent continuing a stored session (its workspace unless another is given)."""
+        from mxclaw_nb.store import Store
+
+        store = db if isinstance(db, Store) else Store(db)
+        found = store.sql("SELECT workspace FROM sessions WHERE id = ?", [session_id])
+        if found.empty:
+            raise ValueError(f"no session {session_id!r} in {store.path}; list them with Store().sessions()")
+        kwargs.setdefault("workspace", found.iloc[0]["workspace"] or None)
+        return cls(db=store, session_id=session_id, **kwargs)
+
+    def transcript(self) -> list[Message]:
+        """The stored transcript of the current session (the source of truth)."""
+        return self.store.load_transcript(self.session_id)
+
+    # -- events --------------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Receive loop events `(type, payload)`; returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        for callback in list(self._subscribers):
+            callback(kind, payload)
+
+    # -- turns ---------------------------------------------------------------------------------
+    def _user_message(self, prompt: str, images: Sequence[str | Path] | None) -> Message:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("the prompt is empty: say what the agent should do")
+        if not images:
+            return {"role": "user", "content": prompt}
+        parts, attachments = zip(*(image_part(p) for p in images), strict=True)
+        return {"role": "user", "content": [{"type": "text", "text": prompt}, *parts],
+                "attachments": list(attachments)}
+
+    def _ensure_preamble(self) -> list[Message]:
+        """F1: on a session's first turn, read and store the system prompt and frozen context."""
+        transcript = self.store.load_transcript(self.session_id)
+        if not transcript:
+            for message in session_preamble(self.workspace, home=self.home):
+                self.store.append_message(self.session_id, message, turn=0)
+            transcript = self.store.load_transcript(self.session_id)
+        return transcript
+
+    def run(self, prompt: str, images: Sequence[str | Path] | None = None) -> TurnResult:
+        """Run one turn; `result.text` is the final answer. Everything is stored as it happens."""
+        user = self._user_message(prompt, images)
+        transcript = self._ensure_preamble()
+        turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
+        tool_ctx = ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
+                               approver=self.approver, shell_timeout=self.shell_timeout,
+                               on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
+        ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy, self._observe_usage,
+                          self._emit, self._cache, self.max_iterations)
+        return run_turn(ctx, self.session_id, user, turn)
+
+    def _tool_event(self, kind: str, payload: dict[str, Any], turn: int) -> None:
+        self.store.append_event(self.session_id, kind, payload, turn=turn)
+        self._emit(kind, {**payload, "turn": turn})
+
+    def dry_run(self, prompt: str | None = None) -> RequestView:
+        """The request view the next model call would send (with `prompt` as the next user message)."""
+        messages = self.store.load_transcript(self.session_id)
+        if not messages:
+            messages = session_preamble(self.workspace, home=self.home)
+        if prompt:
+            messages = [*messages, {"role": "user", "content": prompt}]
+        return build_request_view(messages, self.current_policy(), cache=self._cache)
+
+    def compact_now(self) -> RequestView:
+        """Show what compaction would do to the current transcript now, even under the threshold.
+
+        Uses a threshold of 1 token so the pipeline runs its stages; nothing is stored or changed.
+        """
+        from dataclasses import replace
+
+        policy = replace(self.current_policy(), context_window_tokens=1, threshold_ratio=1.0)
+        messages = self.store.load_transcript(self.session_id)
+        if not messages:
+            raise ValueError("the session has no messages yet: run a turn first")
+        return build_request_view(messages, policy)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return (f"Agent(session={self.session_id[:8]}, model={self.label!r}, "
+                f"window={self.policy.context_window_tokens}, workspace={str(self.workspace)!r})")

@@ -1,0 +1,220 @@
+"""SPEC L1/L4, C7-C10, T3: one turn of the query loop.
+
+The loop is glue between the pure engine and three adapters it only knows through small Protocols
+(provider, store, tools), so tests can run it against the real DuckDB store and the real `openai`
+client talking to the shipped test server. Its one rule is L4: everything is stored the moment it
+happens — the user message before the first model call, each assistant message before its tools
+run, each tool result as it arrives — so a kernel interrupt or crash loses nothing already done and
+the next turn's repair pass (C4) heals a half-finished tool block. The request view is rebuilt before
+every model call (C7) from the previous view plus what was appended, never by re-reading the store
+inside a turn; at most one prompt-too-long retry per turn uses the fallback window (C9).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mxclaw_nb.context import (
+    ContextPolicy,
+    RequestView,
+    TokenCache,
+    build_fallback_view,
+    build_request_view,
+    estimate_messages,
+)
+from mxclaw_nb.messages import Message, tool_call_name
+from mxclaw_nb.tools import ToolContext, ToolRegistry
+
+Subscriber = Callable[[str, dict[str, Any]], None]
+# Events worth keeping in the store; deltas and request.built (kept as `requests` rows) are not.
+STORED_EVENTS = frozenset({
+    "turn.started", "tool.started", "tool.finished", "context.compacted", "turn.finished", "turn.failed",
+    "turn.interrupted", "turn.max_iterations", "approval.decided", "artifact.fallback",
+})
+
+
+class StoreLike(Protocol):
+    """What the loop needs from the store (mxclaw_nb.store.Store implements it)."""
+
+    def append_message(self, session_id: str, message: Message, *, turn: int, iteration: int | None = None) -> int: ...
+    def append_event(self, session_id: str, type: str, payload: dict[str, Any], *, turn: int | None = None,
+                     iteration: int | None = None) -> None: ...
+    def append_request(self, session_id: str, record: dict[str, Any]) -> None: ...
+    def load_transcript(self, session_id: str) -> list[Message]: ...
+
+
+class ProviderLike(Protocol):
+    """What the loop needs from a provider (mxclaw_nb.provider.OpenAIProvider implements it)."""
+
+    model: str
+    base_url: str
+
+    def complete(self, messages: list[Message], tools: list[dict[str, Any]] | None,
+                 on_delta: Callable[[str], None] | None = None) -> Any: ...
+
+
+@dataclass
+class TurnResult:
+    """Outcome of one turn: final text, how it ended, and what happened on the way."""
+
+    session_id: str
+    turn: int
+    text: str
+    status: str  # "ok" | "max_iterations" | "failed" | "interrupted"
+    iterations: int
+    views: list[RequestView] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    retried: bool = False
+    error: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"TurnResult(session={self.session_id[:8]}, turn={self.turn}, status={self.status!r}, "
+                f"iterations={self.iterations}, compactions={len(self.compactions)}, text={self.text[:60]!r})")
+
+
+@dataclass
+class TurnContext:
+    """Everything one turn uses; built by `Agent` from its configuration."""
+
+    store: StoreLike
+    provider: ProviderLike
+    tools: ToolRegistry
+    tool_context: ToolContext
+    policy_for: Callable[[], ContextPolicy]  # re-read each iteration: the calibrated counter learns mid-turn
+    on_usage: Callable[[list[Message], int | None], None]
+    emit: Subscriber
+    cache: TokenCache
+    max_iterations: int = 20
+
+
+class TurnFailed(Exception):
+    """A provider or storage failure that ended the turn; the message is for the user."""
+
+
+def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any], turn: int,
+          iteration: int | None) -> None:
+    ctx.emit(kind, {**payload, "turn": turn, "iteration": iteration})
+    if kind in STORED_EVENTS:
+        ctx.store.append_event(session_id, kind, payload, turn=turn, iteration=iteration)
+
+
+def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, *, usage: Any = None,
+                    latency_ms: float | None = None, error: str | None = None, retry: bool = False) -> dict[str, Any]:
+    calibrated = view.after_tokens if view.counter != "estimate" else None
+    return {
+        "turn": turn, "iteration": iteration, "model": provider.model, "base_url": provider.base_url,
+        "counter": view.counter, "estimate_tokens": estimate_messages(view.messages),
+        "calibrated_tokens": calibrated, "before_tokens": view.before_tokens, "after_tokens": view.after_tokens,
+        "threshold": view.threshold, "window_tokens": view.window, "stage": view.stage,
+        "prompt_tokens_reported": getattr(usage, "prompt_tokens", None) if usage else None,
+        "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
+        "latency_ms": latency_ms, "error": error, "summary": view.summary,
+        "provenance": view.provenance.to_records(), "retry": retry,
+    }
+
+
+def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
+    """L1: store the user message, then model call -> store -> tools -> store until an answer."""
+    transcript = ctx.store.load_transcript(session_id)
+    ctx.store.append_message(session_id, user_message, turn=turn)
+    started = {"session_id": session_id, "prompt": user_message.get("content")}
+    _emit(ctx, session_id, "turn.started", started, turn, None)
+    result = TurnResult(session_id, turn, "", "ok", 0)
+    view_input: list[Message] = [*transcript, user_message]
+    try:
+        while True:
+            if result.iterations >= ctx.max_iterations:
+                result.status = "max_iterations"
+                result.text = (f"Stopped after {ctx.max_iterations} model calls without a final answer "
+                               "(max-iterations bound). Everything so far is stored; send another message to go on.")
+                _emit(ctx, session_id, "turn.max_iterations", {"limit": ctx.max_iterations}, turn, result.iterations)
+                break
+            result.iterations += 1
+            it = result.iterations
+            view, completion = _call_model(ctx, session_id, view_input, turn, it, result)
+            assistant = dict(completion.message)
+            assistant.setdefault("role", "assistant")
+            ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)
+            calls = assistant.get("tool_calls") or []
+            if not calls:
+                result.text = assistant.get("content") or ""
+                break
+            appended = [assistant] + [_run_tool(ctx, session_id, call, turn, it) for call in calls]
+            view_input = view.next_input(appended)
+    except KeyboardInterrupt:
+        result.status = "interrupted"
+        _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)
+        raise
+    except TurnFailed as exc:
+        result.status, result.error = "failed", str(exc)
+        _emit(ctx, session_id, "turn.failed", {"error": str(exc)}, turn, result.iterations)
+        raise
+    _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
+                                             "status": result.status}, turn, result.iterations)
+    return result
+
+
+def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], turn: int, it: int,
+                result: TurnResult) -> tuple[RequestView, Any]:
+    """C0 + provider call, with the single C9 retry per turn."""
+    from mxclaw_nb.provider import ProviderError
+
+    view = build_request_view(view_input, ctx.policy_for(), cache=ctx.cache)
+    retry = False
+    while True:
+        result.views.append(view)
+        _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
+        event = view.event()
+        if event is not None:
+            if retry:
+                event["stage"] = "prompt_too_long_retry"
+            event["session_id"] = session_id
+            result.compactions.append(event)
+            _emit(ctx, session_id, "context.compacted", event, turn, it)
+        started = time.perf_counter()
+        try:
+            completion = ctx.provider.complete(view.messages, ctx.tools.schemas(),
+                                               on_delta=lambda text: ctx.emit("model.delta", {"text": text}))
+        except KeyboardInterrupt:
+            ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, error="interrupted",
+                                                                 retry=retry))
+            raise
+        except ProviderError as exc:
+            latency = (time.perf_counter() - started) * 1000
+            ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, latency_ms=latency,
+                                                                 error=str(exc), retry=retry))
+            if exc.kind == "prompt_too_long" and not result.retried:
+                result.retried = retry = True
+                view = build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}")
+                continue
+            raise TurnFailed(str(exc)) from exc
+        latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
+        usage = getattr(completion, "usage", None)
+        ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, usage=usage,
+                                                             latency_ms=latency, retry=retry))
+        ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
+        ctx.emit("model.completed", {"usage": None if usage is None else {
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+            "latency_ms": latency, "turn": turn, "iteration": it})
+        return view, completion
+
+
+def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> Message:
+    name = tool_call_name(call) or "unknown"
+    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    arguments = fn.get("arguments", "")
+    call_id = str(call.get("id") or "")
+    _emit(ctx, session_id, "tool.started", {"call_id": call_id, "name": name, "arguments": arguments}, turn, it)
+    result = ctx.tools.finalize(ctx.tools.run(name, arguments, ctx.tool_context), ctx.tool_context)
+    message: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
+    if result.is_error:
+        message["is_error"] = True
+    ctx.store.append_message(session_id, message, turn=turn, iteration=it)
+    _emit(ctx, session_id, "tool.finished", {
+        "call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
+        "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
+        "exit_code": result.meta.get("exit_code")}, turn, it)
+    return message
