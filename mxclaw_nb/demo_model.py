@@ -1,0 +1,172 @@
+"""The offline demo model: a small scripted coding agent for the sample workspace, served over HTTP.
+
+Why: users without an API key should still see the whole agent run (tool calls, a large output that
+becomes an artifact, a failing test, an edit, compaction after a few turns) through the same openai
+client code path as a real model. The model is *stateless*: each reply is decided from the request's
+messages only (the user's goal, and which tool calls of the current turn already have results), so it
+keeps working after microcompaction, a structured summary or the fallback window has trimmed the view:
+the next step is always "the step after the most recent one still visible". Every text says
+"[demo model]"; a turn never takes more than MAX_TOOL_CALLS calls; an unexpected tool failure ends the
+turn with an answer that says what failed. The sample workspace ships in ``demo_workspace/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import stat
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mxclaw_nb import demo_plans as plans
+
+__all__ = ["DEMO_MODEL", "DEMO_WORKSPACE", "MAX_TOOL_CALLS", "Reply", "ToolCall", "copy_demo_workspace",
+           "next_reply"]
+
+DEMO_MODEL = "mxclaw-demo"
+DEMO_WORKSPACE = Path(__file__).resolve().parent / "demo_workspace"
+MAX_TOOL_CALLS = 10
+PREFIX = "[demo model]"
+_CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3200-\u33ff"
+                  "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
+                  "\U00020000-\U0003134f]")
+
+
+@dataclass
+class ToolCall:
+    """One tool call of a reply; `arguments` is the raw JSON string sent to the client."""
+
+    name: str
+    arguments: str
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:24]}")
+
+    def as_dict(self) -> dict:
+        """OpenAI wire shape."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class Reply:
+    """One assistant reply as the server will send it."""
+
+    text: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: tuple[int, int] | None = None
+    reasoning: str | None = None
+    finish_reason: str = "stop"
+
+
+def message_text(content: object) -> str:
+    """Text of a message's content (string, or the text parts of a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def estimate_message(message: dict) -> int:
+    """C1-style estimate of one message (a local helper; the context engine owns the real one)."""
+    text = message_text(message.get("content"))
+    cjk = len(_CJK.findall(text))
+    tokens = cjk + math.ceil((len(text) - cjk) / 4)
+    content = message.get("content")
+    if isinstance(content, list):
+        tokens += 2000 * sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
+    if message.get("tool_calls"):
+        tokens += math.ceil(len(json.dumps(message["tool_calls"], separators=(",", ":"), ensure_ascii=False)) / 4)
+    return tokens
+
+
+@dataclass
+class Done:
+    """A tool call of the current turn that is visible in the request, with its result if any."""
+
+    name: str
+    args: dict
+    result: str | None
+
+    @property
+    def failed(self) -> bool:
+        """True when the result carries one of the SPEC's failure markers."""
+        return bool(self.result) and plans.is_failure(self.result or "")
+
+
+def _turn(messages: list[dict]) -> tuple[str, list[Done], int]:
+    """(goal, tool calls since the last user message, number of user messages) from a request."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    goal = message_text(messages[last_user].get("content")) if last_user is not None else ""
+    if last_user is None:  # the user's message was summarized away: read the goal from the summary
+        for m in messages:
+            text = message_text(m.get("content"))
+            if m.get("role") == "system" and text.startswith("[compressed conversation context]"):
+                goals = re.search(r"Goals:\n((?:- .*\n?)+)", text)
+                if goals:
+                    goal = goals.group(1).strip().splitlines()[-1][2:]
+    start = 0 if last_user is None else last_user + 1
+    results = {m.get("tool_call_id"): message_text(m.get("content")) for m in messages[start:]
+               if m.get("role") == "tool"}
+    done: list[Done] = []
+    for m in messages[start:]:
+        for tc in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
+            fn = tc.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            done.append(Done(fn.get("name") or "", args if isinstance(args, dict) else {}, results.get(tc.get("id"))))
+    users = sum(1 for m in messages if m.get("role") == "user")
+    return goal, done, users
+
+
+def _position(plan: list[plans.Step], done: list[Done]) -> int:
+    """Index of the next step: one past the last plan step matched by a visible call, in order."""
+    pointer = 0
+    for call in done:
+        for i in range(pointer, len(plan)):
+            if plan[i].matches(call.name, call.args):
+                pointer = i + 1
+                break
+    return pointer
+
+
+def next_reply(messages: list[dict]) -> Reply:
+    """The demo model's reply to a Chat Completions request (decided from its messages only)."""
+    if not any(m.get("role") == "user" for m in messages) and not any(m.get("role") == "tool" for m in messages):
+        return Reply(text=f"{PREFIX} Hello! Ask me something about the sample workspace, e.g. 'fix the failing "
+                          "test'.")
+    goal, done, users = _turn(messages)
+    name, plan = plans.choose(goal, users, done, messages)
+    ctx = plans.Ctx(goal=goal, done=done, messages=messages)
+    failure = next((d for d in done if d.failed and not plans.expected_failure(d)), None)
+    if failure is not None:
+        return Reply(text=f"{PREFIX} " + plans.failure_answer(failure, ctx))
+    if len(done) >= MAX_TOOL_CALLS:
+        return Reply(text=f"{PREFIX} I have made {len(done)} tool calls in this turn, which is my limit. "
+                          + plans.final_answer(name, ctx))
+    for step in plan[_position(plan, done):]:
+        call = step.build(ctx)
+        if call is not None:
+            args = json.dumps(call, ensure_ascii=False)
+            return Reply(text=f"{PREFIX} {step.say}", tool_calls=[ToolCall(step.tool, args)],
+                         finish_reason="tool_calls")
+    return Reply(text=f"{PREFIX} " + plans.final_answer(name, ctx))
+
+
+def _ignore(_dir: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in ("__pycache__", "logs", ".DS_Store") or n.endswith(".pyc")]
+
+
+def copy_demo_workspace(dest: str | Path) -> Path:
+    """Copy the shipped sample workspace to `dest` (must not exist or be empty); returns the path."""
+    target = Path(dest).expanduser()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise FileExistsError(f"cannot copy the demo workspace to {target}: it exists and is not an empty folder")
+    shutil.copytree(DEMO_WORKSPACE, target, ignore=_ignore, dirs_exist_ok=True)
+    for path in [target, *target.rglob("*")]:  # installed package files may be read-only
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return target.resolve()
+

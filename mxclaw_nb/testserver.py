@@ -1,0 +1,399 @@
+"""A local OpenAI-compatible HTTP server: scripted replies for tests, and the offline demo model.
+
+Why: the provider, the loop and the notebooks must be exercised through the real `openai` client over
+real HTTP, not through a mock of it, and users without a key still need a model that behaves like one.
+This server speaks just enough of the Chat Completions API (`POST /v1/chat/completions`, plain and SSE
+streaming with a final usage chunk, `GET /v1/models`) on 127.0.0.1. Tests queue replies, tool calls,
+usage figures, delays and HTTP errors; `srv.requests` records exactly what was sent. With an empty
+queue the server answers "ok", or, in demo mode, asks `mxclaw_nb.demo_model` for the next step of its
+small coding-agent script. Reported usage is computed from the request when not scripted: an exact
+o200k_base count in OpenAI's chat framing when the offline encoding is available, else the C1-style
+estimate, times `usage_scale` (so token calibration, SPEC T2/T3, can be shown and tested offline).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from mxclaw_nb import demo_model
+from mxclaw_nb.demo_model import DEMO_MODEL, Reply, ToolCall, estimate_message, message_text
+
+__all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "Reply", "TestServer", "ToolCall", "count_completion_tokens",
+           "count_prompt_tokens"]
+
+DEFAULT_TEST_MODEL = "test-model"
+
+
+@dataclass
+class _Error:
+    status: int
+    message: str
+    retry_after: float | None
+    code: str | None
+
+
+@dataclass
+class _Delay:
+    seconds: float
+
+
+_exact_lock = threading.Lock()
+_exact_cache: list[Any] = []
+
+
+def _o200k() -> Any | None:
+    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else a private fallback."""
+    with _exact_lock:
+        if not _exact_cache:
+            _exact_cache.append(_load_o200k())
+        return _exact_cache[0]
+
+
+def _load_o200k() -> Any | None:
+    try:
+        from mxclaw_nb.tokenizers import exact_encoding
+
+        return exact_encoding("o200k_base")
+    except Exception:  # noqa: BLE001 - the shared adapter is optional; fall back to our own loader
+        pass
+    try:  # private fallback: bpe-openai ships tiktoken's rank files and the matching pattern/specials
+        import tiktoken
+        from bpe_openai import registry
+
+        return tiktoken.Encoding(**registry.o200k_base())
+    except Exception:  # noqa: BLE001 - no tokenizer data: the estimate serves
+        return None
+
+
+def count_prompt_tokens(messages: list[dict], counter: str = "auto") -> tuple[int, str]:
+    """Token count of request messages and the counter used ("o200k_base" or "estimate").
+
+    "o200k_base" follows OpenAI's published chat recipe: 4 framing tokens per message plus its content
+    and tool-call JSON, plus 3 reply-priming tokens. "estimate" is the C1 sum (no framing).
+    "auto" picks o200k_base when the offline encoding data is installed.
+    """
+    enc = _encoding_for(counter)
+    if enc is None:
+        return sum(estimate_message(m) for m in messages if isinstance(m, dict)), "estimate"
+    return 3 + sum(4 + _exact_message(m, enc) for m in messages if isinstance(m, dict)), "o200k_base"
+
+
+def count_completion_tokens(message: dict, counter: str = "auto") -> int:
+    """Tokens of a generated assistant message (text + tool-call JSON, no framing)."""
+    enc = _encoding_for(counter)
+    return estimate_message(message) if enc is None else _exact_message(message, enc)
+
+
+def _encoding_for(counter: str) -> Any | None:
+    if counter not in ("auto", "o200k_base", "estimate"):
+        raise ValueError(f"unknown usage counter {counter!r}; use 'auto', 'o200k_base' or 'estimate'")
+    enc = _o200k() if counter != "estimate" else None
+    if counter == "o200k_base" and enc is None:
+        raise ValueError("usage counter 'o200k_base' needs tiktoken and bpe-openai installed")
+    return enc
+
+
+def _exact_message(m: dict, enc: Any) -> int:
+    total = len(enc.encode_ordinary(message_text(m.get("content"))))
+    if isinstance(m.get("content"), list):
+        total += 2000 * sum(1 for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
+    if m.get("tool_calls"):
+        total += len(enc.encode_ordinary(json.dumps(m["tool_calls"], separators=(",", ":"), ensure_ascii=False)))
+    return total
+
+
+class TestServer:
+    """OpenAI-compatible server on 127.0.0.1 in a daemon thread; use as a context manager or start()/close()."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, *, demo: bool = False, api_key: str | None = None, model: str | None = None,
+                 known_models: list[str] | None = None, accept_stream_options: bool = True,
+                 report_usage: bool = True, usage_counter: str = "auto", port: int = 0) -> None:
+        self.demo = demo
+        self.api_key = api_key
+        self.model = model or (DEMO_MODEL if demo else DEFAULT_TEST_MODEL)
+        self.known_models = known_models
+        self.accept_stream_options = accept_stream_options
+        self.report_usage = report_usage
+        self.usage_counter = usage_counter
+        self.usage_scale = 1.0
+        self.stream_chunk_chars = 24  # text is streamed in pieces of about this size
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []
+        self._queue: deque[Reply | _Error | _Delay] = deque()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._port = port
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> TestServer:
+        """Bind 127.0.0.1 (port 0 = a free port) and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        handler = type("_BoundHandler", (_Handler,), {"server_obj": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"mxclaw-testserver:{self.port}", daemon=True)
+        self._thread.start()
+        if self.usage_counter != "estimate":  # load the tokenizer now, not during the first request
+            threading.Thread(target=_o200k, name="mxclaw-testserver-tokenizer", daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and release the port (slow replies in progress are cut short)."""
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> TestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        if self._httpd is None:
+            raise RuntimeError("TestServer is not started; call start() or use it as a context manager")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """Base URL for the openai client, e.g. http://127.0.0.1:PORT/v1."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- scripting ----------------------------------------------------------------------------------
+    def enqueue_text(self, text: str, usage: tuple[int, int] | None = None, *, reasoning: str | None = None,
+                     finish_reason: str = "stop") -> None:
+        """Queue a plain assistant answer (usage = (prompt_tokens, completion_tokens) overrides the count)."""
+        self._push(Reply(text=text, usage=usage, reasoning=reasoning, finish_reason=finish_reason))
+
+    def enqueue_tool_calls(self, calls: list[tuple[str, dict]], text: str | None = None,
+                           usage: tuple[int, int] | None = None) -> list[str]:
+        """Queue an assistant message with tool calls; returns the generated call ids."""
+        tcs = [ToolCall(name, json.dumps(args, ensure_ascii=False)) for name, args in calls]
+        self._push(Reply(text=text, tool_calls=tcs, usage=usage, finish_reason="tool_calls"))
+        return [tc.id for tc in tcs]
+
+    def enqueue_raw_tool_call(self, name: str, arguments: str, text: str | None = None) -> str:
+        """Queue one tool call whose arguments string is sent verbatim (e.g. malformed JSON)."""
+        tc = ToolCall(name, arguments)
+        self._push(Reply(text=text, tool_calls=[tc], finish_reason="tool_calls"))
+        return tc.id
+
+    def enqueue_error(self, status: int, message: str, *, retry_after: float | None = 0.01,
+                      code: str | None = None) -> None:
+        """Queue an HTTP error reply; 429/5xx carry retry-after-ms so client retries stay fast."""
+        if not 400 <= status <= 599:
+            raise ValueError(f"enqueue_error needs an HTTP error status (400-599), got {status}")
+        self._push(_Error(status, message, retry_after, code))
+
+    def enqueue_delay(self, seconds: float) -> None:
+        """Make the next reply wait `seconds` before the server answers."""
+        self._push(_Delay(float(seconds)))
+
+    def enqueue(self, reply: Reply) -> None:
+        """Queue a prepared Reply (full control over text, tool calls, usage, reasoning)."""
+        self._push(reply)
+
+    @property
+    def pending(self) -> int:
+        """Number of queued items not yet served."""
+        with self._lock:
+            return len(self._queue)
+
+    def _push(self, item: Reply | _Error | _Delay) -> None:
+        with self._lock:
+            self._queue.append(item)
+
+    def _record(self, body: dict) -> None:
+        with self._lock:
+            self.requests.append(body)
+
+    def _next(self, body: dict) -> tuple[float, Reply | _Error]:
+        """Pop delays and the next reply; an empty queue gives "ok" or the demo model's next step."""
+        delay = 0.0
+        with self._lock:
+            self.requests.append(body)
+            while self._queue and isinstance(self._queue[0], _Delay):
+                delay += self._queue.popleft().seconds  # type: ignore[union-attr]
+            item = self._queue.popleft() if self._queue else None
+        if item is None:
+            item = demo_model.next_reply(body.get("messages") or []) if self.demo else Reply(text="ok")
+        return delay, item  # type: ignore[return-value]
+
+    def usage_for(self, body: dict, reply: Reply) -> dict[str, int]:
+        """Usage figures reported for a reply: scripted, else counted from the request and scaled."""
+        if reply.usage is not None:
+            prompt, completion = reply.usage
+        else:
+            counted, _ = count_prompt_tokens(body.get("messages") or [], self.usage_counter)
+            prompt = math.ceil(counted * self.usage_scale)
+            out = {"role": "assistant", "content": reply.text,
+                   "tool_calls": [tc.as_dict() for tc in reply.tool_calls] or None}
+            completion = count_completion_tokens(out, self.usage_counter)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; False when the server is closing."""
+        return not self._stop.wait(seconds)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Request handler; `server_obj` is bound per server by TestServer.start()."""
+
+    server_obj: TestServer
+    protocol_version = "HTTP/1.1"  # keep-alive: the openai client reuses connections
+    disable_nagle_algorithm = True  # small SSE writes must not wait for delayed ACKs
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logging
+        return
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        if not self._authorized():
+            return
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            models = self.server_obj.known_models or [self.server_obj.model]
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "mxclaw_nb"} for m in models]
+            self._json(200, {"object": "list", "data": data})
+        else:
+            self._error(404, f"Unknown path {self.path}", "not_found")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not self._authorized():
+            return
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._error(404, f"Unknown path {self.path}", "not_found")
+            return
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            self._error(400, f"Request body is not valid JSON: {exc}", "invalid_json")
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._error(400, "'messages' is a required property and must be a list", "invalid_request")
+            return
+        srv = self.server_obj
+        with srv._lock:
+            srv.headers.append({k.lower(): v for k, v in self.headers.items()})
+        if "stream_options" in body and not srv.accept_stream_options:
+            srv._record(body)
+            self._error(400, "Unrecognized request argument supplied: stream_options", "invalid_request")
+            return
+        known = srv.known_models
+        if known is not None and body.get("model") not in known:
+            srv._record(body)
+            self._error(404, f"The model `{body.get('model')}` does not exist or you do not have access to it.",
+                        "model_not_found")
+            return
+        delay, item = srv._next(body)
+        if delay and not srv.wait(delay):
+            return
+        if isinstance(item, _Error):
+            self._error(item.status, item.message, item.code, item.retry_after)
+        elif body.get("stream"):
+            self._stream(body, item)
+        else:
+            self._json(200, self._completion(body, item))
+
+    # -- responses ----------------------------------------------------------------------------------
+    def _authorized(self) -> bool:
+        key = self.server_obj.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        given = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        shown = (given[:3] + "***" + given[-2:]) if len(given) > 6 else "***"
+        self._error(401, f"Incorrect API key provided: {shown}.", "invalid_api_key")
+        return False
+
+    def _completion(self, body: dict, reply: Reply) -> dict:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.tool_calls:
+            message["tool_calls"] = [tc.as_dict() for tc in reply.tool_calls]
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        out = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+               "model": self.server_obj.model,
+               "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}]}
+        if self.server_obj.report_usage:
+            out["usage"] = self.server_obj.usage_for(body, reply)
+        return out
+
+    def _stream(self, body: dict, reply: Reply) -> None:
+        srv = self.server_obj
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": srv.model}
+
+        def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:
+            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        if reply.reasoning:
+            events.append(chunk({"reasoning_content": reply.reasoning}))
+        text, step = reply.text or "", max(1, srv.stream_chunk_chars)
+        events += [chunk({"content": text[i:i + step]}) for i in range(0, len(text), step)]
+        for index, tc in enumerate(reply.tool_calls):
+            head = {"index": index, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
+            events.append(chunk({"tool_calls": [head]}))
+            cut = max(1, len(tc.arguments) // 3)
+            for i in range(0, len(tc.arguments), cut):
+                events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments":
+                                                                                  tc.arguments[i:i + cut]}}]}))
+        events.append(chunk({}, reply.finish_reason))
+        if srv.report_usage and (body.get("stream_options") or {}).get("include_usage"):
+            events.append({**base, "choices": [], "usage": srv.usage_for(body, reply)})
+        try:
+            for event in events:
+                self._write_chunk(b"data: " + json.dumps(event, ensure_ascii=False).encode() + b"\n\n")
+            self._write_chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client went away (timeout, interrupt): nothing left to do
+            self.close_connection = True
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+
+    def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+
+    def _error(self, status: int, message: str, code: str | None = None, retry_after: float | None = None) -> None:
+        kind = {401: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_error"}
+        err = {"message": message, "type": kind.get(status, "server_error" if status >= 500 else
+                                                    "invalid_request_error"), "param": None, "code": code}
+        headers = {}
+        if retry_after is not None and (status == 429 or status >= 500):
+            headers["retry-after-ms"] = str(max(1, round(retry_after * 1000)))
+        self._json(status, {"error": err}, headers)
+
