@@ -28,7 +28,7 @@ from mxclaw_nb.tools.policy import describe_pattern, forbidden_match
 from mxclaw_nb.tools.registry import Tool
 
 CAPTURE_LIMIT_BYTES = 8_000_000
-_DRAIN_SECONDS = 2.0
+_DRAIN_SECONDS = 0.5
 
 
 class _Capture:
