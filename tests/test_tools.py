@@ -450,3 +450,22 @@ def test_l3_tool_run_is_fast_enough_for_the_loop(ws: Path, reg: ToolRegistry) ->
     per_call_ms = (time.perf_counter() - t0) / 200 * 1000
     assert per_call_ms < 20, per_call_ms
     assert os.path.exists(ws / "notes.md")
+
+
+def test_a1_a2_a3_with_the_real_duckdb_store(ws: Path, reg: ToolRegistry, tmp_path: Path) -> None:
+    from mxclaw_nb.store import Store
+
+    with Store(tmp_path / "agent.duckdb") as store:
+        mine, theirs = store.create_session(workspace=str(ws)), store.create_session(workspace=str(ws))
+        ctx = ToolContext(workspace=ws, session_id=mine, artifacts=store, approval="allow")
+        final = reg.finalize(call(reg, ctx, "bash", command=BIG_CMD), ctx)
+        aid = final.meta["artifact_id"]
+        assert aid and f"[artifact {aid}] ... Use read_artifact" in final.content
+        found = call(reg, ctx, "read_artifact", artifact_id=aid, search="log line 19940 数据", context=1)
+        assert ">19943: log line 19940 数据 ERROR" in found.content and " 19944: log line 19941" in found.content
+        other = ToolContext(workspace=ws, session_id=theirs, artifacts=store)
+        assert call(reg, other, "read_artifact", artifact_id=aid).content.endswith("was not found in this session")
+        # A3 with a real failure: the store refuses artifacts for a session it does not know.
+        ghost = ToolContext(workspace=ws, session_id="no-such-session", artifacts=store)
+        kept = reg.finalize(ToolResult("z" * 70_000), ghost)
+        assert kept.is_error is False and kept.meta["artifact_id"] is None and len(kept.content) <= 50_000
