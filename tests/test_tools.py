@@ -9,9 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mxclaw_nb import artifacts
-from mxclaw_nb.tools import Tool, ToolContext, ToolRegistry, ToolResult, default_registry
+from mxclaw_nb.tools import (
+    DEFAULT_FORBIDDEN,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    default_registry,
+    forbidden_match,
+    resolve_in_workspace,
+)
 
 
 class MemArtifacts:
@@ -469,3 +481,28 @@ def test_a1_a2_a3_with_the_real_duckdb_store(ws: Path, reg: ToolRegistry, tmp_pa
         ghost = ToolContext(workspace=ws, session_id="no-such-session", artifacts=store)
         kept = reg.finalize(ToolResult("z" * 70_000), ghost)
         assert kept.is_error is False and kept.meta["artifact_id"] is None and len(kept.content) <= 50_000
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=200, deadline=None)
+def test_l3_forbidden_matching_never_raises_on_arbitrary_commands(command: str) -> None:
+    assert forbidden_match(command) in (None, *DEFAULT_FORBIDDEN)
+
+
+@given(st.lists(st.sampled_from(["..", ".", "src", "evil_dir", "a", "", "/", "~"]), min_size=1, max_size=6))
+@settings(max_examples=150, deadline=None)
+def test_l3_confinement_property_resolved_paths_stay_inside(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[str]
+) -> None:
+    root = tmp_path_factory.mktemp("prop")
+    ws = root / "ws"
+    (ws / "src").mkdir(parents=True, exist_ok=True)
+    if not (ws / "evil_dir").is_symlink():
+        (ws / "evil_dir").symlink_to(root)
+    ctx = ToolContext(workspace=ws, session_id="p")
+    try:
+        resolved = resolve_in_workspace(ctx, "/".join(parts))
+    except ToolError as exc:
+        assert str(exc).startswith(("Permission denied:", "Invalid"))
+    else:
+        assert resolved.is_relative_to(ws.resolve())
