@@ -234,3 +234,14 @@ def test_t2_property_calibrated_never_below_c1(history, probe):
     for m in probe:
         assert counter.count(m) >= estimate_tokens(m)
     assert counter.anchored_total(view, None, probe) >= estimate_messages([*view, *probe])
+
+
+def test_t2_counters_are_equal_when_they_count_the_same():
+    """T2: equality (used as a per-message cache key) reflects counting only: base and factor."""
+    sent = [_filler(4000)]
+    a = CalibratedCounter().observe(sent, 1000)               # factor stays 1.0
+    assert a == CalibratedCounter() and hash(a) == hash(CalibratedCounter())
+    b = CalibratedCounter().observe(sent, 1300)
+    assert b != CalibratedCounter() and b == CalibratedCounter(factor=1.3)
+    assert CalibratedCounter(base=FunctionCounter("chars", len)) != CalibratedCounter()
+    assert EstimateCounter() == EstimateCounter()

@@ -164,12 +164,15 @@ class CalibratedCounter:
 
     factor: float = 1.0
     base: TokenCounter = field(default_factory=EstimateCounter)
-    floor: float = 1.0
-    window: int = 8
-    min_segment: int = 64
-    ratios: tuple[float, ...] = ()
-    bootstrap: float | None = None
-    reports: int = 0
+    # Learning state and settings: not part of equality, so two counters are equal exactly when they count
+    # the same (same base, same factor) and a per-message cache keyed on the counter survives a report
+    # that did not change the factor.
+    floor: float = field(default=1.0, compare=False)
+    window: int = field(default=8, compare=False)
+    min_segment: int = field(default=64, compare=False)
+    ratios: tuple[float, ...] = field(default=(), compare=False)
+    bootstrap: float | None = field(default=None, compare=False)
+    reports: int = field(default=0, compare=False)
     anchor: _Anchor | None = field(default=None, repr=False, compare=False)
     name: str = field(default="calibrated", init=False)
 
