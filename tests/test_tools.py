@@ -356,7 +356,7 @@ def test_l3_custom_forbidden_list(ws: Path, reg: ToolRegistry) -> None:
         ("ask", False, False, "user", "Permission denied: the user denied"),
         ("ask", None, False, "nobody", "Permission denied: nobody could approve"),
         ("ask", "no approver", False, "nobody", "Permission denied: nobody could approve"),
-        ("ask", "raises", False, "nobody", "Permission denied: nobody could approve"),
+        ("ask", "raises", False, "error", "Permission denied: the approval prompt failed"),
     ],
 )
 def test_l3_approval_policy(

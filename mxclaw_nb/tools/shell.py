@@ -29,6 +29,7 @@ from mxclaw_nb.tools.registry import Tool
 
 CAPTURE_LIMIT_BYTES = 8_000_000
 _DRAIN_SECONDS = 0.5
+_APPROVER_FAILED = object()
 
 
 class _Capture:
@@ -55,7 +56,11 @@ class _Capture:
 
 
 def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
-    """Apply the approval policy; return (allowed, who decided) and emit approval.decided."""
+    """Apply the approval policy; return (allowed, who decided) and emit approval.decided.
+
+    `by` is "policy" (allow/deny mode), "user" (the approver answered True/False), "nobody" (no
+    approver, or it returned None: no one can answer) or "error" (the approver raised).
+    """
     if ctx.approval == "allow":
         allowed, by = True, "policy"
     elif ctx.approval == "deny":
@@ -63,11 +68,13 @@ def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
     elif ctx.approver is None:
         allowed, by = False, "nobody"
     else:
+        answer: object
         try:
             answer = ctx.approver(command)
         except Exception:  # a broken approval UI must not run the command
-            answer = None
-        allowed, by = (answer is True), ("user" if answer is not None else "nobody")
+            answer = _APPROVER_FAILED
+        allowed = answer is True
+        by = "nobody" if answer is None else "error" if answer is _APPROVER_FAILED else "user"
     ctx.emit("approval.decided", {"command": command, "decision": "allow" if allowed else "deny", "by": by})
     return allowed, by
 
@@ -144,6 +151,8 @@ def bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             raise denied("the user denied running this command")
         if by == "policy":
             raise denied("the approval policy is 'deny', so shell commands are not run")
+        if by == "error":
+            raise denied("the approval prompt failed, so the command was not run")
         raise denied("nobody could approve this command (no interactive approver), so it was not run")
     return run_command(command, ctx)
 
