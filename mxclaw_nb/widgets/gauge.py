@@ -1,0 +1,166 @@
+"""The context gauge: what fills the window, as sent and before compaction, against threshold and window.
+
+Why: a single number ("41,210 tokens") says nothing about *what* fills the context. The article
+separates boundary layers (system prompt, project instructions, skills, memory, user input) from the
+process record (assistant text, tool results, summaries); two stacked bars — the request view as
+sent, and the transcript before compaction underneath — make both the composition and the effect of
+compaction visible at a glance. The bars are plain inline-styled HTML so they render in JupyterLab,
+classic Notebook, VS Code, exported HTML and GitHub alike; figures say which counter produced them
+("est.", "calibrated", "reported"), as UX.md requires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import ipywidgets as widgets
+
+from mxclaw_nb.context import LAYERS, RequestView
+from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
+from mxclaw_nb.widgets.static import StaticReprMixin
+from mxclaw_nb.widgets.style import (
+    FONT,
+    LAYER_COLORS,
+    THRESHOLD_COLOR,
+    WINDOW_COLOR,
+    chip,
+    color_of,
+    counter_label,
+    esc,
+    fmt_int,
+    swatch,
+)
+
+BAR_CHARS = 18
+
+
+def _as_data(view: RequestView | CallData | None, reported: int | None, calibrated: int | None) -> CallData | None:
+    if view is None or isinstance(view, CallData):
+        if view is not None and (reported is not None or calibrated is not None):
+            return replace(view, reported_prompt_tokens=reported if reported is not None
+                           else view.reported_prompt_tokens,
+                           calibrated_tokens=calibrated if calibrated is not None else view.calibrated_tokens)
+        return view
+    return from_view(view, reported_prompt_tokens=reported, calibrated_tokens=calibrated)
+
+
+def _bar(label: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str) -> str:
+    segs = []
+    for name in LAYERS:
+        n = layers.get(name, 0)
+        if n <= 0:
+            continue
+        pct = 100.0 * n / scale
+        share = 100.0 * n / total if total else 0.0
+        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {unit} tokens '
+                    f'({share:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
+    lines = ""
+    for value, color, name in ((data.threshold, THRESHOLD_COLOR, "threshold"), (data.window, WINDOW_COLOR, "window")):
+        if value:
+            left = min(100.0, 100.0 * value / scale)
+            lines += (f'<div class="mx-line" title="{name} {fmt_int(value)}" style="position:absolute;top:-3px;'
+                      f'bottom:-3px;left:calc({left:.3f}% - 1px);width:2px;background:{color}"></div>')
+    return (f'<div style="display:flex;align-items:center;margin:3px 0">'
+            f'<div style="width:170px;color:#444">{esc(label)}</div>'
+            f'<div style="position:relative;flex:1;height:16px;background:#f1f1f1;border-radius:2px">'
+            f'<div style="display:flex;height:100%;overflow:hidden">{"".join(segs)}</div>{lines}</div>'
+            f'<div style="width:150px;text-align:right">{fmt_int(total)} {esc(unit)}</div></div>')
+
+
+def secondary_figures(data: CallData) -> list[str]:
+    """The labelled extra figures: est. (when the view used another counter), calibrated, reported."""
+    out = []
+    if data.counter != "estimate" and data.estimate_tokens is not None:
+        out.append(f"{fmt_int(data.estimate_tokens)} est.")
+    if data.calibrated_tokens is not None and data.counter != "calibrated":
+        out.append(f"{fmt_int(data.calibrated_tokens)} calibrated")
+    if data.reported_prompt_tokens is not None:
+        out.append(f"{fmt_int(data.reported_prompt_tokens)} reported")
+    return out
+
+
+def gauge_html(data: CallData | None) -> str:
+    """The gauge as self-contained HTML (used by the widget and by the static fallback)."""
+    if data is None:
+        return f'<div class="mx-gauge" style="{FONT}color:#777">context · no model call yet</div>'
+    unit = counter_label(data.counter)
+    scale = max(data.window, data.before_tokens, data.after_tokens, 1)
+    head = (f'<b>context</b> · {fmt_int(data.after_tokens)} {esc(unit)} / {fmt_int(data.threshold)} threshold / '
+            f'{fmt_int(data.window)} window · {chip(data.stage, color_of("stage", data.stage))}')
+    extra = secondary_figures(data)
+    if extra:
+        head += " · " + " · ".join(esc(x) for x in extra)
+    if data.turn is not None:
+        head += f' <span style="color:#777">(turn {data.turn}, call {data.iteration})</span>'
+    sent = layer_split(data.after, "tokens")
+    before = layer_split(data.before, "tokens_before")
+    bars = _bar("request view (sent)", data.after_tokens, sent, scale, data, unit)
+    bars += _bar("transcript (before)", data.before_tokens, before, scale, data, unit)
+    legend = "".join(
+        f'<span style="margin-right:10px;white-space:nowrap" title="sent / before">{swatch(LAYER_COLORS[n])}'
+        f'{esc(n)} {fmt_int(sent[n])} / {fmt_int(before[n])}</span>' for n in LAYERS if sent[n] or before[n])
+    lines = (f'<span style="margin-left:6px">{swatch(THRESHOLD_COLOR)}threshold</span>'
+             f'<span style="margin-left:6px">{swatch(WINDOW_COLOR)}window</span>')
+    warn = ""
+    if data.after_tokens > data.threshold:
+        warn = (f'<div style="color:{THRESHOLD_COLOR}">still over the threshold after every allowed step '
+                f'({fmt_int(data.after_tokens)} &gt; {fmt_int(data.threshold)})</div>')
+    if data.error:
+        warn += f'<div style="color:{THRESHOLD_COLOR}">compactor error: {esc(data.error)}</div>'
+    return (f'<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
+            f'<div class="mx-legend" style="color:#444">{legend}{lines}</div>{warn}</div>')
+
+
+def gauge_text(data: CallData | None) -> str:
+    """The one-line text gauge of UX.md: `[ctx ▓▓▓░░ 41,210 est. / 51,200 threshold / 64,000 window · stage]`."""
+    if data is None:
+        return "[ctx · no model call yet]"
+    filled = min(BAR_CHARS, round(BAR_CHARS * data.after_tokens / data.window)) if data.window else 0
+    bar = "▓" * filled + "░" * (BAR_CHARS - filled)
+    line = (f"[ctx {bar} {fmt_int(data.after_tokens)} {counter_label(data.counter)} / {fmt_int(data.threshold)} "
+            f"threshold / {fmt_int(data.window)} window · {data.stage}]")
+    extra = secondary_figures(data)
+    if data.stage != "unchanged":
+        extra.insert(0, f"before {fmt_int(data.before_tokens)} {counter_label(data.counter)}")
+    return line + ("  " + " · ".join(extra) if extra else "")
+
+
+class ContextGauge(StaticReprMixin, widgets.VBox):
+    """Stacked per-layer bars of the last request view (sent, and before compaction) vs threshold and window."""
+
+    def __init__(self, view: RequestView | CallData | None = None, *, reported_prompt_tokens: int | None = None,
+                 calibrated_tokens: int | None = None, **kwargs: Any) -> None:
+        self._html = widgets.HTML()
+        super().__init__(children=[self._html], **kwargs)
+        self.add_class("mx-context-gauge")
+        self.data: CallData | None = None
+        self.update(view, reported_prompt_tokens=reported_prompt_tokens, calibrated_tokens=calibrated_tokens)
+
+    @classmethod
+    def from_request(cls, row: Any) -> ContextGauge:
+        """A gauge of one stored request row (`store.requests(sid)` row)."""
+        return cls(from_request(row))
+
+    def update(self, view: RequestView | CallData | None, reported_prompt_tokens: int | None = None,
+               calibrated_tokens: int | None = None) -> None:
+        """Show another view (or the same one with reported/calibrated figures added)."""
+        self.data = _as_data(view, reported_prompt_tokens, calibrated_tokens)
+        self._html.value = gauge_html(self.data)
+
+    def layers(self, which: str = "after") -> dict[str, int]:
+        """Tokens per layer of the sent view (`after`) or the transcript (`before`)."""
+        if self.data is None:
+            return dict.fromkeys(LAYERS, 0)
+        if which not in ("after", "before"):
+            raise ValueError("which must be 'after' or 'before'")
+        return layer_split(self.data.after if which == "after" else self.data.before,
+                           "tokens" if which == "after" else "tokens_before")
+
+    def to_html(self) -> str:
+        """Static HTML of the current state."""
+        return gauge_html(self.data)
+
+    def to_text(self) -> str:
+        """One-line text of the current state."""
+        return gauge_text(self.data)
