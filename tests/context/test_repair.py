@@ -41,7 +41,8 @@ def shape(messages: list[dict]) -> list[tuple]:
 
 def test_c4_well_formed_transcript_comes_back_as_the_same_dicts() -> None:
     """C4: nothing wrong -> the same messages, same objects, nothing synthesised."""
-    msgs = [{"role": "user", "content": "go"}, asst("a", "b"), res("a"), res("b"), {"role": "assistant", "content": "x"}]
+    msgs = [{"role": "user", "content": "go"}, asst("a", "b"), res("a"), res("b"),
+            {"role": "assistant", "content": "x"}]
     out = repair_tool_call_transcript(msgs)
     assert len(out) == len(msgs) and all(o is m for o, m in zip(out, msgs, strict=True))
 
