@@ -151,7 +151,9 @@ def next_reply(messages: list[dict]) -> Reply:
         call = step.build(ctx)
         if call is not None:
             args = json.dumps(call, ensure_ascii=False)
-            return Reply(text=f"{PREFIX} {step.say}", tool_calls=[ToolCall(step.tool, args)],
+            intro = "" if done else f"Plan ({name}, {len(plan)} steps): " + " ".join(
+                f"{i}) {s.say.split('.')[0].lower()}." for i, s in enumerate(plan, 1)) + "\n"
+            return Reply(text=f"{PREFIX} {intro}{step.say}", tool_calls=[ToolCall(step.tool, args)],
                          finish_reason="tool_calls")
     return Reply(text=f"{PREFIX} " + plans.final_answer(name, ctx))
 

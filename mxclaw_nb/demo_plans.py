@@ -10,6 +10,7 @@ its step (e.g. no edit when the test already passes), so the plans adapt to what
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # The interpreter the shell tool will find: the kernel's PATH may lack `python` (e.g. Debian).
 PY = "python" if shutil.which("python") else "python3" if shutil.which("python3") else shlex.quote(sys.executable)
 _FAILURE = re.compile(r"^\s*(Tool failed|Invalid|Permission denied|Forbidden)", re.IGNORECASE)
+_WARN = re.compile(r"(\S+Z) WARN\s+\[(\w+)\s*\]\s+(\S+)\s+(\d+) ms")
 _ARTIFACT = re.compile(r"\[artifact ([^\]\s:]+)")
 BUG_LINE = "    for item in items[1:]:\n"
 FIXED_LINE = "    for item in items:\n"
@@ -109,10 +111,65 @@ def _read_artifact(search: str, hits: int) -> Callable[[Ctx], dict | None]:
     return build
 
 
+def _artifact_lines(ctx: Ctx) -> dict | None:
+    aid = ctx.artifact_id()
+    return None if aid is None else {"artifact_id": aid, "line_start": 1, "line_end": 60}
+
+
+_SHELVES = [
+    ("empty", [], "0.0"), ("one_item", [("TEA-001", "green", 12, 4.5)], "54.0"),
+    ("first_item_counts", [("TEA-001", "green", 1, 100.0), ("CUP-010", "cup", 1, 1.0)], "101.0"),
+    ("cjk_names", [("TEA-002", "乌龙茶", 3, 7.25), ("TEA-003", "普洱茶", 2, 12.0)], "45.75"),
+    ("cents_rounding", [("SUG-001", "sugar", 3, 0.1), ("SUG-002", "salt", 3, 0.2)], "0.9"),
+    ("zero_quantity", [("CUP-011", "mug", 0, 9.99), ("CUP-012", "saucer", 4, 2.5)], "10.0"),
+]
+
+
+def _regression(ctx: Ctx) -> dict | None:
+    body = ["import unittest", "", "from inventory.report import render", "from inventory.stock import Item, "
+            "total_value", "", "", "class TotalValueRegressionTest(unittest.TestCase):",
+            '    """Regression tests for total_value: every item counts, including the first one."""', ""]
+    for name, items, total in _SHELVES:
+        shelf = ", ".join(f"Item({sku!r}, {label!r}, {qty}, {price})" for sku, label, qty, price in items)
+        body += [f"    def test_{name}(self):", f"        shelf = [{shelf}]",
+                 f"        self.assertAlmostEqual(total_value(shelf), {total}, places=2)", ""]
+    body += ["    def test_report_total_matches(self):",
+             '        shelf = [Item("TEA-001", "绿茶 green", 12, 4.5), Item("CUP-010", "cup", 40, 2.0)]',
+             '        self.assertIn("134.00", render(shelf))', "", "", 'if __name__ == "__main__":',
+             "    unittest.main()", ""]
+    return {"path": REGRESSION, "content": "\n".join(body)}
+
+
+def _slow_report(ctx: Ctx) -> dict | None:
+    slow = sorted(_WARN.findall(ctx.result("read_artifact", search="WARN") or ""), key=lambda w: -int(w[3]))
+    if not slow:
+        return None
+    rows = [f"| {i} | {w[0]} | {w[1]} | {w[2]} | {w[3]} |" for i, w in enumerate(slow, 1)]
+    return {"path": SLOW_REPORT, "content": "\n".join(
+        ["# Slow build steps (over 850 ms)", "", f"From `{GEN_LOG}`, {len(slow)} steps, slowest first.", "",
+         "| # | time | step | module | ms |", "|---|---|---|---|---|", *rows, ""])}
+
+
+def _if_written(path: str) -> Callable[[Ctx], dict | None]:
+    """Read `path` only if this conversation wrote it (a write call or the summary's file list shows it)."""
+    def build(ctx: Ctx) -> dict | None:
+        return {"path": path} if any(path in message_text_of(m) for m in ctx.messages) else None
+    return build
+
+
+def message_text_of(message: dict) -> str:
+    """Content text plus tool-call arguments of a message (where paths of earlier writes appear)."""
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    calls = message.get("tool_calls") or []
+    return text + "".join(str((c.get("function") or {}).get("arguments")) for c in calls if isinstance(c, dict))
+
+
 def _grep_log(ctx: Ctx) -> dict | None:
     return None if ctx.artifact_id() else {"pattern": "ERROR", "path": "logs"}
 
 
+REGRESSION, SLOW_REPORT = "tests/test_regression.py", "reports/slow_steps.md"
 TEST_FIRST = f"{PY} -m unittest -q tests.test_stock"
 VERIFY = f"{PY} -m unittest -q"
 GEN_LOG = f"{PY} tools/gen_log.py"
@@ -125,16 +182,37 @@ PLANS: dict[str, list[Step]] = {
         Step("bash", "Running the stock tests to see the failure.", {"command": TEST_FIRST}),
         Step("edit_file", "total_value loops over items[1:], so it skips the first item. Fixing the loop.",
              _edit, {"path": "inventory/stock.py"}),
-        Step("bash", "Re-running the verification command from .mx-claw/project.json.", {"command": VERIFY}),
+        Step("write_file", "The existing test only covers one shelf. Adding a small regression suite for "
+             "total_value (empty shelf, one item, first item only, CJK names, cents) so this cannot come back.",
+             _regression, {"path": REGRESSION}),
+        Step("bash", "Re-running the verification command from .mx-claw/project.json (it includes the new tests).",
+             {"command": VERIFY}),
     ],
     "logs": [
-        Step("bash", "Generating the build log (large output, stored as an artifact).", {"command": GEN_LOG}),
-        Step("read_artifact", "Searching the stored log for ERROR lines.", _read_artifact("ERROR", 10),
-             {"search": "ERROR"}),
-        Step("grep", "No artifact id visible; searching the saved log file instead.", _grep_log,
+        Step("bash", "The build writes a long log; running it (the output is large, so it should come back as an "
+             "artifact preview rather than in full).", {"command": GEN_LOG}),
+        Step("read_artifact", "The preview only shows the head and tail of the log. Searching the stored artifact "
+             "for ERROR lines first.", _read_artifact("ERROR", 10), {"search": "ERROR"}),
+        Step("grep", "No artifact id is visible, so I search the saved log file instead.", _grep_log,
              {"pattern": "ERROR"}),
-        Step("read_artifact", "And the slow steps (WARN).", _read_artifact("WARN", 5), {"search": "WARN"}),
-        Step("read_file", "Checking the project memory for known issues.", {"path": ".mx-claw/memory.md"}),
+        Step("read_artifact", "Now every slow step: the log marks steps over 850 ms as WARN.",
+             _read_artifact("WARN", 80), {"search": "WARN"}),
+        Step("write_file", "Saving the slow steps as a small table in reports/slow_steps.md, so they can be "
+             "compared with the next build without re-running it.", _slow_report, {"path": SLOW_REPORT}),
+        Step("read_artifact", "Reading the first lines of the log to see the step order.", _artifact_lines,
+             {"line_start": 1}),
+        Step("read_file", "Checking the project memory for known issues before I call anything a problem.",
+             {"path": ".mx-claw/memory.md"}),
+    ],
+    "summary": [
+        Step("read_file", "Re-reading the file I changed to confirm the edit is there.",
+             {"path": "inventory/stock.py"}),
+        Step("read_file", "And the regression tests I added, to list them by name.", _if_written(REGRESSION),
+             {"path": REGRESSION}),
+        Step("read_file", "And the slow-step report I wrote.", _if_written(SLOW_REPORT), {"path": SLOW_REPORT}),
+        Step("bash", "Running the verification command once more so the summary is based on a fresh result.",
+             {"command": VERIFY}),
+        Step("read_file", "And the verification policy I was asked to follow.", {"path": ".mx-claw/project.json"}),
     ],
     "explore": [
         Step("list_dir", "Listing the package.", {"path": "inventory"}),
@@ -152,6 +230,7 @@ PLANS: dict[str, list[Step]] = {
     ],
 }
 _KEYWORDS = [
+    ("summary", r"summar|recap|what (did )?you (change|do|did)|总结"),
     ("fix", r"fix|bug|fail|broken|repair|修"),
     ("logs", r"log|build|artifact|error|warn|日志"),
     ("explore", r"explain|overview|structure|explore|describe|what does|介绍|结构"),
@@ -167,7 +246,7 @@ def choose(goal: str, users: int, done: list[Done], messages: list[dict]) -> tup
             return name, PLANS[name]
     if done:
         score = {n: sum(any(s.matches(d.name, d.args) for s in p) for d in done) for n, p in PLANS.items()}
-        best = max(ROTATION, key=lambda n: score[n])
+        best = max(PLANS, key=lambda n: score[n])
         if score[best]:
             return best, PLANS[best]
     name = ROTATION[(max(users, 1) - 1) % len(ROTATION)]
@@ -178,48 +257,100 @@ def _count_lines(text: str | None, needle: str) -> int:
     return sum(1 for line in (text or "").splitlines() if needle in line)
 
 
+def _stored(ctx: Ctx) -> str:
+    aid = ctx.artifact_id()
+    return f"stored as artifact {aid}" if aid else "shown in full (no artifact id visible)"
+
+
+def _answer_fix(ctx: Ctx) -> str:
+    before, after = ctx.result("bash", command=TEST_FIRST), ctx.result("bash", command=VERIFY)
+    edit = ctx.result("edit_file", path="inventory/stock.py")
+    grep_hits = max(0, len((ctx.result("grep", pattern="total_value", path=".") or "").splitlines()) - 1)
+    if before is not None and before.startswith("exit code 0"):
+        head = "The stock tests already pass, so there was nothing to fix."
+    elif after is not None and after.startswith("exit code 0"):
+        head = ("Fixed. `total_value` in inventory/stock.py looped over `items[1:]`, so the first item was never "
+                "counted (101.75 instead of 155.75 EUR for the test shelf). I changed the loop to "
+                "`for item in items:` and the verification command now passes.")
+    else:
+        head = "I could not get the tests to pass; the last run still fails (see below)."
+    return (f"{head}\n\nWhat I did: listed the workspace, read inventory/stock.py, found {grep_hits} lines "
+            f"mentioning total_value, ran the build (the long log was {_stored(ctx)}), ran the tests, edited the "
+            f"file ({(edit or 'no edit').splitlines()[0]}), added tests/test_regression.py "
+            f"({len(_SHELVES) + 1} cases: {', '.join(n for n, _, _ in _SHELVES)}, report total), re-ran the tests."
+            f"\n\nThe change:\n    - {BUG_LINE.strip()}\n    + {FIXED_LINE.strip()}\n\nTest run before the fix:\n"
+            f"{_tail(before)}\n\nAfter:\n{_tail(after, 4)}")
+
+
+def _answer_logs(ctx: Ctx) -> str:
+    errors = ctx.result("read_artifact", search="ERROR") or ctx.result("grep", pattern="ERROR")
+    slow = sorted(_WARN.findall(ctx.result("read_artifact", search="WARN") or ""), key=lambda w: -int(w[3]))
+    memory = ctx.result("read_file", path=".mx-claw/memory.md") or ""
+    known = " The project memory says these barcode-plugin errors are known and harmless." if "barcode" in memory \
+        else ""
+    slowest = (f"The slowest step was `{slow[0][1]}` of `{slow[0][2]}` at {slow[0][3]} ms ({slow[0][0]}); "
+               f"{len(slow)} steps took over 850 ms, the next ones: "
+               + ", ".join(f"{w[1]} {w[2]} {w[3]} ms" for w in slow[1:4]) + ".") if slow else \
+        "I could not see the WARN lines, so I cannot name the slowest step."
+    table = "\n".join(f"    {i:>2}. {w[1]:<8} {w[2]:<18} {w[3]} ms  at {w[0]}" for i, w in enumerate(slow[:10], 1))
+    if slow:
+        slowest += f"\n\nTop {min(10, len(slow))} slow steps (full table in {SLOW_REPORT}):\n{table}"
+    return (f"{slowest}\n\nThe build log was {_stored(ctx)}. It has {_count_lines(errors, 'Z ERROR ')} ERROR lines, "
+            f"all about the optional `barcode` plugin.{known}\n\nERROR lines:\n{_tail(errors, 6)}")
+
+
+def _answer_explore(ctx: Ctx) -> str:
+    defs = [line.split(":", 2)[-1].strip() for line in (ctx.result("grep", path="inventory") or "").splitlines()
+            if "def " in line]
+    listing = ctx.result("list_dir", path="inventory") or ""
+    return (f"`inventory` is a tiny stock-keeping library ({listing.splitlines()[0] if listing else 'not listed'})."
+            f" Functions: {'; '.join(defs) or 'none found'}. `report.render` prints one line per item, the total "
+            f"and the low-stock SKUs; tests run with `{VERIFY}`.")
+
+
+def _answer_review(ctx: Ctx) -> str:
+    source = ctx.result("read_file", path="inventory/stock.py") or ""
+    read = [str(d.args.get("path")) for d in ctx.done if d.name == "read_file" and d.result is not None]
+    note = ("`total_value` loops over `items[1:]` and skips the first item; `test_total_counts_every_item` "
+            "catches it. Ask me to fix the failing test.") if "items[1:]" in source else \
+        "I did not spot a bug in what I read."
+    return f"Reviewed {', '.join(read) or 'nothing (no file could be read)'}. {note}"
+
+
+def _answer_summary(ctx: Ctx) -> str:
+    """Recap from the whole request: edits and commands of earlier turns, or the summary's file list."""
+    edits, commands = [], []
+    for m in ctx.messages:
+        for tc in m.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                continue
+            if fn.get("name") in ("edit_file", "write_file") and args.get("path") not in edits:
+                edits.append(args.get("path"))
+            if fn.get("name") == "bash" and args.get("command") not in commands:
+                commands.append(args.get("command"))
+        text = m.get("content") if isinstance(m.get("content"), str) else ""
+        if m.get("role") == "system" and text.startswith("[compressed conversation context]"):
+            touched = re.search(r"Files and tools touched:\n((?:- .*\n?)+)", text)
+            for line in (touched.group(1).splitlines() if touched else []):
+                if line[2:] != "None recorded" and line[2:] not in edits:
+                    edits.append(line[2:])
+    verify = ctx.result("bash", command=VERIFY)
+    state = "pass" if verify and verify.startswith("exit code 0") else "do not pass" if verify else "were not re-run"
+    return (f"Changed: {', '.join(map(str, edits)) or 'no file edits visible in my context'}. Checked with: "
+            f"{'; '.join(f'`{c}`' for c in commands) or 'no commands visible'}. The tests {state} now "
+            f"({VERIFY}). Large outputs were {_stored(ctx)}.")
+
+
+_ANSWERS = {"fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore, "review": _answer_review,
+            "summary": _answer_summary}
+
+
 def final_answer(plan: str, ctx: Ctx) -> str:
     """The turn's closing answer for `plan`, built from the visible results."""
-    aid = ctx.artifact_id()
-    stored = f"stored as artifact {aid}" if aid else "shown in full (no artifact id visible)"
-    if plan == "fix":
-        before, after = ctx.result("bash", command=TEST_FIRST), ctx.result("bash", command=VERIFY)
-        edit = ctx.result("edit_file", path="inventory/stock.py")
-        grep_hits = max(0, len((ctx.result("grep", pattern="total_value", path=".") or "").splitlines()) - 1)
-        if before is not None and before.startswith("exit code 0"):
-            head = "The stock tests already pass, so there was nothing to fix."
-        elif after is not None and after.startswith("exit code 0"):
-            head = ("Fixed. `total_value` in inventory/stock.py looped over `items[1:]`, so the first item "
-                    "was never counted (101.75 instead of 155.75 EUR for the test shelf). I changed the loop "
-                    "to `for item in items:` and the verification command now passes.")
-        else:
-            head = "I could not get the tests to pass; the last run still fails (see below)."
-        return (f"{head}\n\nWhat I did: listed the workspace, read inventory/stock.py, found {grep_hits} "
-                f"lines mentioning total_value, ran the build (the long log was {stored}), ran the tests, "
-                f"edited the file ({(edit or 'no edit').splitlines()[0]}), re-ran the tests.\n\n"
-                f"Test run before the fix:\n{_tail(before)}\n\nAfter:\n{_tail(after, 4)}{FOOTER}")
-    if plan == "logs":
-        errors = ctx.result("read_artifact", search="ERROR") or ctx.result("grep", pattern="ERROR")
-        warns = ctx.result("read_artifact", search="WARN")
-        memory = ctx.result("read_file", path=".mx-claw/memory.md") or ""
-        known = " The project memory says these barcode-plugin errors are known and harmless." \
-            if "barcode" in memory else ""
-        return (f"The build log was {stored}. It has {_count_lines(errors, 'ERROR')} ERROR lines in view, all "
-                f"about the optional `barcode` plugin, and {_count_lines(warns, 'WARN')} slow steps (WARN) "
-                f"among the hits I asked for.{known}\n\nERROR lines:\n{_tail(errors, 6)}{FOOTER}")
-    if plan == "explore":
-        defs = [line.split(":", 2)[-1].strip() for line in (ctx.result("grep", path="inventory") or "").splitlines()
-                if "def " in line]
-        listing = ctx.result("list_dir", path="inventory") or ""
-        return (f"`inventory` is a tiny stock-keeping library ({listing.splitlines()[0] if listing else 'not listed'})"
-                f". Functions: {', '.join(defs) or 'none found'}. `report.render` prints one line per item, "
-                f"the total and the low-stock SKUs; tests run with `{VERIFY}`.{FOOTER}")
-    source = ctx.result("read_file", path="inventory/stock.py") or ""
-    read = [d.args.get("path") for d in ctx.done if d.name == "read_file" and d.result is not None]
-    note = ("`total_value` loops over `items[1:]` and skips the first item; "
-            "`test_total_counts_every_item` catches it. Ask me to fix the failing test.") \
-        if "items[1:]" in source else "I did not spot a bug in what I read."
-    return f"Reviewed {', '.join(map(str, read)) or 'nothing (no file could be read)'}. {note}{FOOTER}"
+    return _ANSWERS[plan](ctx) + FOOTER
 
 
 def failure_answer(failure: Done, ctx: Ctx) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 import time
 import uuid
@@ -142,8 +143,7 @@ class TestServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"server_obj": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", self._port), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"mxclaw-testserver:{self.port}", daemon=True)
         self._thread.start()
@@ -252,6 +252,15 @@ class TestServer:
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; False when the server is closing."""
         return not self._stop.wait(seconds)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a slow reply in progress must not block close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # client closed a kept-alive connection: routine
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

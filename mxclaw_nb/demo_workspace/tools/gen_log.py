@@ -16,6 +16,8 @@ def lines(count: int = 1200):
     for n in range(count):
         step, module = STEPS[n % len(STEPS)], rng.choice(MODULES)
         ms = rng.randint(3, 900)
+        if n == 777:  # one step is far slower than the rest: the answer to "what was the slowest step?"
+            step, module, ms = "link", "inventory.report", 2431
         level = "INFO"
         if module == "plugins.barcode" and n % 97 == 0:
             level = "ERROR"
