@@ -1,0 +1,149 @@
+"""The session browser: every stored session with its numbers; pick one to see its timeline and calls.
+
+Why: the store keeps months of sessions; the way back into one is a table of sessions (turns, model
+calls, compactions, tokens saved) and, for the chosen session, its token timeline plus the gauge and
+inspector of any model call — all read from the stored request records, so what is shown is what was
+recorded at the time, not a recomputation. Works on any object with the Store's read API
+(`sessions()`, `requests(session_id)`), so it also browses Parquet exports loaded into a Store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from mxclaw_nb.widgets.data import from_request, opt_int
+from mxclaw_nb.widgets.gauge import ContextGauge
+from mxclaw_nb.widgets.inspector import CompactionInspector
+from mxclaw_nb.widgets.static import StaticReprMixin
+from mxclaw_nb.widgets.style import DEFAULT_MAX_ROWS, FONT, chip, color_of, esc, fmt_int, html_table
+from mxclaw_nb.widgets.timeline import TokenTimeline
+
+SESSION_COLUMNS = ("session", "title", "created", "model", "turns", "model calls", "compactions",
+                   "tokens saved (est.)")
+
+
+def _saved_column(df: pd.DataFrame) -> str:
+    return next((c for c in ("tokens_saved_est", "tokens_saved") if c in df.columns), "")
+
+
+class SessionBrowser(StaticReprMixin, widgets.VBox):
+    """Sessions table; selecting one shows its timeline and the gauge + inspector of a chosen call."""
+
+    def __init__(self, store: Any, *, max_rows: int = DEFAULT_MAX_ROWS, **kwargs: Any) -> None:
+        if not hasattr(store, "sessions") or not hasattr(store, "requests"):
+            raise TypeError(f"SessionBrowser needs a Store with sessions() and requests(), got {type(store).__name__}")
+        self.store, self.max_rows = store, max_rows
+        self.sessions_df: pd.DataFrame = store.sessions()
+        self.requests_df: pd.DataFrame | None = None
+        self.session_id: str | None = None
+        self.timeline: TokenTimeline | None = None
+        self.inspector: CompactionInspector | None = None
+        self.gauge = ContextGauge()
+        ids = self.sessions_df["id"].tolist() if len(self.sessions_df) else []
+        self.session_picker = widgets.Dropdown(options=[(self._session_label(i), i) for i in ids], value=None,
+                                               description="session")
+        self.call_picker = widgets.Dropdown(options=[], description="call")
+        self._table = widgets.HTML(self.sessions_html())
+        self._timeline_box = widgets.VBox()
+        self._inspector_box = widgets.VBox()
+        super().__init__(children=[self._table, self.session_picker, self._timeline_box, self.call_picker,
+                                   self.gauge, self._inspector_box], **kwargs)
+        self.add_class("mx-session-browser")
+        self.session_picker.observe(lambda ch: ch["new"] is not None and self.select(ch["new"]), names="value")
+        self._quiet = False
+        self.call_picker.observe(lambda ch: ch["new"] is not None and not self._quiet and self._show_call(ch["new"]),
+                                 names="value")
+
+    def _session_label(self, sid: str) -> str:
+        row = self.sessions_df.loc[self.sessions_df["id"] == sid].iloc[0]
+        title = row.get("title")
+        title = f" · {title}" if isinstance(title, str) and title else ""
+        return f"{str(sid)[:8]}{title} · {opt_int(row.get('model_calls')) or 0} calls"
+
+    def sessions_html(self) -> str:
+        """The sessions table (capped, with a visible count)."""
+        df, saved = self.sessions_df, _saved_column(self.sessions_df)
+        rows = []
+        for rec in df.head(self.max_rows).to_dict("records"):
+            created = rec.get("created_at")
+            rows.append([esc(str(rec.get("id"))[:8]), esc(rec.get("title") or ""),
+                         esc(str(created)[:19] if created is not None else ""), esc(rec.get("model") or ""),
+                         fmt_int(rec.get("turns")), fmt_int(rec.get("model_calls")), fmt_int(rec.get("compactions")),
+                         fmt_int(rec.get(saved)) if saved else "—"])
+        return html_table(SESSION_COLUMNS, rows, total=len(df), noun="sessions", cls="mx-sessions")
+
+    def select(self, session_id: str) -> None:
+        """Show a session: its timeline, and the call picker set to its last compaction (or last call)."""
+        if session_id not in set(self.sessions_df["id"]):
+            raise LookupError(f"no session {session_id!r} in {self.store!r}")
+        self.session_id = session_id
+        if self.session_picker.value != session_id:
+            self.session_picker.value = session_id  # re-enters select via observe; harmless
+            return
+        self.requests_df = self.store.requests(session_id).reset_index(drop=True)
+        req = self.requests_df
+        self.timeline = TokenTimeline(req, session_id=str(session_id)[:8]) if len(req) else None
+        self._timeline_box.children = [self.timeline] if self.timeline is not None else [
+            widgets.HTML(f'<div style="{FONT}color:#777">no model calls recorded in this session</div>')]
+        options = [(self._call_label(k, r), k) for k, r in req.iterrows()]
+        self._quiet = True  # setting options may select the first call: show only the one we pick
+        self.call_picker.options = options
+        self.call_picker.value = None
+        self._quiet = False
+        if options:
+            compacted = req.index[req["stage"].fillna("unchanged") != "unchanged"] if "stage" in req else []
+            self.call_picker.value = int(compacted[-1] if len(compacted) else req.index[-1])
+        else:
+            self.inspector = None
+            self._inspector_box.children = []
+            self.gauge.update(None)
+
+    def select_call(self, turn: int, iteration: int) -> None:
+        """Show the gauge and inspector of one model call of the selected session."""
+        req = self.requests_df
+        if req is None:
+            raise LookupError("select a session first")
+        match = req.index[(req["turn"] == turn) & (req["iteration"] == iteration)]
+        if not len(match):
+            raise LookupError(f"session {self.session_id!r} has no call {iteration} in turn {turn}")
+        self.call_picker.value = int(match[-1])
+
+    @staticmethod
+    def _call_label(k: Any, row: pd.Series) -> str:
+        stage = row.get("stage") or "unchanged"
+        return f"turn {opt_int(row.get('turn'))} · call {opt_int(row.get('iteration'))} · {stage}"
+
+    def _show_call(self, index: int) -> None:
+        assert self.requests_df is not None
+        row = self.requests_df.loc[index]
+        data = from_request(row)
+        self.gauge.update(data)
+        self.inspector = CompactionInspector(data, max_rows=self.max_rows)
+        self._inspector_box.children = [self.inspector]
+
+    def to_html(self) -> str:
+        """Sessions table, and for the selected session its timeline, gauge and inspector."""
+        parts = [f'<div class="mx-browser" style="{FONT}">', self.sessions_html()]
+        if self.timeline is not None:
+            parts.append(self.timeline.to_html())
+        if self.inspector is not None:
+            d = self.inspector.data
+            parts.append(f"<div>call: turn {d.turn}, call {d.iteration} {chip(d.stage, color_of('stage', d.stage))}"
+                         "</div>")
+            parts += [self.gauge.to_html(), self.inspector.to_html()]
+        return "".join(parts) + "</div>"
+
+    def to_text(self) -> str:
+        """The sessions as text lines, plus the selected call's inspector text."""
+        saved = _saved_column(self.sessions_df)
+        lines = [f"{len(self.sessions_df):,} sessions"]
+        for rec in self.sessions_df.head(50).to_dict("records"):
+            lines.append(f"  {str(rec.get('id'))[:8]}  turns {fmt_int(rec.get('turns'))}  calls "
+                         f"{fmt_int(rec.get('model_calls'))}  compactions {fmt_int(rec.get('compactions'))}  saved "
+                         f"{fmt_int(rec.get(saved)) if saved else '—'} est.")
+        if self.inspector is not None:
+            lines.append(self.inspector.to_text())
+        return "\n".join(lines)
