@@ -29,8 +29,9 @@ def _printer(kind: str, payload: dict[str, Any]) -> None:
               f"window {v.window:,} · stage {v.stage}{retry}")
     elif kind == "context.compacted":
         first = (payload.get("summary") or "").splitlines()[0] if payload.get("summary") else ""
+        unit = "est." if payload.get("tokens_are") == "estimates" else payload.get("tokens_are", "est.")
         print(f"  ⟳ context compacted: {payload['stage']} · {payload['before_tokens']:,} -> "
-              f"{payload['after_tokens']:,} est. tokens · {first[:90]}")
+              f"{payload['after_tokens']:,} {unit} tokens · {first[:90]}")
     elif kind == "tool.finished":
         status = "failed" if payload["is_error"] else "ok"
         extra = f" · artifact {payload['artifact_id']}" if payload.get("artifact_id") else ""

@@ -22,7 +22,8 @@ def placeholder_for(message: Message) -> str | None:
     return text if len(text) < len(original) else None
 
 
-def micro_summary(replaced: int, chars: int, before: int, after: int) -> str:
+def micro_summary(replaced: int, chars: int, before: int, after: int, counter: str = "estimate") -> str:
     """The event summary for a microcompaction (starts with `[microcompaction]`, C10)."""
+    unit = "est. tokens" if counter == "estimate" else f"{counter} tokens"
     return (f"[microcompaction] replaced {replaced} old tool output(s) ({chars:,} characters) with "
-            f"placeholders; {before:,} -> {after:,} est. tokens")
+            f"placeholders; {before:,} -> {after:,} {unit}")

@@ -138,7 +138,9 @@ class _Builder:
         after_micro = sum(micro_tokens.get(k, self.tokens[k]) for k in order)
         if after_micro <= self.policy.threshold or not old:
             stage = "micro" if replaced else "unchanged"
-            summary = micro_summary(replaced, chars, self.before, after_micro) if replaced else None
+            summary = None
+            if replaced:
+                summary = micro_summary(replaced, chars, self.before, after_micro, self.policy.counter_name)
             return self.finish(stage, order, summary, micro_tokens)
         for k in old:  # the summary path sends old messages as summarized, not as placeholders
             self.actions[k] = "summarized"
