@@ -1,0 +1,201 @@
+"""Import transcripts from files into the store as sessions (issue 8).
+
+Why: replaying compaction policies is only useful on real traffic, and most real traffic lives in
+files: OpenAI chat-format JSONL exports (one conversation per line, as in ``../shared/transcripts``)
+and the session logs agents leave on disk (Claude Code, Codex CLI; parsed in ``agent_logs.py``).
+Every importer turns its input into ``Conversation`` values first (pure parsing, testable without a
+database), reporting bad lines by number instead of stopping, then writes each conversation as one
+session. Nothing is repaired on the way in: the transcript keeps its real-world quirks (dangling
+calls, orphan results), and the context engine repairs the *view* as it would for a live session.
+
+Turns are numbered by user messages (messages before the first user message are turn 0, like the
+frozen context of a live session); within a turn, each assistant message starts a new iteration and
+its tool results share it. Session ids are derived from the conversation's content, so importing the
+same file twice imports nothing new (the second run reports the sessions as skipped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mxclaw_nb.store_errors import StoreError
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class Conversation:
+    """One parsed conversation: id, messages, and where it came from."""
+
+    id: str
+    messages: list[dict[str, Any]]
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
+    workspace: str | None = None
+    model: str | None = None
+
+
+@dataclass
+class ImportReport:
+    """What an import did: sessions created, messages written, lines skipped or rejected."""
+
+    path: str
+    format: str
+    sessions: list[str] = field(default_factory=list)
+    messages: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): already imported
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, message): not imported
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when no line was rejected."""
+        return not self.errors
+
+    def __str__(self) -> str:
+        head = (f"imported {len(self.sessions)} sessions ({self.messages} messages) from {self.path} "
+                f"[{self.format}] in {self.seconds:.2f} s")
+        if self.skipped:
+            head += f"; {len(self.skipped)} already imported"
+        if self.errors:
+            shown = "\n".join(f"  line {n}: {msg}" for n, msg in self.errors[:10])
+            more = f"\n  ... and {len(self.errors) - 10} more" if len(self.errors) > 10 else ""
+            head += f"; {len(self.errors)} bad lines:\n{shown}{more}"
+        return head
+
+
+def message_problem(message: Any, k: int) -> str | None:
+    """Why message ``k`` cannot be stored (None when it can): the store's own rules, said up front."""
+    if not isinstance(message, dict):
+        return f"message {k} is a {type(message).__name__}, not an object"
+    role = message.get("role")
+    if role not in ROLES:
+        return f"message {k} has role {role!r}; expected one of {', '.join(ROLES)}"
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        return f"message {k} content is a {type(content).__name__}; expected a string, a list of parts or null"
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return f"message {k} tool_calls is a {type(calls).__name__}; expected a list"
+    if "is_error" in message and message["is_error"] is not None and not isinstance(message["is_error"], bool):
+        return f"message {k} is_error must be true or false"
+    return None
+
+
+def parse_openai_line(line: str, default_id: str) -> Conversation:
+    """One JSONL line -> Conversation; ValueError with a readable reason when the line is unusable."""
+    try:
+        row = json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if isinstance(row, list):
+        row = {"messages": row}
+    if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+        raise ValueError('expected {"messages": [...]} or a list of messages')
+    messages = row["messages"]
+    if not messages:
+        raise ValueError("the conversation has no messages")
+    for k, m in enumerate(messages):
+        problem = message_problem(m, k)
+        if problem:
+            raise ValueError(problem)
+    conv_id = row.get("id")
+    meta = row.get("meta") if isinstance(row.get("meta"), dict) else {}
+    return Conversation(str(conv_id) if conv_id not in (None, "") else default_id, messages,
+                        str(row.get("source") or ""), dict(meta))
+
+
+def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]], list[tuple[int, str]]]:
+    """Parse an OpenAI chat-format JSONL file: ([(line, conversation)], [(line, error)])."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no such transcript file: {file}")
+    good, bad = [], []
+    with file.open(encoding="utf-8", errors="replace") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                good.append((line_no, parse_openai_line(line, f"{file.name}:{line_no}")))
+            except ValueError as exc:
+                bad.append((line_no, str(exc)))
+    return good, bad
+
+
+def turn_plan(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int | None, list[dict[str, Any]]]]:
+    """Split messages into (turn, iteration, run) groups: turns by user messages, iterations by assistants."""
+    groups: list[tuple[int, int | None, list[dict[str, Any]]]] = []
+    turn, iteration = 0, None
+    for m in messages:
+        role = m.get("role")
+        if role == "user":
+            turn, iteration = turn + 1, None
+        elif role == "assistant":
+            iteration = (iteration or 0) + 1
+        if groups and groups[-1][0] == turn and groups[-1][1] == iteration:
+            groups[-1][2].append(m)
+        else:
+            groups.append((turn, iteration, [m]))
+    return groups
+
+
+def session_id_for(source: str, conv: Conversation) -> str:
+    """Deterministic session id: the same conversation from the same source imports once."""
+    blob = json.dumps([source, conv.id, conv.messages], sort_keys=True, ensure_ascii=False, default=str)
+    return "imp-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+
+
+def _bar(items: Iterable[Any], total: int, desc: str, progress: bool) -> Iterator[Any]:
+    if not progress or total < 20:
+        yield from items
+        return
+    from tqdm.auto import tqdm
+
+    yield from tqdm(items, total=total, desc=desc, unit="conv")
+
+
+def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
+                        *, progress: bool = True) -> ImportReport:
+    """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped."""
+    known = set(store.sql("SELECT id FROM sessions WHERE source = ?", [source])["id"])
+    for line_no, conv in _bar(items, len(items), f"import {Path(report.path).name}", progress):
+        sid = session_id_for(source, conv)
+        if sid in known:
+            report.skipped.append((line_no, f"{conv.id}: already imported as {sid}"))
+            continue
+        meta = {"conversation_id": conv.id, "file": report.path, "line": line_no, "format": report.format}
+        if conv.source:
+            meta["origin"] = conv.source
+        if conv.meta:
+            meta["meta"] = conv.meta
+        try:
+            store.create_session(workspace=conv.workspace, model=conv.model, source=source,
+                                 title=conv.title or conv.id, meta=meta, session_id=sid)
+            for turn, iteration, run in turn_plan(conv.messages):
+                store.append_messages(sid, run, turn=turn, iteration=iteration)
+        except (StoreError, ValueError) as exc:
+            report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
+            continue
+        known.add(sid)
+        report.sessions.append(sid)
+        report.messages += len(conv.messages)
+    return report
+
+
+def import_openai_jsonl(store: Any, path: str | Path, *, progress: bool = True) -> ImportReport:
+    """Import an OpenAI chat-format JSONL file (one conversation per line) into ``store``."""
+    started = time.perf_counter()
+    file = Path(path)
+    good, bad = read_openai_jsonl(file)
+    report = ImportReport(str(file), "openai-jsonl", errors=bad)
+    write_conversations(store, good, report, f"import:{file.name}", progress=progress)
+    report.errors.sort()
+    report.seconds = time.perf_counter() - started
+    return report

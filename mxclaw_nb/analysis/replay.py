@@ -1,0 +1,229 @@
+"""Replay a compaction policy over a stored or imported transcript, without calling a model (issue 8).
+
+Why: the question "what would a 32k window with a 4k tail have done to this session?" has an exact
+answer that needs no model: the loop calls the model before every assistant message, and the context
+engine is a pure function of what came before. So for each assistant message at index i we build the
+request view of ``messages[:i]`` exactly as the loop would (SPEC C7): at each new user message the
+view is rebuilt from the full transcript; within a turn the input is the previous view's
+``next_input`` plus the messages added since, so earlier summaries stay pinned and compaction can
+happen several times in one turn. One row per simulated call.
+
+The kept/placeholder/summarized/dropped counts are per *transcript* message (of ``messages[:i]``), not
+per input row: a message summarised in an earlier call of the same turn stays ``summarized``, and a
+placeholder carried over stays ``placeholder``. So the four always add up to ``n_messages``.
+``synthetic`` counts repair-made tool results sent in the view. ``full_tokens`` is the policy's count of
+the whole transcript so far (what an uncompacted request would cost); ``saved_tokens = full - after``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, ViewText, combine_views, extract_facts, message_view, survival
+from mxclaw_nb.analysis.policies import as_policy
+from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
+from mxclaw_nb.messages import Message, sanitize
+
+COMPACTED = ("placeholder", "summarized", "dropped")
+COLUMNS = [
+    "session_id", "call", "turn", "n_messages", "n_input", "rebuilt", "full_tokens", "before_tokens", "after_tokens",
+    "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept", "placeholder",
+    "summarized", "dropped", "synthetic", "n_sent", "summary_chars", "over_threshold",
+]
+FACT_COLUMNS = ["facts_total", "facts_visible", "fact_survival", *(f"survival_{k}" for k in FACT_KINDS)]
+EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
+
+
+class IdCache:
+    """Values computed once per message object (keyed by identity; keeps a reference so ids stay valid)."""
+
+    def __init__(self, fn: Callable[[Message], Any]) -> None:
+        self.fn = fn
+        self._items: dict[int, tuple[Message, Any]] = {}
+
+    def __call__(self, message: Message) -> Any:
+        hit = self._items.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        value = self.fn(message)
+        self._items[id(message)] = (message, value)
+        return value
+
+
+class SessionCaches:
+    """Everything replay caches for one session, shared across policies and calls."""
+
+    def __init__(self, exact: Any = None) -> None:
+        self.tokens: dict[Any, TokenCache] = {}  # one TokenCache per counter
+        self.facts = IdCache(extract_facts)
+        self.views = IdCache(message_view)
+        self.exact = IdCache(exact.count) if exact is not None else None
+
+    def token_cache(self, policy: ContextPolicy) -> TokenCache:
+        """The TokenCache for this policy's counter (a different counter would clear a shared one)."""
+        key = policy.counter_name if policy.counter is None else id(policy.counter)
+        return self.tokens.setdefault(key, TokenCache())
+
+
+def _turns(messages: Sequence[Any]) -> list[int]:
+    turn, out = 0, []
+    for m in messages:
+        turn += isinstance(m, dict) and m.get("role") == "user"
+        out.append(turn)
+    return out
+
+
+def _full_counts(messages: Sequence[Any], policy: ContextPolicy, cache: TokenCache) -> list[int]:
+    key = None if policy.counter is None else policy.counter
+
+    def compute(m: Message) -> tuple[int, Message]:
+        sent = sanitize(m)
+        return policy.count(sent), sent
+
+    return [cache.lookup(m, key, compute)[0] if isinstance(m, dict) else 0 for m in messages]
+
+
+class _Chain:
+    """Transcript-level state of one turn's chain of views (see module doc)."""
+
+    def __init__(self, n: int) -> None:
+        self.pos_map: list[int | None] = list(range(n))  # input position -> transcript index (None: engine-made)
+        self.synthetic: set[int] = set()  # input positions holding a carried-over synthetic result
+        self.state: dict[int, str] = {}  # transcript index -> action
+        self.orphans: set[int] = set()  # transcript indices dropped by repair (not compaction)
+
+    def advance(self, view: RequestView, start: int, end: int) -> None:
+        """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
+        after = view.provenance.after
+        self.pos_map = [None if s is None else self.pos_map[s] for s in view.sources] + list(range(start, end))
+        self.synthetic = {p for p, row in enumerate(after) if row.action == "synthetic"}
+
+    def record(self, view: RequestView) -> int:
+        """Fold one view's before rows into the state; return the synthetic results it sends."""
+        synthetic = 0
+        for row in view.provenance.before:
+            if row.position is None or row.position in self.synthetic:
+                synthetic += row.action in ("synthetic", "kept")
+                continue
+            t = self.pos_map[row.position]
+            if t is None:
+                continue  # a pinned summary or fallback note from an earlier call
+            action = row.action
+            if action == "kept" and self.state.get(t) == "placeholder":
+                action = "placeholder"
+            if action == "synthetic":
+                action = "kept"
+            if action == "dropped" and row.reason is not None:
+                self.orphans.add(t)
+            self.state[t] = action
+        return synthetic
+
+
+def _fact_columns(chain: _Chain, messages: Sequence[Any], view: RequestView, caches: SessionCaches) -> dict:
+    facts: set[Fact] = set()
+    for t, action in chain.state.items():
+        if action in COMPACTED and t not in chain.orphans and isinstance(messages[t], dict):
+            facts |= caches.facts(messages[t])
+    if not facts:
+        return {}
+    seen: ViewText = combine_views(caches.views(m) for m in view.messages)
+    result = survival(facts, seen)
+    out: dict[str, Any] = {"facts_total": result.total, "facts_visible": result.visible,
+                           "fact_survival": result.share}
+    for kind, (total, visible) in result.by_kind.items():
+        out[f"survival_{kind}"] = visible / total if total else math.nan
+    return out
+
+
+def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_id: str = "messages",
+                    summarize: Callable[[list[Message]], str] | None = build_structured_summary,
+                    facts: bool = True, caches: SessionCaches | None = None) -> list[dict[str, Any]]:
+    """Replay rows (dicts) for one transcript under one policy; see ``replay``."""
+    msgs = list(messages)
+    caches = caches or SessionCaches()
+    cache = caches.token_cache(policy)
+    full = _full_counts(msgs, policy, cache)
+    prefix = [0]
+    for n in full:
+        prefix.append(prefix[-1] + n)
+    exact_prefix = None
+    if caches.exact is not None:
+        exact_prefix = [0]
+        for m in msgs:
+            exact_prefix.append(exact_prefix[-1] + (caches.exact(m) if isinstance(m, dict) else 0))
+    turns = _turns(msgs)
+    rows: list[dict[str, Any]] = []
+    view: RequestView | None = None
+    chain, prev = _Chain(0), 0
+    calls = [i for i, m in enumerate(msgs) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
+    for call_no, i in enumerate(calls, 1):
+        rebuilt = view is None or turns[i - 1] != turns[prev - 1]
+        if rebuilt:
+            chain, inputs = _Chain(i), msgs[:i]
+        else:
+            assert view is not None
+            chain.advance(view, prev, i)
+            inputs = view.next_input(msgs[prev:i])
+        view = build_request_view(inputs, policy, summarize, cache=cache)
+        synthetic = chain.record(view)
+        counts = dict.fromkeys(("kept", *COMPACTED), 0)
+        for t in range(i):
+            counts[chain.state.get(t, "kept")] += 1
+        row: dict[str, Any] = {
+            "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
+            "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
+            "after_tokens": view.after_tokens, "saved_tokens": prefix[i] - view.after_tokens,
+            "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
+            "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
+            "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
+            "over_threshold": view.over_threshold,
+        }
+        if facts:
+            row.update(_fact_columns(chain, msgs, view, caches))
+        if caches.exact is not None and exact_prefix is not None:
+            exact_after = sum(caches.exact(m) for m in view.messages)
+            row.update(exact_full_tokens=exact_prefix[i], exact_after_tokens=exact_after,
+                       exact_over_window=exact_after > view.window)
+        rows.append(row)
+        prev = i
+    return rows
+
+
+def frame(rows: list[dict[str, Any]], *, facts: bool, exact: bool, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Rows -> DataFrame with a stable column order (fact columns NaN where nothing was compacted)."""
+    columns = [*extra, *COLUMNS, *(FACT_COLUMNS if facts else []), *(EXACT_COLUMNS if exact else [])]
+    df = pd.DataFrame(rows, columns=columns)
+    if facts:
+        df[FACT_COLUMNS] = df[FACT_COLUMNS].astype(float)
+    return df
+
+
+def replay(session_or_messages: Any, policy: ContextPolicy | dict[str, Any], *, store: Any = None,
+           summarize: Callable[[list[Message]], str] | None = build_structured_summary, exact: bool = False,
+           facts: bool = True) -> pd.DataFrame:
+    """One row per simulated model call as the transcript grew (see module doc for the columns).
+
+    ``session_or_messages``: a list of messages, an ``(id, messages)`` pair, a ``Conversation``, or a
+    session id (needs ``store``). ``exact=True`` adds exact o200k_base counts of each view.
+    """
+    from mxclaw_nb.analysis.sources import one_conversation
+
+    sid, messages = one_conversation(session_or_messages, store)
+    _, pol = as_policy(policy)
+    caches = SessionCaches(exact_o200k() if exact else None)
+    rows = replay_messages(messages, pol, session_id=sid, summarize=summarize, facts=facts, caches=caches)
+    return frame(rows, facts=facts, exact=exact)
+
+
+def exact_o200k() -> Any:
+    """The exact o200k_base counter, or a clear error when tiktoken/bpe-openai are missing."""
+    from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
+
+    counter = exact_counter("o200k_base")
+    if counter is None:
+        raise RuntimeError(f"exact=True needs o200k_base: {unavailable_reason('o200k_base')}")
+    return counter
