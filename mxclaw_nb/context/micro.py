@@ -8,9 +8,13 @@ is never replaced, since it is what stops the model from repeating a mistake.
 
 from __future__ import annotations
 
+import re
+
 from mxclaw_nb.messages import Message, content_text, is_failure
 
 PLACEHOLDER = "[old tool output compacted: {n} characters]"
+# A placeholder fed back by C7 (next_input) is already compacted: replacing it again would lose N.
+_PLACEHOLDER_RE = re.compile(r"\[old tool output compacted: \d+ characters\]")
 
 
 def placeholder_for(message: Message) -> str | None:
@@ -18,6 +22,8 @@ def placeholder_for(message: Message) -> str | None:
     if message.get("role") != "tool" or is_failure(message):
         return None
     original = content_text(message.get("content"))
+    if _PLACEHOLDER_RE.fullmatch(original):
+        return None
     text = PLACEHOLDER.format(n=len(original))
     return text if len(text) < len(original) else None
 
