@@ -41,7 +41,8 @@ from mxclaw_nb.context.counters import (
 )
 from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
 
-__all__ = ["DEFAULT_TRANSCRIPTS", "accuracy_records", "accuracy_table", "load_conversations"]
+__all__ = ["DEFAULT_TRANSCRIPTS", "accuracy_records", "accuracy_table", "chain_conversations", "load_conversations",
+           "replay_window"]
 
 #: ``../shared/transcripts`` next to the repository checkout (the project's shared real transcripts).
 DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
@@ -145,3 +146,70 @@ def accuracy_table(transcripts: str | Path | Iterable[tuple[str, Sequence[dict]]
     roles = [r for r in ROLE_ORDER if r in set(table["role"])] + sorted(set(table["role"]) - set(ROLE_ORDER))
     table["role"] = pd.Categorical(table["role"], roles, ordered=True)
     return table.sort_values(["counter", "role"]).reset_index(drop=True)
+
+
+class _MemoCounter:
+    """Remembers counts by sent content, so replaying hundreds of overlapping views tokenizes each once."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.name, self._counter, self._memo = counter.name, counter, {}
+
+    def count(self, message: dict) -> int:
+        content, calls = message.get("content"), message.get("tool_calls")
+        key = (message.get("role"), message.get("name"),
+               content if isinstance(content, str) else json.dumps(content, sort_keys=True, default=str),
+               json.dumps(calls, sort_keys=True, default=str) if calls else None)
+        if key not in self._memo:
+            self._memo[key] = self._counter.count(message)
+        return self._memo[key]
+
+
+def chain_conversations(conversations: Iterable[tuple[str, Sequence[dict]]], min_exact_tokens: int
+                        ) -> list[dict]:
+    """One long session from consecutive conversations: the first one's system messages, then every
+    conversation's non-system messages in order, until the exact o200k total reaches ``min_exact_tokens``."""
+    reference = _exact("o200k_base", MESSAGE_OVERHEAD_TOKENS)
+    session: list[dict] = []
+    total = 0
+    for _, messages in conversations:
+        msgs = [m for m in messages if isinstance(m, dict)]
+        part = msgs if not session else [m for m in msgs if m.get("role") not in ("system", "developer")]
+        session.extend(part)
+        total += sum(reference.count(m) for m in part)
+        if total >= min_exact_tokens:
+            break
+    return session
+
+
+def replay_window(messages: Sequence[dict], window: int, counters: Sequence[str] = ("estimate", "o200k_base",
+                  "calibrated"), threshold_ratio: float = 0.8, keep_recent_tokens: int = 8_000) -> pd.DataFrame:
+    """Replay a transcript's model calls through the context engine with each counter (issue 9).
+
+    Every assistant message is a model call whose input is the transcript before it; the request view is
+    built with ``ContextPolicy(window, threshold_ratio, keep_recent_tokens, counter)`` and measured with
+    exact o200k counts (+ framing). ``calibrated`` learns as the loop does (T3): after each call it
+    observes the sent view with its exact total standing in for the provider's ``prompt_tokens``, and
+    counts with C1 until the first report. Returns one row per (counter, call): stage, counted total,
+    exact total, and whether the exact total exceeds the window (the provider would reject it).
+    """
+    from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view
+    from mxclaw_nb.tokenizers import counter_by_name
+
+    reference = _MemoCounter(_exact("o200k_base", MESSAGE_OVERHEAD_TOKENS))
+    msgs = [m for m in messages if isinstance(m, dict)]
+    calls = [i for i, m in enumerate(msgs) if m.get("role") == "assistant" and i > 0]
+    rows = []
+    for label in counters:
+        counter: TokenCounter | None = None if label == "estimate" else counter_by_name(label)
+        cache = TokenCache()
+        for i in calls:
+            active = counter
+            if isinstance(counter, CalibratedCounter) and not counter.calibrated:
+                active = None  # T3: the estimate until the provider has reported usage once
+            policy = ContextPolicy(window, threshold_ratio, keep_recent_tokens, counter=active)
+            view = build_request_view(msgs[:i], policy, cache=cache)
+            exact = sum(reference.count(m) for m in view.messages)
+            rows.append((label, i, view.stage, view.after_tokens, exact, exact > window))
+            if isinstance(counter, CalibratedCounter):
+                counter = counter.observe(view.messages, exact)
+    return pd.DataFrame(rows, columns=["counter", "call_at", "stage", "counted", "exact", "over_window"])

@@ -236,12 +236,32 @@ def test_t2_property_calibrated_never_below_c1(history, probe):
     assert counter.anchored_total(view, None, probe) >= estimate_messages([*view, *probe])
 
 
-def test_t2_counters_are_equal_when_they_count_the_same():
-    """T2: equality (used as a per-message cache key) reflects counting only: base and factor."""
-    sent = [_filler(4000)]
-    a = CalibratedCounter().observe(sent, 1000)               # factor stays 1.0
-    assert a == CalibratedCounter() and hash(a) == hash(CalibratedCounter())
-    b = CalibratedCounter().observe(sent, 1300)
-    assert b != CalibratedCounter() and b == CalibratedCounter(factor=1.3)
+def test_t2_counter_equality_tracks_what_changes_counts():
+    """T2: equality (the engine's per-message cache key) = same base, factor and last usage report."""
+    assert CalibratedCounter() == CalibratedCounter(factor=1.0)
     assert CalibratedCounter(base=FunctionCounter("chars", len)) != CalibratedCounter()
     assert EstimateCounter() == EstimateCounter()
+    sent = [_filler(4000)]
+    a = CalibratedCounter().observe(sent, 1300)
+    assert a == a and hash(a) == hash(a)
+    assert a != CalibratedCounter(factor=a.factor)          # it also knows what the provider saw
+    assert a != CalibratedCounter().observe(sent, 1300)     # a different report, even with equal numbers
+
+
+def test_t2_per_message_counts_reproduce_the_anchored_total():
+    """T2: messages covered by the last report share its prompt_tokens; new ones are scaled by the factor,
+    so summing per-message counts (what the engine does) gives the anchored total up to rounding."""
+    system = {"role": "system", "content": "Policy. " * 500}              # C1 over-counts prose
+    sent = [system, {"role": "user", "content": "book a flight"}, _filler(2000)]
+    new = [{"role": "assistant", "content": "Checking."}, _filler(800)]
+    c = CalibratedCounter().observe(sent[:2], 1100).observe(sent, 1100 + 900)   # segment ratio 900/500
+    assert c.factor == pytest.approx(1.8)
+    per_message = count_messages(c, [*sent, *new])
+    anchored = c.anchored_total(sent, 2000, new)
+    assert anchored <= per_message <= anchored + len(sent)
+    assert sum(c.count(m) for m in sent) >= 2000
+    # A message rewritten by compaction is no longer covered by the report: base * factor.
+    rewritten = {**sent[2], "content": "[old tool output compacted: 2000 characters]"}
+    assert c.count(rewritten) == math.ceil(estimate_tokens(rewritten) * 1.8 - 1e-9)
+    # Copies of the sent dicts (the engine sanitises every build) are still recognised.
+    assert c.count(dict(sent[0])) == c.count(sent[0]) < c.factor * estimate_tokens(sent[0])

@@ -16,6 +16,7 @@ Pure: standard library only, no I/O, no clock; counters are immutable values, ``
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -128,52 +129,72 @@ def messages_added_since(sent: Sequence[dict], current: Sequence[dict]) -> list[
     return list(current[len(sent):])
 
 
-@dataclass(frozen=True)
-class _Anchor:
-    """The last usage report the next one is compared with (what was sent, its base total, reported)."""
+def _message_key(message: dict) -> tuple:
+    """What identifies a message's sent content: role, name, content (text or JSON), tool calls JSON."""
+    content, calls = message.get("content"), message.get("tool_calls")
+    if not (content is None or isinstance(content, str)):
+        content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    calls_key = json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str) if calls else None
+    return message.get("role"), message.get("name"), content, calls_key
 
-    sent: tuple[dict, ...] = field(repr=False)
+
+@dataclass(frozen=True, eq=False)
+class _Report:
+    """One usage report: what was sent, its base total, the reported tokens, base count per message key."""
+
+    sent: tuple[dict, ...]
     base_total: int
     reported: int
+    index: dict[tuple, int]
 
 
 @dataclass(frozen=True)
 class CalibratedCounter:
-    """Base counter (C1 by default) scaled by a factor learned from provider-reported usage (T2).
+    """Base counter (C1 by default) anchored on and scaled by provider-reported usage (T2).
 
-    ``count(m) = ceil(base.count(m) * factor)``. ``observe`` returns a new counter; an instance never
-    changes. How the factor is learned, and why it errs high:
+    Counting (per message, so the engine can use it like any counter):
 
-    - Segment ratios: when a report's sent messages extend the previous anchor's (the usual loop step:
-      assistant message + tool results appended), ``(reported - anchor.reported) / (base total of the
-      added messages)`` is the provider's price of exactly the kind of traffic the factor will be applied
-      to: recent messages. Fixed request overhead (tool schemas, the system prompt's own ratio, reply
-      priming) cancels out. Segments smaller than ``min_segment`` base tokens are too noisy (ceil
-      rounding, 4-token framing on a one-word message): the anchor stays and the next report extends the
-      segment. A view that was compacted or repaired (not an extension) just becomes the new anchor.
+    - a message the provider has seen in the last report (same role, name, content and tool calls):
+      ``ceil(base * max(floor, reported / base total of that report))``: the report is spread over what
+      it covered, so an unchanged view sums to the reported ``prompt_tokens`` (+ at most 1 per message
+      for rounding), i.e. the anchored total; the reported number includes request overhead (tool
+      schemas, priming) that no message carries, and this is where it is counted;
+    - any other message (added since, or rewritten by compaction): ``ceil(base * factor)``.
+
+    ``anchored_total`` states the same thing for a whole request. ``observe`` returns a new counter; an
+    instance never changes. How ``factor`` is learned, and why it errs high:
+
+    - Segment ratios: when a report's sent messages extend those of the segment start (the usual loop
+      step: assistant message + tool results appended), ``(reported - start.reported) / (base total of
+      the added messages)`` is the provider's price of exactly the traffic the factor is applied to:
+      recent messages. Fixed request overhead and the system prompt's own ratio cancel out. Segments
+      under ``min_segment`` base tokens are too noisy (ceil rounding, framing on a one-word message):
+      the start stays and the next report extends the segment. A view that is not an extension
+      (compaction, repair) starts a new segment.
     - Before any segment: the bootstrap ratio ``reported / base total`` of the first report (it includes
       the request overhead, so it errs high).
     - ``factor = max(floor, max of the last `window` segment ratios)``. The max (not a mean or EMA)
       because under-counting is what hurts: the provider rejects the request and C9 falls back to six
       messages, while over-counting only compacts a little early. Old ratios leave the window.
-    - ``floor`` defaults to 1.0: the calibrated count is never below C1. A provider cheaper than C1 on
-      the session so far (e.g. CJK prose) could justify < 1, but the next message may be a JSON tool
-      result that C1 under-counts; giving up C1's margin is not worth the few tokens.
-    Anchored totals reuse the reported number as is, so the factor only scales what was added since.
+    - ``floor`` defaults to 1.0: a count is never below C1. A provider cheaper than C1 on the session so
+      far (e.g. CJK prose) could justify < 1, but the next message may be a JSON tool result that C1
+      under-counts; giving up C1's margin is not worth the few tokens.
+
+    Equality (a per-message cache key in the engine): same base, factor and last report; every report
+    therefore makes a new, unequal counter and a cache keyed on it re-counts (dictionary look-ups for
+    anchored messages; the base count only for the others).
     """
 
     factor: float = 1.0
     base: TokenCounter = field(default_factory=EstimateCounter)
-    # Learning state and settings: not part of equality, so two counters are equal exactly when they count
-    # the same (same base, same factor) and a per-message cache keyed on the counter survives a report
-    # that did not change the factor.
     floor: float = field(default=1.0, compare=False)
     window: int = field(default=8, compare=False)
     min_segment: int = field(default=64, compare=False)
     ratios: tuple[float, ...] = field(default=(), compare=False)
     bootstrap: float | None = field(default=None, compare=False)
     reports: int = field(default=0, compare=False)
-    anchor: _Anchor | None = field(default=None, repr=False, compare=False)
+    last_report: _Report | None = field(default=None, repr=False)
+    segment_start: _Report | None = field(default=None, repr=False, compare=False)
     name: str = field(default="calibrated", init=False)
 
     def __post_init__(self) -> None:
@@ -200,7 +221,12 @@ class CalibratedCounter:
         return f"calibrated x{self.factor:.2f} ({self.reports} usage reports)"
 
     def count(self, message: dict) -> int:
-        """Calibrated tokens of one message: ``ceil(base.count(message) * factor)``."""
+        """Calibrated tokens of one message (anchored share when last reported, else base * factor)."""
+        report = self.last_report
+        if report is not None and report.base_total > 0 and isinstance(message, dict):
+            base = report.index.get(_message_key(message))
+            if base is not None:
+                return math.ceil(base * max(self.floor, report.reported / report.base_total) - 1e-9)
         return math.ceil(self.base.count(message) * self.factor - 1e-9)
 
     def observe(self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None) -> CalibratedCounter:
@@ -212,20 +238,27 @@ class CalibratedCounter:
         if reported is None:
             return self
         sent = tuple(sent_messages)
-        base_total = count_messages(self.base, sent)
-        ratios, bootstrap, anchor = self.ratios, self.bootstrap, _Anchor(sent, base_total, reported)
-        added = None if self.anchor is None else messages_added_since(self.anchor.sent, sent)
-        if added is not None and self.anchor is not None:
-            delta_base = base_total - self.anchor.base_total
+        index: dict[tuple, int] = {}
+        base_total = 0
+        for m in sent:
+            n = self.base.count(m)
+            base_total += n
+            if isinstance(m, dict):
+                index[_message_key(m)] = n
+        report = _Report(sent, base_total, reported, index)
+        ratios, bootstrap, start = self.ratios, self.bootstrap, report
+        added = None if self.segment_start is None else messages_added_since(self.segment_start.sent, sent)
+        if added is not None and self.segment_start is not None:
+            delta_base = base_total - self.segment_start.base_total
             if delta_base < self.min_segment:
-                anchor = self.anchor  # too small to measure: let the next report extend this segment
-            elif reported > self.anchor.reported:
-                ratios = (*ratios, (reported - self.anchor.reported) / delta_base)[-self.window:]
+                start = self.segment_start  # too small to measure: the next report extends this segment
+            elif reported > self.segment_start.reported:
+                ratios = (*ratios, (reported - self.segment_start.reported) / delta_base)[-self.window:]
         elif bootstrap is None and base_total > 0:
             bootstrap = reported / base_total
         learned = max(ratios) if ratios else (bootstrap if bootstrap is not None else self.floor)
-        return replace(self, ratios=ratios, bootstrap=bootstrap, reports=self.reports + 1, anchor=anchor,
-                       factor=max(self.floor, learned))
+        return replace(self, ratios=ratios, bootstrap=bootstrap, reports=self.reports + 1,
+                       last_report=report, segment_start=start, factor=max(self.floor, learned))
 
     def anchored_total(
         self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None, new_messages: Iterable[dict]
