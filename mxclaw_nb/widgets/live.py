@@ -67,7 +67,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.status = "waiting"
         self.error: str | None = None
         self.text = ""
-        self.log: list[LogLine] = []
+        self.entries: list[LogLine] = []
         self.calls: dict[int, CallData] = {}  # iteration -> call shown by the gauge/inspector
         self.views: dict[int, RequestView] = {}
         self.max_log_lines = max_log_lines
@@ -143,10 +143,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def _on_tool_finished(self, p: dict[str, Any]) -> None:
         call_id = str(p.get("call_id"))
-        line = next((ln for ln in reversed(self.log) if ln.kind == "tool" and ln.call_id == call_id), None)
+        line = next((ln for ln in reversed(self.entries) if ln.kind == "tool" and ln.call_id == call_id), None)
         if line is None:
             line = LogLine("tool", f"→ {p.get('name') or '?'}", call_id=call_id)
-            self.log.append(line)
+            self.entries.append(line)
         failed = bool(p.get("is_error"))
         code = p.get("exit_code")
         status = ("failed" + (f" (exit {code})" if code not in (None, 0) else "")) if failed else "ok"
@@ -196,7 +196,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         return f"call {it} · {d.stage} · {d.after_tokens:,} tokens"
 
     def _add(self, line: LogLine) -> None:
-        self.log.append(line)
+        self.entries.append(line)
         self._render_log()
 
     def _show_inspector(self) -> None:
@@ -222,10 +222,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def log_lines(self) -> list[str]:
         """The compact log as text lines."""
-        return [f"{ln.text}  {ln.status}".rstrip() if ln.kind == "tool" else ln.text for ln in self.log]
+        return [f"{ln.text}  {ln.status}".rstrip() if ln.kind == "tool" else ln.text for ln in self.entries]
 
     def _log_html(self) -> str:
-        lines = self.log[-self.max_log_lines:]
+        lines = self.entries[-self.max_log_lines:]
         items = []
         for ln in lines:
             if ln.kind == "tool":
@@ -237,8 +237,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
                              f'<span style="color:#777">[inspect below]</span></div>')
             else:
                 items.append(f'<div style="color:{ln.color}">{esc(ln.text)}</div>')
-        more = f'<div style="color:#777">showing {len(lines):,} of {len(self.log):,} lines</div>' \
-            if len(lines) < len(self.log) else ""
+        more = f'<div style="color:#777">showing {len(lines):,} of {len(self.entries):,} lines</div>' \
+            if len(lines) < len(self.entries) else ""
         return f'<div class="mx-live-log" style="{FONT}font-family:monospace">{more}{"".join(items)}</div>'
 
     def _render_log(self) -> None:

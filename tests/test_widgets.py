@@ -1,0 +1,331 @@
+"""Headless tests of the widgets' state (SPEC N2, C10, T3): numbers, DataFrame rows, titles, colours, fallbacks.
+
+The widgets are built without a kernel or frontend; their values, DataFrames and static HTML/text
+renderings are checked against the RequestView the engine built (never against hand-copied numbers),
+on the article's worked example, a real tau-bench transcript and a real DuckDB store.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mxclaw_nb.context import ACTIONS, LAYERS, STAGES, ContextPolicy, build_request_view, estimate_messages
+from mxclaw_nb.context.counters import FunctionCounter
+from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, synthetic_transcript, worked_example
+from mxclaw_nb.store import Store
+from mxclaw_nb.widgets import (
+    ACTION_COLORS,
+    LAYER_COLORS,
+    STAGE_COLORS,
+    CompactionInspector,
+    ContextGauge,
+    LiveTurnView,
+    SessionBrowser,
+    TokenTimeline,
+    requests_from_views,
+)
+from mxclaw_nb.widgets.style import fmt_int
+
+TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "transcripts"
+POLICY = ContextPolicy(**WORKED_EXAMPLE_POLICY)
+
+
+@pytest.fixture(scope="module")
+def view():
+    return build_request_view(worked_example(), POLICY)
+
+
+@pytest.fixture(scope="module")
+def tau_views():
+    path = TRANSCRIPTS / "tau-bench.jsonl"
+    if not path.exists():
+        pytest.skip(f"real transcripts not found at {path}")
+    views = []
+    with path.open(encoding="utf-8") as fh:
+        for _, line in zip(range(4), fh, strict=False):
+            msgs = json.loads(line)["messages"]
+            policy = ContextPolicy(context_window_tokens=max(estimate_messages(msgs) // 2, 1), keep_recent_tokens=500)
+            views.append(build_request_view(msgs, policy))
+    return views
+
+
+def _record(view, turn, iteration, reported=None):
+    return {"turn": turn, "iteration": iteration, "counter": view.counter,
+            "estimate_tokens": estimate_messages(view.messages), "before_tokens": view.before_tokens,
+            "after_tokens": view.after_tokens, "threshold": view.threshold, "window_tokens": view.window,
+            "stage": view.stage, "summary": view.summary, "provenance": view.provenance.to_records(),
+            "prompt_tokens_reported": reported, "retry": False}
+
+
+def test_n2_one_colour_per_action_layer_stage():
+    """Every engine action, layer and stage has exactly one colour, distinct within its kind (UX.md)."""
+    assert set(ACTION_COLORS) == set(ACTIONS)
+    assert set(LAYER_COLORS) == set(LAYERS)
+    assert set(STAGES) | {"prompt_too_long_retry"} == set(STAGE_COLORS)
+    for table in (ACTION_COLORS, LAYER_COLORS, STAGE_COLORS):
+        assert len(set(table.values())) == len(table)
+
+
+def test_n2_gauge_worked_example_numbers_layers_and_labels(view):
+    """The gauge shows sent/before tokens per layer against threshold and window, with stage and labels."""
+    gauge = ContextGauge(view, reported_prompt_tokens=view.after_tokens + 777)
+    sent, before = gauge.layers("after"), gauge.layers("before")
+    assert sum(sent.values()) == view.after_tokens and sum(before.values()) == view.before_tokens
+    assert sent["summaries"] > 0 and before["summaries"] == 0  # the summary exists only in the sent view
+    assert before["tool results"] > sent["tool results"]
+    assert sent["system prompt"] == before["system prompt"] > 0  # C6: system messages survive
+    html = gauge.to_html()
+    for text in (f"{fmt_int(view.after_tokens)} est.", f"{fmt_int(view.threshold)} threshold",
+                 f"{fmt_int(view.window)} window", view.stage, f"{fmt_int(view.after_tokens + 777)} reported"):
+        assert text in html
+    for layer, n in sent.items():
+        if n:
+            assert f'data-layer="{layer}"' in html and LAYER_COLORS[layer] in html
+    text = gauge.to_text()
+    assert text.startswith("[ctx ") and "▓" in text and f"· {view.stage}]" in text
+    assert f"before {fmt_int(view.before_tokens)} est." in text
+    bundle = gauge._repr_mimebundle_()
+    assert bundle["text/html"] == html and bundle["text/plain"] == text
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_t3_gauge_labels_counter_calibrated_and_reported(view):
+    """Figures from another counter are labelled by it; est., calibrated and reported are never mixed (T3)."""
+    counted = build_request_view(worked_example(), ContextPolicy(**WORKED_EXAMPLE_POLICY, counter=FunctionCounter(
+        "chars", text_count=len)))
+    gauge = ContextGauge(counted, calibrated_tokens=12_345, reported_prompt_tokens=23_456)
+    html = gauge.to_html()
+    assert f"{fmt_int(counted.after_tokens)} counted (chars)" in html
+    assert f"{fmt_int(estimate_messages(counted.messages))} est." in html
+    assert "12,345 calibrated" in html and "23,456 reported" in html
+    gauge.update(None)
+    assert "no model call yet" in gauge.to_html() and gauge.layers() == dict.fromkeys(LAYERS, 0)
+
+
+def test_n2_inspector_worked_example_tables_summary_and_filters(view):
+    """Before/after DataFrames mirror the provenance; header, summary, tab titles and filters work."""
+    insp = CompactionInspector(view)
+    prov = view.provenance
+    assert len(insp.before_df) == len(prov.before) and len(insp.after_df) == len(view.messages)
+    assert list(insp.before_df.columns[:7]) == ["position", "role", "tool", "tokens_before", "tokens_after", "action",
+                                                "failure"]
+    assert Counter(insp.before_df["action"]) == Counter(r.action for r in prov.before)
+    assert insp.before_df["tokens_before"].sum() == view.before_tokens
+    assert insp.after_df["tokens"].sum() == view.after_tokens
+    assert insp.after_df.loc[insp.after_df["action"] == "summary", "role"].tolist() == ["system"]
+    reads = insp.before_df[insp.before_df["tool"] == "read_file"]
+    assert len(reads) == 4 and reads["preview"].str.contains(r"\(20,000 chars\)").all()
+    assert insp.before_df["failure"].sum() == sum(r.failure for r in prov.before) > 0
+    assert insp.tabs.titles[0] == f"Before (transcript, {len(prov.before)} msgs)"
+    assert insp.tabs.titles[1] == f"After (sent, {len(view.messages)} msgs)"
+    head = insp.header_html()
+    assert view.stage in head and f"tail starts at #{view.tail_start}" in head
+    assert f"before {fmt_int(view.before_tokens)} est." in head and f"after {fmt_int(view.after_tokens)} est." in head
+    html = insp.to_html()
+    assert "Goals:" in html and "packages/storage/src/sqlite.ts" in html and "✖ failed" in html
+    for action in set(insp.before_df["action"]) | set(insp.after_df["action"]):
+        assert re.search(rf'background:{ACTION_COLORS[action]};[^>]*>{action}<', html)
+    insp.action_filter.value = "kept"
+    assert set(insp.filtered("before")["action"]) == {"kept"}
+    assert insp._before.value.count("<tr style") == len(insp.filtered("before"))
+    insp.role_filter.value = "tool"
+    assert set(insp.filtered("before")["role"]) == {"tool"} and set(insp.filtered("after")["role"]) == {"tool"}
+    insp.open_position.value = 4
+    assert "#4: " + "t" * 100 in insp._message.value
+    assert insp.to_text().startswith(f"Stage: {view.stage}")
+
+
+def test_n2_inspector_micro_dropped_synthetic_and_cjk():
+    """Placeholders, repair's dropped/synthetic rows and CJK previews show in the tables."""
+    msgs = [{"role": "system", "content": "[system prompt] 你是编码助手。"},
+            {"role": "user", "content": "修复测试 " + "很" * 50},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"x\"}"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "数据" * 3000},
+            {"role": "tool", "tool_call_id": "orphan", "content": "stray"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "b", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]},
+            {"role": "user", "content": "继续"}]
+    v = build_request_view(msgs, ContextPolicy(context_window_tokens=5000, keep_recent_tokens=200))
+    insp = CompactionInspector(v)
+    actions = Counter(insp.before_df["action"])
+    assert v.stage == "micro" and actions["placeholder"] == 1
+    assert actions["dropped"] == 1 and actions["synthetic"] == 1
+    synthetic = insp.before_df[insp.before_df["action"] == "synthetic"]
+    assert synthetic["position"].isna().all() and synthetic["tool"].tolist() == ["bash"]
+    assert "修复测试" in insp.to_html() and "[microcompaction]" in insp.summary_html()
+    assert "action" in insp.action_filter.description
+    assert set(insp.action_filter.options) >= {"(all)", "placeholder", "dropped", "synthetic"}
+
+
+def test_n2_inspector_caps_rows_with_visible_count():
+    """A 10,000-message view renders quickly with at most max_rows rows and a visible count."""
+    v = build_request_view(synthetic_transcript(10_000), ContextPolicy(context_window_tokens=400_000))
+    started = time.perf_counter()
+    insp = CompactionInspector(v, max_rows=200)
+    elapsed = time.perf_counter() - started
+    assert len(insp.before_df) == 10_000
+    assert "showing 200 of 10,000 messages" in insp._before.value
+    assert insp._before.value.count("<tr style") == 200
+    assert elapsed < 5, f"inspector took {elapsed:.1f} s"
+    with pytest.raises(ValueError, match="max_rows"):
+        CompactionInspector(v, max_rows=0)
+    with pytest.raises(TypeError, match="RequestView"):
+        CompactionInspector("not a view")
+
+
+def test_n2_real_transcript_tau_bench(tau_views):
+    """On real tau-bench conversations the widgets show the engine's numbers and every message."""
+    assert any(v.compacted for v in tau_views)
+    for v in tau_views:
+        insp, gauge = CompactionInspector(v), ContextGauge(v)
+        assert len(insp.before_df) == len(v.provenance.before)
+        assert insp.after_df["tokens"].sum() == v.after_tokens == sum(gauge.layers("after").values())
+        assert sum(gauge.layers("before").values()) == v.before_tokens
+        assert set(insp.before_df["role"]) <= {"system", "user", "assistant", "tool"}
+        assert v.stage in insp.to_text() and fmt_int(v.after_tokens) in gauge.to_text()
+        if v.summary:
+            assert v.summary.splitlines()[0] in insp.summary_html()
+    tools = pd.concat([CompactionInspector(v).before_df for v in tau_views])["tool"].dropna()
+    assert len(tools) > 0  # tool names resolved from the real assistant calls
+
+
+def test_s4_inspector_from_stored_request_matches_live(tmp_path, view):
+    """A request read back from DuckDB gives the same tables and numbers as the live view."""
+    store = Store(tmp_path / "w.duckdb")
+    sid = store.create_session(title="worked")
+    store.append_request(sid, _record(view, 2, 3, reported=view.after_tokens + 10))
+    live, stored = CompactionInspector(view), CompactionInspector.from_request(store, sid, 2, 3)
+    pd.testing.assert_frame_equal(live.before_df, stored.before_df)
+    pd.testing.assert_frame_equal(live.after_df, stored.after_df)
+    assert stored.data.tail_start == view.tail_start and stored.data.summary == view.summary
+    assert stored.data.reported_prompt_tokens == view.after_tokens + 10
+    assert "turn 2, call 3" in stored.header_html()
+    gauge = ContextGauge.from_request(store.requests(sid).iloc[0])
+    assert gauge.layers("after") == ContextGauge(view).layers("after")
+    with pytest.raises(LookupError, match="turn 9"):
+        CompactionInspector.from_request(store, sid, 9, 1)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        CompactionInspector({"stage": "micro", "provenance": "{oops"})
+    store.close()
+
+
+def _replay():
+    msgs = worked_example()
+    ks = list(range(6, len(msgs) + 1, 6)) + [len(msgs)]
+    views = [build_request_view(msgs[:k], POLICY) for k in ks]
+    return views, [1 + i // 3 for i in range(len(views))]
+
+
+def test_c10_timeline_lines_markers_and_turns():
+    """Est. line per call, threshold/window lines, one marker per compaction coloured by stage, turn boundaries."""
+    views, turns = _replay()
+    df = requests_from_views(views, turns)
+    df["prompt_tokens_reported"] = [v.after_tokens + 100 for v in views]
+    tl = TokenTimeline(df, title="replay")
+    ax = tl.figure.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert {"est. (sent)", "reported", "threshold", "window"} <= set(labels)
+    est = next(line for line in ax.get_lines() if line.get_label() == "est. (sent)")
+    assert list(est.get_ydata()) == [estimate_messages(v.messages) for v in views]
+    compacted = [v for v in views if v.compacted]
+    assert len(tl.compactions) == len(compacted) > 0
+    scatter = ax.collections[-1]
+    assert len(scatter.get_offsets()) == len(compacted)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {f"compaction: {v.stage}" for v in compacted} <= set(legend)
+    boundaries = [line for line in ax.get_lines() if line.get_linestyle() == "--" and line.get_label().startswith("_")]
+    assert len(boundaries) == len(set(turns)) - 1
+    assert tl.png.startswith(b"\x89PNG") and tl.output.outputs[0]["data"]["image/png"]
+    assert f"{len(views)} model calls" in tl.caption_html() and "data:image/png;base64," in tl.to_html()
+    assert tl.to_text().count("⟳") == len(compacted)
+    with pytest.raises(ValueError, match="estimate_tokens"):
+        TokenTimeline(pd.DataFrame({"turn": [1]}))
+    with pytest.raises(ValueError, match="store= and session_id="):
+        TokenTimeline()
+
+
+def test_n2_session_browser_over_real_store(tmp_path):
+    """Sessions table with counts; selecting a session shows its timeline, gauge and inspector of a call."""
+    store = Store(tmp_path / "b.duckdb")
+    views, turns = _replay()
+    sid = store.create_session(title="worked example", model="demo")
+    store.append_messages(sid, worked_example(), turn=1)
+    for i, (v, t) in enumerate(zip(views, turns, strict=True)):
+        store.append_request(sid, _record(v, t, i + 1, reported=v.after_tokens + 5))
+        if v.event():
+            store.append_event(sid, "context.compacted", v.event(), turn=t, iteration=i + 1)
+    empty = store.create_session(title="empty one")
+    browser = SessionBrowser(store)
+    html = browser.sessions_html()
+    assert "2 sessions" in html and "worked example" in html and sid[:8] in html
+    saved = sum(v.before_tokens - v.after_tokens for v in views)
+    assert fmt_int(saved) in html
+    browser.select(sid)
+    assert browser.session_picker.value == sid and len(browser.call_picker.options) == len(views)
+    assert browser.timeline is not None and len(browser.timeline.data) == len(views)
+    last_compacted = max(i for i, v in enumerate(views) if v.compacted)
+    assert browser.inspector.data.stage == views[last_compacted].stage
+    browser.select_call(turns[0], 1)
+    assert browser.inspector.data.after_tokens == views[0].after_tokens
+    assert browser.gauge.data.reported_prompt_tokens == views[0].after_tokens + 5
+    assert "tokens saved (est.)" in browser.to_html() and sid[:8] in browser.to_text()
+    browser.select(empty)
+    assert browser.timeline is None and browser.inspector is None
+    with pytest.raises(LookupError):
+        browser.select("nope")
+    store.close()
+
+
+def test_c10_live_turn_view_scripted_events(view):
+    """A scripted turn: log lines, streamed text, gauge per iteration with reported tokens, inspector, fallback."""
+    msgs = worked_example()
+    first, second = build_request_view(msgs[:20], POLICY), view
+    live = LiveTurnView()
+    live.handle("turn.started", {"session_id": "3f2a9c", "turn": 2, "prompt": "fix", "model_label": "demo model"})
+    live.handle("request.built", {"turn": 2, "iteration": 1, "view": first, "counter_tokens": None})
+    assert live.gauge.data.after_tokens == first.after_tokens
+    live.handle("model.completed", {"usage": {"prompt_tokens": 9_999, "completion_tokens": 5}, "latency_ms": 3})
+    assert live.gauge.data.reported_prompt_tokens == 9_999 and "9,999 reported" in live.gauge.to_html()
+    live.handle("tool.started", {"call_id": "c1", "name": "read_file", "arguments": '{"path": "src/io.py"}'})
+    live.handle("tool.finished", {"call_id": "c1", "name": "read_file", "is_error": False, "content": "x",
+                                  "chars": 18_440, "artifact_id": None})
+    live.handle("tool.started", {"call_id": "c2", "name": "bash", "arguments": '{"command": "pytest -q"}'})
+    live.handle("tool.finished", {"call_id": "c2", "name": "bash", "is_error": True, "content": "E" * 3112,
+                                  "chars": 3112, "artifact_id": None, "exit_code": 1})
+    live.handle("request.built", {"turn": 2, "iteration": 2, "view": second, "counter_tokens": 20_000})
+    live.handle("context.compacted", {"stage": second.stage, "before_tokens": second.before_tokens,
+                                      "after_tokens": second.after_tokens, "summary": second.summary, "turn": 2,
+                                      "iteration": 2})
+    for chunk in ("The test ", "now passes", ": 修好了"):
+        live.handle("model.delta", {"text": chunk})
+    live.handle("model.completed", {"usage": None, "latency_ms": 5})
+    live.handle("turn.finished", {"text": "The test now passes: 修好了", "iterations": 2})
+    assert live.log_lines() == [
+        "→ read_file src/io.py  ok · 18,440 chars",
+        "→ bash pytest -q  failed (exit 1) · 3,112 chars",
+        f"⟳ context compacted before call 2: {second.stage} · {fmt_int(second.before_tokens)} → "
+        f"{fmt_int(second.after_tokens)} est. tokens",
+    ]
+    assert live.text == "The test now passes: 修好了" and "修好了" in live._text.value
+    assert live.gauge.data.after_tokens == second.after_tokens and live.gauge.data.calibrated_tokens == 20_000
+    assert [v for _, v in live.call_picker.options] == [1, 2] and live.inspector.data.stage == second.stage
+    live.call_picker.value = 1
+    assert live.inspector.data.after_tokens == first.after_tokens
+    assert live.header_text() == "demo model · session 3f2a9c · turn 2 · done · 2 model calls"
+    text, html = live.to_text(), live.to_html()
+    assert "failed (exit 1)" in text and f"· {second.stage}]" in text and text.endswith("修好了")
+    assert "Goals:" in html and "18,440 chars" in html and STAGE_COLORS[second.stage] in html
+    failed = LiveTurnView()
+    failed("turn.started", {"session_id": "s", "turn": 1})
+    failed("turn.failed", {"error": "Provider at http://127.0.0.1:9/v1 refused the key (401)."})
+    failed("some.future.event", {})
+    assert "refused the key" in failed.to_html() and failed.status == "failed"
+    assert "no model call yet" in failed.to_text()
