@@ -69,6 +69,14 @@ def tool_call_name(call: Any) -> str | None:
     return None
 
 
+def tool_call_list(message: Message) -> list[Any]:
+    """The tool calls of a message as a list (a lone call or odd value is wrapped, as `sanitize` sends it)."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return []
+    return calls if isinstance(calls, list) else [calls]
+
+
 def tool_call_args(call: Any) -> dict[str, Any] | None:
     """Parsed arguments of one tool call, or None when they are not a JSON object."""
     if not isinstance(call, dict):

@@ -12,7 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from mxclaw_nb.messages import SUMMARY_PREFIX, Message, content_text, is_failure, tool_call_args, tool_call_name
+from mxclaw_nb.messages import (
+    SUMMARY_PREFIX,
+    Message,
+    content_text,
+    is_failure,
+    tool_call_args,
+    tool_call_list,
+    tool_call_name,
+)
 
 GOALS_MAX, GOAL_CHARS = 4, 240
 FAILURES_MAX, FAILURE_CHARS = 4, 240
@@ -46,7 +54,7 @@ def _paths(messages: Sequence[Message]) -> list[str]:
     for m in messages:
         if m.get("role") != "assistant":
             continue
-        for call in m.get("tool_calls") or []:
+        for call in tool_call_list(m):
             if tool_call_name(call) not in FILE_WRITING_TOOLS:
                 continue
             args = tool_call_args(call) or {}

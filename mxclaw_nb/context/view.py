@@ -20,6 +20,7 @@ from mxclaw_nb.messages import (
     Message,
     content_text,
     is_failure,
+    tool_call_list,
     tool_call_name,
 )
 
@@ -159,7 +160,7 @@ def _build_provenance(view: RequestView, t: Trace) -> Provenance:
     step_names: list[str | None] = []
     for _, msg in t.steps:
         if msg.get("role") == "assistant":
-            names = {str(c.get("id")): tool_call_name(c) for c in msg.get("tool_calls") or [] if isinstance(c, dict)}
+            names = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
         step_names.append(names.get(str(msg.get("tool_call_id"))) if msg.get("role") == "tool" else None)
     rows: list[tuple[tuple[int, int, int], MessageRecord]] = []
     last = -1
