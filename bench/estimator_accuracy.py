@@ -12,8 +12,14 @@ is described in ``mxclaw_nb/accuracy.py``; in short:
 - ``calibrated (online)`` = the loop's behaviour (T3): a usage report (exact total so far) before every
   assistant message, request totals anchored on the previous report.
 
+Then a replay through the context engine (``replay_window``): consecutive conversations of each file are
+chained into one long session (no single shared transcript reaches 32k tokens), every assistant message is
+a model call, and the view built with each counter is measured in exact o200k tokens: how many requests
+the provider would reject (over the window).
+
 Run: ``.venv/bin/python bench/estimator_accuracy.py [--transcripts DIR_OR_FILE] [--k 8] [--framing 4]
-[--speed]``. ``--speed`` also times exact counting with tiktoken and with bpe-openai's APIs.
+[--replay-window 32000] [--replay-tokens 36000] [--speed]``. ``--speed`` also times exact counting with
+tiktoken and with bpe-openai's APIs.
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
-from mxclaw_nb.accuracy import accuracy_table, load_conversations  # noqa: E402
+from mxclaw_nb.accuracy import (  # noqa: E402
+    accuracy_table,
+    chain_conversations,
+    load_conversations,
+    replay_summary,
+    replay_window,
+)
 from mxclaw_nb.context.counters import MESSAGE_OVERHEAD_TOKENS  # noqa: E402
 from mxclaw_nb.messages import content_text  # noqa: E402
 from mxclaw_nb.tokenizers import exact_encoding  # noqa: E402
@@ -82,6 +94,18 @@ def speed(path: Path) -> None:
         print(f"  {label:45s} texts whose count differs from tiktoken: {diff}")
 
 
+def replay(path: Path, window: int, tokens: int) -> None:
+    """Replay a long session per transcript file through the engine with each counter (issue 9)."""
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    for file in files:
+        session = chain_conversations(load_conversations(file), tokens)
+        frame = replay_window(session, window)
+        print(f"\nReplay of {file.name} at a {window:,}-token window (threshold 0.8, 8k tail): consecutive "
+              f"conversations chained into one session of {len(session)} messages; exact = o200k_base of "
+              "each sent view")
+        print(replay_summary(frame, window).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the accuracy table (and optionally the speed comparison)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -90,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framing", type=int, default=MESSAGE_OVERHEAD_TOKENS,
                         help="per-message framing tokens added to exact counts (0: text only)")
     parser.add_argument("--speed", action="store_true", help="also time exact counting backends")
+    parser.add_argument("--replay-window", type=int, default=32_000,
+                        help="window of the engine replay (0 skips it)")
+    parser.add_argument("--replay-tokens", type=int, default=36_000,
+                        help="exact o200k tokens of the replayed session (consecutive conversations chained)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     table = accuracy_table(args.transcripts, k=args.k, framing=args.framing)
@@ -99,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         print("ratio = counter / exact; under_share = share of rows counted below exact\n")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"\n({elapsed:.1f} s)")
+    if args.replay_window:
+        replay(args.transcripts, args.replay_window, args.replay_tokens)
     if args.speed:
         speed(args.transcripts)
     return 0

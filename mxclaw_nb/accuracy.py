@@ -42,7 +42,7 @@ from mxclaw_nb.context.counters import (
 from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
 
 __all__ = ["DEFAULT_TRANSCRIPTS", "accuracy_records", "accuracy_table", "chain_conversations", "load_conversations",
-           "replay_window"]
+           "replay_summary", "replay_window"]
 
 #: ``../shared/transcripts`` next to the repository checkout (the project's shared real transcripts).
 DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
@@ -213,3 +213,15 @@ def replay_window(messages: Sequence[dict], window: int, counters: Sequence[str]
             if isinstance(counter, CalibratedCounter):
                 counter = counter.observe(view.messages, exact)
     return pd.DataFrame(rows, columns=["counter", "call_at", "stage", "counted", "exact", "over_window"])
+
+
+def replay_summary(replay: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Per counter: calls, requests over the real window, worst exact total, counted/exact ratios, stages."""
+    data = replay.assign(ratio=replay["counted"] / replay["exact"])
+    out = data.groupby("counter", sort=False).agg(
+        calls=("exact", "size"), over_window=("over_window", "sum"), max_exact=("exact", "max"),
+        median_ratio=("ratio", "median"), min_ratio=("ratio", "min"),
+        compactions=("stage", lambda s: int((s != "unchanged").sum())),
+    ).reset_index()
+    out.insert(3, "max_exact_share_of_window", out["max_exact"] / window)
+    return out

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 import mxclaw_nb.tokenizers as tok
-from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS, accuracy_records, accuracy_table, load_conversations
+from mxclaw_nb.accuracy import (
+    DEFAULT_TRANSCRIPTS,
+    accuracy_records,
+    accuracy_table,
+    chain_conversations,
+    load_conversations,
+    replay_summary,
+    replay_window,
+)
 from mxclaw_nb.context.counters import MESSAGE_OVERHEAD_TOKENS, CalibratedCounter, EstimateCounter
 from mxclaw_nb.context.tokens import estimate_tokens
 
@@ -208,3 +216,22 @@ def test_bench_prints_the_table(tmp_path, capsys):
     out = capsys.readouterr().out
     for label in ("estimate", "cl100k_base", "calibrated@4", "calibrated (online)", "request"):
         assert label in out
+
+
+@pytest.mark.skipif(not (DEFAULT_TRANSCRIPTS / "tau-bench.jsonl").is_file(), reason="shared transcripts not present")
+def test_t2_replay_at_32k_window_c1_overflows_exact_and_calibrated_hold():
+    """Issue 9 must-show: replaying real tau-bench traffic (conversations chained into one ~36k-token
+    session) through the engine at a 32k window, C1 alone sends requests over the real window; the exact
+    and the calibrated counters (learning from usage as the loop does, T3) keep every request inside."""
+    window = 32_000
+    session = chain_conversations(load_conversations(DEFAULT_TRANSCRIPTS / "tau-bench.jsonl"), 36_000)
+    frame = replay_window(session, window)
+    summary = replay_summary(frame, window).set_index("counter")
+    assert summary.loc["estimate", "over_window"] > 0
+    assert summary.loc["estimate", "max_exact"] > window
+    for counter in ("o200k_base", "calibrated"):
+        assert summary.loc[counter, "over_window"] == 0
+        assert summary.loc[counter, "max_exact"] <= 0.85 * window  # the 0.8 threshold holds in real tokens
+    assert summary.loc["calibrated", "min_ratio"] > 0.9
+    calibrated = frame[frame["counter"] == "calibrated"]
+    assert (calibrated["stage"] != "unchanged").sum() > 0
