@@ -111,8 +111,8 @@ def shell_commands(message: Message) -> list[str]:
             continue
         args = tool_call_args(call) or {}
         cmd = next((args[k] for k in _COMMAND_KEYS if args.get(k)), None)
-        if isinstance(cmd, list):
-            cmd = " ".join(str(c) for c in cmd)
+        if isinstance(cmd, list):  # argv form; ["bash", "-lc", "<script>"] is the script
+            cmd = str(cmd[-1]) if len(cmd) >= 3 and cmd[1] in ("-c", "-lc") else " ".join(str(c) for c in cmd)
         if isinstance(cmd, str) and cmd.strip():
             out.append(normalize(cmd.strip().splitlines()[0])[:FACT_CHARS])
     for line in content_text(message.get("content")).splitlines():

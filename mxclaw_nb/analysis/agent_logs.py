@@ -1,0 +1,273 @@
+"""Parse the session logs coding agents leave on disk into Conversations (issue 8; mapping in docs/importers.md).
+
+Why: the transcripts people most want to study are their own, and two agents keep them as JSONL:
+Claude Code (``~/.claude/projects/<project>/<session>.jsonl``) and Codex CLI
+(``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``). Both are append-only event logs whose shapes
+differ from Chat Completions (content blocks, split assistant messages, tool results in user lines,
+Responses-API items), so each gets a small pure parser that maps them onto the project's message
+shape; ``import_claude_code`` / ``import_codex`` write the results with the common importer code.
+Lines the parser does not understand are reported by number; lines that carry no conversation
+(snapshots, token counts, UI state) are ignored silently, as documented.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mxclaw_nb.analysis.importers import Conversation, ImportReport, write_conversations
+
+Errors = list[tuple[int, str]]
+
+
+def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """(line_no, parsed object or None, error) for each non-blank line."""
+    with file.open(encoding="utf-8", errors="replace") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                yield line_no, None, f"not JSON: {exc}"
+                continue
+            if not isinstance(obj, dict):
+                yield line_no, None, f"expected a JSON object, got {type(obj).__name__}"
+                continue
+            yield line_no, obj, None
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, str):
+        return block
+    if isinstance(block, dict) and block.get("type") in ("text", "input_text", "output_text", "summary_text"):
+        return str(block.get("text") or "")
+    return ""
+
+
+def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    if source.get("type") == "base64" and source.get("data"):
+        url = f"data:{source.get('media_type', 'image/png')};base64,{source['data']}"
+    elif source.get("url"):
+        url = str(source["url"])
+    else:
+        return None
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _content(blocks: Any) -> str | list[dict[str, Any]]:
+    """Claude content (string or blocks) -> a string, or a list of parts when images are present."""
+    if isinstance(blocks, str):
+        return blocks
+    if not isinstance(blocks, list):
+        return "" if blocks is None else str(blocks)
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        image = _image_part(b) if isinstance(b, dict) and b.get("type") == "image" else None
+        if image is not None:
+            parts.append(image)
+        elif _block_text(b):
+            parts.append({"type": "text", "text": _block_text(b)})
+    if any(p["type"] == "image_url" for p in parts):
+        return parts
+    return "".join(p["text"] for p in parts)
+
+
+def _assistant_blocks(msg: dict[str, Any], blocks: Any) -> None:
+    """Fold one Claude assistant line's content blocks into the (merged) assistant message ``msg``."""
+    for b in blocks if isinstance(blocks, list) else [{"type": "text", "text": str(blocks or "")}]:
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "text":
+            msg["content"] = (msg.get("content") or "") + str(b.get("text") or "")
+        elif kind == "thinking":
+            msg["reasoning"] = "\n\n".join(x for x in (msg.get("reasoning"), str(b.get("thinking") or "")) if x)
+        elif kind == "tool_use":
+            args = json.dumps(b.get("input") or {}, ensure_ascii=False)
+            call = {"id": str(b.get("id") or ""), "type": "function",
+                    "function": {"name": str(b.get("name") or "unknown"), "arguments": args}}
+            msg.setdefault("tool_calls", []).append(call)
+
+
+def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
+    """One Claude Code session file -> (Conversation or None when it holds no messages, [(line, error)])."""
+    file = Path(path)
+    messages: list[dict[str, Any]] = []
+    errors: Errors = []
+    info: dict[str, Any] = {}
+    summary, last_id = None, None
+    for line_no, obj, error in _lines(file):
+        if error:
+            errors.append((line_no, error))
+            continue
+        kind = obj.get("type")
+        if kind == "summary" and summary is None:
+            summary = obj.get("summary")
+        if kind not in ("user", "assistant") or obj.get("isSidechain"):
+            continue  # snapshots, system notes, summaries, sub-agent (Task) threads: not this conversation
+        msg = obj.get("message")
+        if not isinstance(msg, dict) or "content" not in msg:
+            errors.append((line_no, f"a {kind!r} line without a message.content"))
+            continue
+        for key in ("sessionId", "cwd", "gitBranch", "version"):
+            info.setdefault(key, obj.get(key))
+        if kind == "assistant":
+            mid = msg.get("id") or obj.get("requestId") or f"line-{line_no}"
+            if last_id != mid or not messages or messages[-1].get("role") != "assistant":
+                messages.append({"role": "assistant", "content": None})
+                if msg.get("model") and msg.get("model") != "<synthetic>":
+                    info.setdefault("model", msg.get("model"))
+            _assistant_blocks(messages[-1], msg.get("content"))
+            if isinstance(msg.get("usage"), dict):
+                messages[-1]["usage"] = msg["usage"]
+            last_id = mid
+            continue
+        last_id = None
+        blocks = msg.get("content")
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"] \
+            if isinstance(blocks, list) else []
+        for b in results:
+            tool = {"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""),
+                    "content": _content(b.get("content"))}
+            if b.get("is_error"):
+                tool["is_error"] = True
+            messages.append(tool)
+        rest = [b for b in blocks if b not in results] if isinstance(blocks, list) else blocks
+        if rest or not results:
+            user: dict[str, Any] = {"role": "user", "content": _content(rest)}
+            if obj.get("isMeta"):
+                user["meta"] = True
+            messages.append(user)
+    if not messages:
+        return None, errors
+    first_user = next((m for m in messages if m["role"] == "user" and isinstance(m["content"], str)), None)
+    title = summary or (" ".join(first_user["content"].split())[:80] if first_user else None)
+    meta = {k: v for k, v in info.items() if v not in (None, "") and k != "model"}
+    conv = Conversation(str(info.get("sessionId") or file.stem), messages, "claude-code", meta, title,
+                        info.get("cwd") or None, info.get("model"))
+    return conv, errors
+
+
+def _codex_output(raw: Any) -> tuple[str, bool]:
+    """Codex function_call_output ``output`` -> (text, is_error); exec outputs are JSON with an exit code."""
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text, False
+    if isinstance(parsed, dict) and "output" in parsed:
+        code = (parsed.get("metadata") or {}).get("exit_code") if isinstance(parsed.get("metadata"), dict) else None
+        return str(parsed.get("output") or ""), code not in (None, 0)
+    return text, False
+
+
+def _codex_item(messages: list[dict[str, Any]], item: dict[str, Any], pending: list[str]) -> bool:
+    """Append one Responses-API item as messages; False when the item type is unknown."""
+    kind = item.get("type")
+    if kind == "message":
+        role = {"developer": "system"}.get(str(item.get("role")), str(item.get("role")))
+        if role not in ("system", "user", "assistant"):
+            return False
+        blocks = item.get("content")
+        text = "".join(_block_text(b) for b in blocks) if isinstance(blocks, list) else str(blocks or "")
+        msg: dict[str, Any] = {"role": role, "content": text}
+        if role == "assistant" and pending:
+            msg["reasoning"] = "\n\n".join(pending)
+            pending.clear()
+        messages.append(msg)
+    elif kind == "reasoning":
+        pending.extend(t for t in (_block_text(b) for b in item.get("summary") or []) if t)
+    elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
+        if kind == "local_shell_call":
+            action = item.get("action") if isinstance(item.get("action"), dict) else {}
+            name, args = "shell", json.dumps({"command": action.get("command")}, ensure_ascii=False)
+        else:
+            name = str(item.get("name") or "unknown")
+            args = item.get("arguments") if kind == "function_call" else json.dumps({"input": item.get("input")})
+        call = {"id": str(item.get("call_id") or item.get("id") or ""), "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+        last = messages[-1] if messages else None
+        if last is None or last["role"] != "assistant":  # after tool results, a new model call
+            last = {"role": "assistant", "content": None}
+            if pending:
+                last["reasoning"] = "\n\n".join(pending)
+                pending.clear()
+            messages.append(last)
+        last.setdefault("tool_calls", []).append(call)
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        text, failed = _codex_output(item.get("output"))
+        tool: dict[str, Any] = {"role": "tool", "tool_call_id": str(item.get("call_id") or ""), "content": text}
+        if failed:
+            tool["is_error"] = True
+        messages.append(tool)
+    else:
+        return False
+    return True
+
+
+def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
+    """One Codex CLI rollout file -> (Conversation or None, [(line, error)]); both rollout layouts."""
+    file = Path(path)
+    messages: list[dict[str, Any]] = []
+    errors: Errors = []
+    meta: dict[str, Any] = {}
+    pending: list[str] = []
+    for line_no, obj, error in _lines(file):
+        if error:
+            errors.append((line_no, error))
+            continue
+        kind, payload = obj.get("type"), obj.get("payload")
+        if kind == "session_meta" or (line_no == 1 and "instructions" in obj and "type" not in obj):
+            head = payload if isinstance(payload, dict) else obj
+            meta.update({k: head.get(k) for k in ("id", "cwd", "cli_version", "originator", "timestamp")
+                         if head.get(k) is not None})
+            if head.get("instructions"):
+                messages.append({"role": "system", "content": str(head["instructions"])})
+            continue
+        if kind == "turn_context" and isinstance(payload, dict) and payload.get("model"):
+            meta.setdefault("model", payload["model"])
+        if kind in ("event_msg", "turn_context", "compacted") or obj.get("record_type") == "state":
+            continue  # UI events, token counts, per-turn settings: no conversation content
+        item = payload if kind == "response_item" and isinstance(payload, dict) else obj
+        if not _codex_item(messages, item, pending):
+            errors.append((line_no, f"unknown rollout item type {item.get('type')!r}"))
+    if not messages:
+        return None, errors
+    first_user = next((m["content"] for m in messages if m["role"] == "user"
+                       and not str(m["content"]).lstrip().startswith("<")), None)
+    title = " ".join(str(first_user).split())[:80] if first_user else None
+    return Conversation(str(meta.get("id") or file.stem), messages, "codex", meta, title, meta.get("cwd"),
+                        meta.get("model")), errors
+
+
+def _import(store: Any, path: str | Path, fmt: str, parse: Any, pattern: str, progress: bool) -> ImportReport:
+    started = time.perf_counter()
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise FileNotFoundError(f"no such file or folder: {root}")
+    files = sorted(root.rglob(pattern)) if root.is_dir() else [root]
+    report = ImportReport(str(root), fmt)
+    items: list[tuple[int, Conversation]] = []
+    for file in files:
+        conv, errors = parse(file)
+        prefix = f"{file.relative_to(root)}: " if root.is_dir() else ""
+        report.errors.extend((n, prefix + msg) for n, msg in errors)
+        if conv is not None:
+            conv.meta["file"] = str(file)
+            items.append((1, conv))
+    write_conversations(store, items, report, f"import:{root.name}", progress=progress)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def import_claude_code(store: Any, path: str | Path = "~/.claude/projects", *, progress: bool = True) -> ImportReport:
+    """Import Claude Code session logs (one ``.jsonl`` file, or every one under a folder) into ``store``."""
+    return _import(store, path, "claude-code", parse_claude_code, "*.jsonl", progress)
+
+
+def import_codex(store: Any, path: str | Path = "~/.codex/sessions", *, progress: bool = True) -> ImportReport:
+    """Import Codex CLI rollout logs (one ``rollout-*.jsonl`` file, or every one under a folder) into ``store``."""
+    return _import(store, path, "codex", parse_codex, "rollout-*.jsonl", progress)
