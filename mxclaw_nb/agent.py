@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view
+from mxclaw_nb.context import (
+    ContextPolicy,
+    RequestView,
+    TokenCache,
+    build_request_view,
+    build_structured_summary,
+)
 from mxclaw_nb.context.counters import CalibratedCounter
 from mxclaw_nb.frozen import session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
@@ -58,7 +64,8 @@ class Agent:
                  keep_recent_tokens: int = 8000, approval: str = "ask", *, counter: str = "auto",
                  max_iterations: int = 20, session_id: str | None = None, provider: Any = None,
                  approver: Callable[[str], bool | None] | None = console_approver, home: str | Path | None = None,
-                 shell_timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
+                 shell_timeout: float = 60.0, env: dict[str, str] | None = None,
+                 summarize: Callable[[list[Message]], str] | None = None) -> None:
         from mxclaw_nb.provider import context_window_for, resolve_provider
         from mxclaw_nb.store import Store
 
@@ -78,6 +85,7 @@ class Agent:
 
             self._exact = counter_by_name(counter)
         self.max_iterations = max_iterations
+        self.summarize = summarize or build_structured_summary
         self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
@@ -187,7 +195,7 @@ class Agent:
                                approver=self.approver, shell_timeout=self.shell_timeout,
                                on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
         ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy, self._observe_usage,
-                          self._emit, self._cache, self.max_iterations)
+                          self._emit, self._cache, self.max_iterations, self.summarize)
         return run_turn(ctx, self.session_id, user, turn)
 
     def _tool_event(self, kind: str, payload: dict[str, Any], turn: int) -> None:
@@ -201,7 +209,7 @@ class Agent:
             messages = session_preamble(self.workspace, home=self.home)
         if prompt:
             messages = [*messages, {"role": "user", "content": prompt}]
-        return build_request_view(messages, self.current_policy(), cache=self._cache)
+        return build_request_view(messages, self.current_policy(), self.summarize, cache=self._cache)
 
     def compact_now(self) -> RequestView:
         """Show what compaction would do to the current transcript now, even under the threshold.
@@ -214,7 +222,7 @@ class Agent:
         messages = self.store.load_transcript(self.session_id)
         if not messages:
             raise ValueError("the session has no messages yet: run a turn first")
-        return build_request_view(messages, policy)
+        return build_request_view(messages, policy, self.summarize)
 
     def close(self) -> None:
         """Close the store."""

@@ -23,6 +23,7 @@ from mxclaw_nb.context import (
     TokenCache,
     build_fallback_view,
     build_request_view,
+    build_structured_summary,
     estimate_messages,
 )
 from mxclaw_nb.messages import Message, tool_call_name
@@ -88,6 +89,7 @@ class TurnContext:
     emit: Subscriber
     cache: TokenCache
     max_iterations: int = 20
+    summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
 
 
 class TurnFailed(Exception):
@@ -162,7 +164,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], tu
     """C0 + provider call, with the single C9 retry per turn."""
     from mxclaw_nb.provider import ProviderError
 
-    view = build_request_view(view_input, ctx.policy_for(), cache=ctx.cache)
+    view = build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache)
     retry = False
     while True:
         result.views.append(view)

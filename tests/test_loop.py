@@ -1,0 +1,323 @@
+"""The query loop end to end (SPEC L1-L4, C7-C10, F1, T3): real DuckDB, real HTTP, real `openai` client.
+
+Each test scripts the shipped TestServer, runs `Agent.run` and checks what was stored and what the
+server received — the request view is asserted where it matters, on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from mxclaw_nb import Agent
+from mxclaw_nb.loop import TurnFailed
+from mxclaw_nb.messages import FALLBACK_PREFIX, SUMMARY_PREFIX
+from mxclaw_nb.store import Store
+from mxclaw_nb.testserver import TestServer
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    (ws / "big.txt").write_text("x" * 6_000, encoding="utf-8")
+    return ws
+
+
+def make_agent(server: TestServer, workspace: Path, tmp_path: Path, **kw) -> Agent:
+    kw.setdefault("approval", "allow")
+    return Agent(workspace=workspace, db=str(tmp_path / "loop.duckdb"), base_url=server.base_url, api_key="k",
+                 model="test-model", home=tmp_path / "home", **kw)
+
+
+def roles(messages: list[dict]) -> list[str]:
+    return [m["role"] for m in messages]
+
+
+def test_multi_tool_turn_stores_every_step_and_sends_only_sent_keys(test_server, workspace, tmp_path):
+    """L1/L4: user -> assistant(2 calls) -> 2 results -> answer, all stored; display-only keys never sent."""
+    test_server.enqueue_tool_calls([("list_dir", {"path": "."}), ("read_file", {"path": "a.txt"})])
+    test_server.enqueue_text("done: a.txt has two lines", reasoning="thinking about files")
+    agent = make_agent(test_server, workspace, tmp_path)
+    result = agent.run("what is in a.txt?")
+    assert result.status == "ok" and result.text == "done: a.txt has two lines" and result.iterations == 2
+    stored = agent.transcript()
+    assert roles(stored)[-5:] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert "alpha" in stored[-2]["content"]
+    assert stored[-1]["reasoning"] == "thinking about files"
+    second = test_server.requests[1]["messages"]
+    assert roles(second)[-4:] == ["user", "assistant", "tool", "tool"]
+    for m in second:
+        assert set(m) <= {"role", "content", "tool_calls", "tool_call_id", "name"}
+    requests = agent.store.requests(agent.session_id)
+    assert len(requests) == 2 and list(requests["stage"]) == ["unchanged", "unchanged"]
+    assert requests["prompt_tokens_reported"].notna().all()
+    kinds = list(agent.store.events(agent.session_id)["type"])
+    assert kinds.count("tool.started") == 2 and kinds.count("tool.finished") == 2 and "turn.finished" in kinds
+
+
+def test_reasoning_is_stored_but_never_sent(test_server, workspace, tmp_path):
+    """SPEC 0 / C1: reasoning is display-only."""
+    test_server.enqueue_text("first", reasoning="secret chain of thought")
+    test_server.enqueue_text("second")
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.run("one")
+    agent.run("two")
+    assert "secret chain of thought" not in json.dumps(test_server.requests[1])
+    assert any(m.get("reasoning") == "secret chain of thought" for m in agent.transcript())
+
+
+def test_streamed_deltas_reach_subscribers(test_server, workspace, tmp_path):
+    text = "streaming works across several chunks of text " * 3
+    test_server.enqueue_text(text)
+    agent = make_agent(test_server, workspace, tmp_path)
+    deltas: list[str] = []
+    agent.subscribe(lambda kind, p: deltas.append(p["text"]) if kind == "model.delta" else None)
+    assert agent.run("stream please").text == text
+    assert len(deltas) > 1 and "".join(deltas) == text
+
+
+def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_path):
+    """C7: the check runs before every call; compaction inside one turn, event stored with its iteration."""
+    for _ in range(4):
+        test_server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    test_server.enqueue_text("read it all")
+    agent = make_agent(test_server, workspace, tmp_path, context_window_tokens=4_000, keep_recent_tokens=1_000,
+                       counter="estimate")
+    result = agent.run("read big.txt four times")
+    assert result.status == "ok" and result.compactions
+    events = agent.store.events(agent.session_id, type="context.compacted")
+    assert len(events) >= 1 and (events["iteration"] > 1).all() and (events["turn"] == 1).all()
+    payload = json.loads(events.iloc[0]["payload"]) if isinstance(events.iloc[0]["payload"], str) \
+        else events.iloc[0]["payload"]
+    assert payload["stage"] in ("micro", "summary") and payload["before_tokens"] > payload["after_tokens"]
+    last = json.dumps(test_server.requests[-1]["messages"])
+    assert "[old tool output compacted: 6000 characters]" in last or SUMMARY_PREFIX in last
+    # the transcript itself is untouched: every read result is stored in full
+    assert sum(1 for m in agent.transcript() if m.get("content") == "x" * 6_000) == 4
+
+
+def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path):
+    """C9: one retry per turn with the C8 window; the event says prompt_too_long_retry."""
+    test_server.enqueue_error(400, "This model's maximum context length is 8192 tokens (context length exceeded)")
+    test_server.enqueue_text("answer after retry")
+    agent = make_agent(test_server, workspace, tmp_path)
+    result = agent.run("hello")
+    assert result.status == "ok" and result.retried and result.text == "answer after retry"
+    retry_request = test_server.requests[1]["messages"]
+    assert any(FALLBACK_PREFIX in (m.get("content") or "") for m in retry_request)
+    events = agent.store.events(agent.session_id, type="context.compacted")
+    assert list(events["type"]) == ["context.compacted"]
+    assert "prompt_too_long_retry" in str(events.iloc[0]["payload"])
+    requests = agent.store.requests(agent.session_id)
+    assert requests["error"].notna().sum() == 1 and requests["retry"].sum() == 1
+
+
+def test_second_prompt_too_long_fails_the_turn_visibly(test_server, workspace, tmp_path):
+    test_server.enqueue_error(400, "prompt too long")
+    test_server.enqueue_error(400, "prompt too long")
+    agent = make_agent(test_server, workspace, tmp_path)
+    with pytest.raises(TurnFailed, match="(?i)prompt too long|context"):
+        agent.run("hello")
+    stored = agent.transcript()
+    assert stored[-1] == {"role": "user", "content": "hello"}  # the user's message is kept
+    assert "turn.failed" in set(agent.store.events(agent.session_id)["type"])
+    assert len(test_server.requests) == 2
+
+
+def test_compactor_error_takes_the_fallback_path(test_server, workspace, tmp_path):
+    """C8: a summariser that raises does not stop the turn."""
+    def broken(_messages):
+        raise RuntimeError("summariser exploded")
+
+    for _ in range(4):
+        test_server.enqueue_tool_calls([("bash", {"command": "printf 'y%.0s' $(seq 1 3000); exit 3"})])
+    test_server.enqueue_text("still going")
+    agent = make_agent(test_server, workspace, tmp_path, context_window_tokens=3_000, keep_recent_tokens=500,
+                       counter="estimate", summarize=broken)
+    result = agent.run("run it")
+    assert result.status == "ok"
+    assert any(v.stage == "fallback" and "summariser exploded" in (v.error or "") for v in result.views)
+    last = test_server.requests[-1]["messages"]
+    assert any(FALLBACK_PREFIX in (m.get("content") or "") for m in last)
+    assert last[len([m for m in last if m["role"] == "system"])]["role"] != "tool"
+
+
+def test_frozen_context_is_injected_once_and_frozen(test_server, workspace, tmp_path):
+    """F1: AGENTS.md etc. become stored system messages on the first turn; later edits affect new sessions only."""
+    (workspace / "AGENTS.md").write_text("Always run the tests.", encoding="utf-8")
+    (workspace / ".mx-claw").mkdir()
+    (workspace / ".mx-claw" / "project.json").write_text('{"verification": {"command": "pytest"}}', encoding="utf-8")
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.run("hi")
+    first = test_server.requests[0]["messages"]
+    assert first[0]["content"].startswith("[system prompt]")
+    assert any(m["content"].startswith("[project instructions] AGENTS.md") and "Always run the tests." in m["content"]
+               for m in first)
+    assert any(m["content"].startswith("[verification policy]") for m in first)
+    (workspace / "AGENTS.md").write_text("Never run the tests.", encoding="utf-8")
+    agent.run("again")
+    second = json.dumps(test_server.requests[1])
+    assert "Never run" not in second and "Always run" in second
+    n_system = len([m for m in first if m["role"] == "system"])
+    assert sum(1 for m in agent.transcript() if m["role"] == "system") == n_system
+    agent.new_session()
+    agent.run("fresh")
+    assert "Never run the tests." in json.dumps(test_server.requests[2])
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/hostname", "link/secret.txt"])
+def test_workspace_escapes_are_permission_denied(test_server, workspace, tmp_path, path):
+    """L3: file tools stay inside the workspace; escapes are failures the model sees."""
+    outside = tmp_path / "outside_dir"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("top secret", encoding="utf-8")
+    os.symlink(outside, workspace / "link")
+    test_server.enqueue_tool_calls([("read_file", {"path": path})])
+    test_server.enqueue_text("ok")
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.run("read it")
+    tool = [m for m in agent.transcript() if m["role"] == "tool"][-1]
+    assert tool["content"].startswith("Permission denied") and tool.get("is_error")
+    assert "top secret" not in json.dumps(test_server.requests[1])
+
+
+def test_forbidden_command_is_a_recorded_failure(test_server, workspace, tmp_path):
+    test_server.enqueue_tool_calls([("bash", {"command": "sudo rm -rf /"})])
+    test_server.enqueue_text("ok")
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.run("clean up")
+    tool = [m for m in agent.transcript() if m["role"] == "tool"][-1]
+    assert tool["content"].startswith("Forbidden") and tool.get("is_error")
+    decided = agent.store.events(agent.session_id, type="approval.decided")
+    assert len(decided) == 1
+
+
+def test_headless_ask_denies_and_records_the_decision(test_server, workspace, tmp_path):
+    test_server.enqueue_tool_calls([("bash", {"command": "echo hi"})])
+    test_server.enqueue_text("ok")
+    agent = make_agent(test_server, workspace, tmp_path, approval="ask", approver=lambda _cmd: None)
+    agent.run("say hi")
+    tool = [m for m in agent.transcript() if m["role"] == "tool"][-1]
+    assert tool["content"].startswith("Permission denied")
+    assert "deny" in str(agent.store.events(agent.session_id, type="approval.decided").iloc[0]["payload"])
+
+
+def test_invalid_tool_json_and_unknown_tool_go_back_to_the_model(test_server, workspace, tmp_path):
+    test_server.enqueue_raw_tool_call("read_file", '{"path": bro')
+    test_server.enqueue_tool_calls([("teleport", {"to": "mars"})])
+    test_server.enqueue_tool_calls([("read_file", {})])
+    test_server.enqueue_text("gave up")
+    agent = make_agent(test_server, workspace, tmp_path)
+    result = agent.run("try")
+    assert result.status == "ok" and result.iterations == 4
+    tools = [m for m in agent.transcript() if m["role"] == "tool"]
+    assert all(m["content"].startswith("Invalid") and m.get("is_error") for m in tools)
+
+
+def test_max_iterations_ends_the_turn_visibly(test_server, workspace, tmp_path):
+    for _ in range(5):
+        test_server.enqueue_tool_calls([("list_dir", {"path": "."})])
+    agent = make_agent(test_server, workspace, tmp_path, max_iterations=3)
+    result = agent.run("loop forever")
+    assert result.status == "max_iterations" and result.iterations == 3 and "max-iterations" in result.text
+    assert "turn.max_iterations" in set(agent.store.events(agent.session_id)["type"])
+
+
+def test_interrupt_keeps_everything_and_the_next_turn_repairs(test_server, workspace, tmp_path):
+    """L4 + C4: KeyboardInterrupt during a tool; the dangling call gets a synthetic result next turn."""
+    test_server.enqueue_tool_calls([("read_file", {"path": "a.txt"})])
+    test_server.enqueue_text("resumed fine")
+    agent = make_agent(test_server, workspace, tmp_path)
+
+    def interrupt(kind, _payload):
+        if kind == "tool.started":
+            raise KeyboardInterrupt
+
+    unsubscribe = agent.subscribe(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        agent.run("read a.txt")
+    unsubscribe()
+    stored = agent.transcript()
+    assert stored[-1]["role"] == "assistant" and stored[-1]["tool_calls"]
+    agent.close()
+    resumed = Agent.resume(agent.session_id, db=str(tmp_path / "loop.duckdb"), base_url=test_server.base_url,
+                           api_key="k", model="test-model", approval="allow")
+    assert resumed.run("go on").text == "resumed fine"
+    sent = test_server.requests[-1]["messages"]
+    call_at = next(i for i, m in enumerate(sent) if m.get("tool_calls"))
+    assert sent[call_at + 1]["role"] == "tool" and "interrupted" in sent[call_at + 1]["content"]
+    assert "turn.interrupted" in set(resumed.store.events(resumed.session_id)["type"])
+
+
+def test_provider_down_gives_a_clear_error_and_keeps_the_message(workspace, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = Agent(workspace=workspace, db=str(tmp_path / "down.duckdb"), base_url=f"http://127.0.0.1:{port}/v1",
+                  api_key="k", model="m")
+    agent.provider.max_retries = 0
+    with pytest.raises(TurnFailed) as info:
+        agent.run("anyone there?")
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert agent.transcript()[-1]["content"] == "anyone there?"
+
+
+def test_wrong_key_is_reported(workspace, tmp_path):
+    with TestServer(api_key="right") as srv:
+        agent = Agent(workspace=workspace, db=str(tmp_path / "key.duckdb"), base_url=srv.base_url, api_key="wrong",
+                      model="m")
+        with pytest.raises(TurnFailed, match="(?i)key|auth|401"):
+            agent.run("hi")
+
+
+def _png(path: Path) -> Path:
+    raw = b"\x00\xff\x00\x00"
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return path
+
+
+def test_images_are_sent_as_data_urls_and_recorded(test_server, workspace, tmp_path):
+    image = _png(tmp_path / "dot.png")
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.run("what is this?", images=[image])
+    user = test_server.requests[0]["messages"][-1]
+    assert user["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert agent.transcript()[-2]["attachments"][0]["path"] == str(image)
+    assert agent.store.requests(agent.session_id).iloc[0]["estimate_tokens"] >= 2_000
+    with pytest.raises(ValueError, match="not found"):
+        agent.run("again", images=[tmp_path / "missing.png"])
+
+
+def test_calibration_switches_on_after_usage_is_reported(test_server, workspace, tmp_path):
+    """T3: estimate first, calibrated once the provider reported usage; both stored per request."""
+    test_server.usage_scale = 1.3
+    test_server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    test_server.enqueue_text("done")
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.run("read")
+    req = agent.store.requests(agent.session_id)
+    assert list(req["counter"]) == ["estimate", "calibrated"]
+    assert req.iloc[1]["calibrated_tokens"] > req.iloc[1]["estimate_tokens"]
+
+
+def test_demo_model_runs_offline_through_the_same_path(workspace, tmp_path):
+    """L2: nothing configured -> the demo model, labelled, on a fresh copy of the sample workspace."""
+    agent = Agent(db=str(tmp_path / "demo.duckdb"), approval="allow", env={})
+    assert agent.is_demo and "demo" in agent.label
+    result = agent.run("The unit tests of the inventory package fail. Find out why and fix them.")
+    assert result.status == "ok" and "[demo model]" in result.text
+    store = Store(tmp_path / "demo.duckdb")
+    assert len(store.requests(agent.session_id)) == result.iterations
+    assert store.sql("SELECT count(*) AS n FROM artifacts").iloc[0]["n"] >= 1
