@@ -1,0 +1,235 @@
+"""`%load_ext mxclaw_nb`: the `%agent` / `%%agent` magics, configured with traitlets (SPEC N1).
+
+Why: the notebook is the product's home, so the magic is the main door into the agent, but it must
+stay thin: `Agent` owns configuration resolution, sessions and the loop; this module parses what the
+user typed, keeps one lazily built Agent per shell (rebuilt, same session, when the configuration
+changes), shows the live turn log, and turns failures into one readable paragraph instead of a
+traceback wall. Settings are traitlets with `config=True`, so `%config AgentMagics.model = ...`,
+`ipython_config.py` and `%agent config key=value` all work; unset settings fall back to the same
+environment variables as `Agent` (OPENAI_BASE_URL, MXCLAW_MODEL, MXCLAW_DB, MXCLAW_CONTEXT_WINDOW,
+the key from the variable named by `api_key_env`). Sub-commands live in `magics_commands`, the live
+log in `magics_live`, approval prompts in `magics_approval`. No asyncio.run, no global hooks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from traitlets import Bool, Enum, Float, Integer, Unicode, observe
+from traitlets.config import Configurable
+
+from mxclaw_nb.agent import COUNTER_MODES, Agent, image_part
+from mxclaw_nb.loop import TurnFailed
+from mxclaw_nb.magics_approval import make_approver
+from mxclaw_nb.magics_commands import COMMANDS, HELP, parse_cell_options, parse_line_prompt, run_command
+from mxclaw_nb.magics_live import LiveLog
+from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
+from mxclaw_nb.store import Store, StoreError
+
+AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
+                  "keep_recent_tokens", "approval", "counter", "max_iterations")
+CONFIG_KEYS = (*AGENT_SETTINGS, "live", "widgets", "approval_timeout")
+
+
+@magics_class
+class AgentMagics(Magics, Configurable):
+    """%agent / %%agent: run agent turns and inspect context management from notebook cells."""
+
+    model = Unicode(None, allow_none=True, config=True, help="Model name (default: $MXCLAW_MODEL, or the demo).")
+    base_url = Unicode(None, allow_none=True, config=True, help="OpenAI-compatible base URL ($OPENAI_BASE_URL).")
+    api_key_env = Unicode("OPENAI_API_KEY", config=True, help="Name of the environment variable holding the key.")
+    db = Unicode(None, allow_none=True, config=True, help="DuckDB file ($MXCLAW_DB, else the per-user data folder).")
+    workspace = Unicode(None, allow_none=True, config=True,
+                        help="Folder the tools work in (default: current folder; the demo uses a sample copy).")
+    context_window_tokens = Integer(None, allow_none=True, config=True,
+                                    help="Context window ($MXCLAW_CONTEXT_WINDOW, else the model table).")
+    threshold_ratio = Float(0.8, config=True, help="Compaction threshold as a share of the window (C2).")
+    keep_recent_tokens = Integer(8000, config=True, help="Safe-tail budget in tokens (C3).")
+    approval = Enum(("ask", "allow", "deny"), "ask", config=True, help="Shell commands: ask, allow or deny.")
+    counter = Enum(COUNTER_MODES, "auto", config=True, help="Token counter (T2/T3).")
+    max_iterations = Integer(20, config=True, help="Model calls per turn before the loop stops.")
+    live = Bool(True, config=True, help="Show the live turn log while a turn runs.")
+    widgets = Bool(True, config=True, help="Use ipywidgets in a kernel (HTML/text fallbacks otherwise).")
+    approval_timeout = Float(300.0, config=True, help="Seconds to wait for Approve/Deny before denying.")
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._agent: Agent | None = None
+        self._store: Store | None = None
+        self._store_key: str | None = None
+        self._dirty = False
+        self.last_view: Any = None  # RequestView of the last model call made from this shell
+        self.last_view_session: str | None = None
+        self.last_reported: int | None = None
+        self.last_result: Any = None  # TurnResult of the last turn
+
+    @observe(*AGENT_SETTINGS)
+    def _settings_changed(self, change: Any) -> None:
+        self._dirty = True
+
+    # -- agent lifecycle ---------------------------------------------------------------------------
+    def store(self) -> Store:
+        """The store for the configured database (opened once, reopened when `db` changes)."""
+        key = self.db or ""
+        if self._store is None or key != self._store_key:
+            if self._store is not None:
+                self._store.close()
+            self._store, self._store_key = Store(self.db or None), key
+        return self._store
+
+    def get_agent(self) -> Agent:
+        """The current Agent, built on first use and rebuilt (same session) after a configuration change."""
+        if self._agent is None or self._dirty:
+            old = self._agent
+            same_db = old is not None and (self.db or "") == self._store_key
+            self._agent = self._build(old.session_id if old is not None and same_db else None)
+            if old is not None and same_db and self._agent.session_id == old.session_id:
+                self._agent.calibrated = old.calibrated
+            self._dirty = False
+        return self._agent
+
+    def _build(self, session_id: str | None) -> Agent:
+        store = self.store()
+        workspace = self.workspace or None
+        if session_id is not None and workspace is None:
+            found = store.sql("SELECT workspace FROM sessions WHERE id = ?", [session_id])
+            ws = None if found.empty else found.iloc[0]["workspace"]
+            workspace = ws if ws and os.path.isdir(ws) else None
+        try:
+            return Agent(workspace=workspace, db=store, model=self.model or None, base_url=self.base_url or None,
+                         api_key=os.environ.get(self.api_key_env) or None,
+                         context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
+                         keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
+                         max_iterations=self.max_iterations, session_id=session_id,
+                         approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout))
+        except ValueError as exc:
+            raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "
+                             "or the environment variable).") from None
+
+    def switch_session(self, session_id: str) -> Agent:
+        """Continue another stored session (its workspace unless `workspace` is configured)."""
+        self._agent = self._build(session_id)
+        self._dirty = False
+        return self._agent
+
+    def close(self) -> None:
+        """Forget the agent and close the store."""
+        self._agent = None
+        if self._store is not None:
+            self._store.close()
+        self._store = self._store_key = None
+
+    def caption(self, text: str = "") -> str:
+        """`<model label> · session 3f2a91c0 · <text>`: the header every output carries."""
+        agent = self.get_agent()
+        return " · ".join(p for p in (agent.label, f"session {agent.session_id[:8]}", text) if p)
+
+    # -- the magic -----------------------------------------------------------------------------------
+    @line_cell_magic("agent")
+    def agent_magic(self, line: str = "", cell: str | None = None) -> Any:
+        """Run an agent turn or a management command. `%agent help` lists everything."""
+        try:
+            if cell is not None:
+                opts = parse_cell_options(line)
+                return self.turn(cell, **opts)
+            stripped = line.strip()
+            if not stripped:
+                return run_command(self, "help", "")
+            word, _, rest = stripped.partition(" ")
+            if word in COMMANDS:
+                return run_command(self, word, rest.strip())
+            prompt, opts = parse_line_prompt(stripped)
+            return self.turn(prompt, **opts)
+        except (StoreError, TurnFailed) as exc:
+            print(str(exc), file=sys.stderr)
+        except KeyboardInterrupt:
+            print("Interrupted: nothing stored was lost.", file=sys.stderr)
+        return None
+
+    agent_magic.__doc__ = HELP
+
+    def live_mode(self) -> str:
+        """How the live log is shown: `display` (kernel), `print` (terminal) or `off`."""
+        if not self.live:
+            return "off"
+        return "display" if getattr(self.shell, "kernel", None) is not None else "print"
+
+    def _remember(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "request.built":
+            self.last_view, self.last_reported = payload.get("view"), None
+            self.last_view_session = self._agent.session_id if self._agent else None
+        elif kind == "model.completed":
+            self.last_reported = (payload.get("usage") or {}).get("prompt_tokens")
+
+    def turn(self, prompt: str, *, dry_run: bool = False, new: bool = False, images: list[str] | None = None) -> Any:
+        """Run `prompt` as one turn in the current session with the live log; returns nothing."""
+        prompt = prompt.strip()
+        for path in images or ():
+            try:
+                image_part(path)
+            except ValueError as exc:
+                raise UsageError(f"--image: {exc}") from None
+        if not prompt and not dry_run:
+            raise UsageError("The prompt is empty: say what the agent should do (%agent help for commands).")
+        agent = self.get_agent()
+        if new:
+            agent.new_session()
+        if dry_run:
+            return show_dry_run(self, prompt or None)
+        widget, handle = self._live_widget(agent)
+        log = LiveLog(agent.label, agent.session_id, mode="off" if widget is not None else self.live_mode())
+        unsubscribe = [agent.subscribe(self._remember), agent.subscribe(log.handle)]
+        if widget is not None:
+            unsubscribe.append(agent.subscribe(widget.handle))
+        try:
+            self.last_result = agent.run(prompt, images=images or None)
+        except KeyboardInterrupt:
+            print(f"Interrupted. Everything done so far is stored (session {agent.session_id[:8]}); the next turn "
+                  "repairs any unfinished tool call.", file=sys.stderr)
+        except (TurnFailed, StoreError) as exc:
+            print(failure_paragraph(self, agent, exc), file=sys.stderr)
+        finally:
+            for stop in unsubscribe:
+                stop()
+            if handle is not None:
+                handle.update(widget)  # re-publish so the static HTML/text fallback shows the final state
+        if self.last_result is not None and self.live_mode() == "off" and widget is None:
+            print(self.last_result.text)
+        return None
+
+    def _live_widget(self, agent: Agent) -> tuple[Any, Any]:
+        """A LiveTurnView shown with a display handle, when in a kernel with widgets enabled."""
+        if self.live_mode() != "display" or not self.widgets:
+            return None, None
+        try:
+            from mxclaw_nb.widgets import LiveTurnView
+        except ImportError:
+            return None, None
+        from IPython.display import display
+
+        view = LiveTurnView()
+        view.model_label, view.session_id = agent.label, agent.session_id
+        return view, display(view, display_id=True)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register AgentMagics on the shell; loading twice keeps the first instance."""
+    if "AgentMagics" in ipython.magics_manager.registry:
+        return
+    ipython.register_magics(AgentMagics(shell=ipython))
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Close the store and remove the magics, so %reload_ext starts clean."""
+    magics = ipython.magics_manager.registry.pop("AgentMagics", None)
+    if magics is None:
+        return
+    magics.close()
+    for kind in ("line", "cell"):
+        ipython.magics_manager.magics[kind].pop("agent", None)
+    if magics in getattr(ipython, "configurables", []):
+        ipython.configurables.remove(magics)

@@ -1,0 +1,272 @@
+"""Parsing and routing of `%agent` sub-commands; session and configuration commands.
+
+Why: one line magic carries both prompts and management commands, so the grammar must be explicit
+and predictable. The first word picks a sub-command from one routing table (`COMMANDS`); anything
+else is a prompt, and `%agent -- <text>` (or the cell form) sends a prompt that happens to start
+with a command word. Each command has an argparse parser whose `error()` raises IPython's
+`UsageError`, so a typo gives one line of usage, never a traceback. The help text is generated from
+the same table, so `%agent help` cannot miss a command. Commands that show request views, events
+and plots are in `magics_views`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from IPython.core.error import UsageError
+from traitlets import TraitError
+
+from mxclaw_nb import magics_views as views
+
+ENV_OF = {"model": "MXCLAW_MODEL", "base_url": "OPENAI_BASE_URL", "db": "MXCLAW_DB",
+          "context_window_tokens": "MXCLAW_CONTEXT_WINDOW"}
+
+
+class _HelpShown(Exception):
+    """argparse printed `-h` help; nothing else to do."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that reports errors as UsageError instead of exiting."""
+
+    def error(self, message: str) -> Any:
+        """Raise UsageError with the usage line and a hint for prompts that start with a command word."""
+        word = self.prog.split()[-1]
+        hint = f" To send a prompt starting with '{word}', write %agent -- {word} ..." if word in COMMANDS else ""
+        raise UsageError(f"{self.format_usage().strip()}\n{self.prog}: {message}.{hint}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
+        """`-h` ends here: the help is printed already."""
+        if message:
+            raise UsageError(message.strip())
+        raise _HelpShown
+
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command: its one-line help, how to build its parser, and what runs it."""
+
+    summary: str
+    usage: str
+    handler: Callable[[Any, Any], Any]
+    configure: Callable[[Parser], None] | None = None
+    raw: bool = False  # the rest of the line is passed as text (SQL, prompts), not parsed
+
+
+def _parser(name: str, command: Command) -> Parser:
+    parser = Parser(prog=f"%agent {name}", description=command.summary, add_help=True)
+    if command.configure is not None:
+        command.configure(parser)
+    return parser
+
+
+def run_command(magics: Any, name: str, rest: str) -> Any:
+    """Parse `rest` for sub-command `name` and run it."""
+    command = COMMANDS[name]
+    if command.raw and rest not in ("-h", "--help"):
+        return command.handler(magics, rest)
+    try:
+        args = _parser(name, command).parse_args(shlex.split(rest))
+    except ValueError as exc:  # shlex: unbalanced quotes
+        raise UsageError(f"%agent {name}: cannot parse {rest!r} ({exc}).") from None
+    except _HelpShown:
+        return None
+    return command.handler(magics, args)
+
+
+# -- turn options --------------------------------------------------------------------------------
+_cell_parser = Parser(prog="%%agent", description="Run the cell body as one turn.")
+_cell_parser.add_argument("--dry-run", action="store_true", help="show the next request view; no model call")
+_cell_parser.add_argument("--new", action="store_true", help="start a new session first")
+_cell_parser.add_argument("--image", action="extend", nargs="+", default=[], metavar="PATH",
+                          help="attach image file(s) to the message")
+
+
+def parse_cell_options(line: str) -> dict[str, Any]:
+    """Options of `%%agent [--dry-run] [--new] [--image PATH ...]`."""
+    try:
+        args = _cell_parser.parse_args(shlex.split(line))
+    except ValueError as exc:
+        raise UsageError(f"%%agent: cannot parse options {line!r} ({exc}).") from None
+    except _HelpShown:
+        raise UsageError("%%agent: see the options above.") from None
+    return {"dry_run": args.dry_run, "new": args.new, "images": list(args.image)}
+
+
+def parse_line_prompt(line: str) -> tuple[str, dict[str, Any]]:
+    """Split `%agent [--new] [--dry-run] [--image PATH] [--] prompt` into prompt and options."""
+    opts: dict[str, Any] = {"dry_run": False, "new": False, "images": []}
+    rest = line.strip()
+    while rest.startswith("-"):
+        token, tail = (re.split(r"\s+", rest, maxsplit=1) + [""])[:2]
+        if token == "--":
+            return tail, opts
+        if token in ("--dry-run", "--new"):
+            opts[token[2:].replace("-", "_")] = True
+        elif token == "--image" or token.startswith("--image="):
+            path = token.partition("=")[2]
+            if not path:
+                path, tail = (re.split(r"\s+", tail, maxsplit=1) + [""])[:2]
+            if not path:
+                raise UsageError("%agent --image needs a file path.")
+            opts["images"].append(path)
+        else:
+            raise UsageError(f"%agent: unknown option {token!r} (options: --new, --dry-run, --image PATH). To send a "
+                             f"prompt that starts with '-', write %agent -- {rest}")
+        rest = tail
+    return rest, opts
+
+
+# -- session and configuration commands ---------------------------------------------------------
+def cmd_help(m: Any, args: Any) -> None:
+    """Print the help, or one command's options."""
+    if args.command is None:
+        print(HELP)
+        return
+    if args.command not in COMMANDS:
+        raise UsageError(f"%agent help: unknown command {args.command!r}; commands: {', '.join(COMMANDS)}. "
+                         f"To send a prompt starting with 'help', write %agent -- help ...")
+    print(_parser(args.command, COMMANDS[args.command]).format_help())
+
+
+def cmd_new(m: Any, args: Any) -> None:
+    """Start a new session."""
+    m.get_agent().new_session()
+    print(m.caption("new session (fresh frozen context on the first turn)"))
+
+
+def cmd_sessions(m: Any, args: Any) -> Any:
+    """Sessions in the store, with the current one marked."""
+    agent = m.get_agent()
+    if args.browse:
+        from mxclaw_nb.widgets import SessionBrowser
+
+        return SessionBrowser(m.store())
+    df = m.store().sessions()
+    df.insert(0, "current", df["id"] == agent.session_id)
+    print(m.caption(f"{len(df):,} sessions in {m.store().path}"))
+    return df
+
+
+def cmd_resume(m: Any, args: Any) -> None:
+    """Continue a stored session chosen by id prefix."""
+    df = m.store().sessions()
+    match = df[df["id"].str.startswith(args.prefix)]
+    if match.empty:
+        raise UsageError(f"%agent resume: no session id starts with {args.prefix!r} (list them with %agent sessions).")
+    if len(match) > 1:
+        ids = ", ".join(i[:12] for i in match["id"])
+        raise UsageError(f"%agent resume: {args.prefix!r} matches {len(match)} sessions ({ids}); give more characters.")
+    row = match.iloc[0]
+    m.switch_session(row["id"])
+    print(m.caption(f"resumed: {int(row['turns'])} turns, {int(row['messages'])} messages stored"))
+
+
+def _source(m: Any, key: str) -> str:
+    import os
+
+    if key == "api_key_env":
+        return f"${m.api_key_env} is {'set' if os.environ.get(m.api_key_env) else 'not set'}"
+    if m.trait_values()[key] != m.traits()[key].default():
+        return "config"
+    env = ENV_OF.get(key)
+    return f"env ${env}" if env and os.environ.get(env) else "default"
+
+
+def cmd_config(m: Any, args: Any) -> Any:
+    """Show the settings, or set `key=value` pairs."""
+    from mxclaw_nb.magics import CONFIG_KEYS
+
+    if args.assignments:
+        for item in args.assignments:
+            key, eq, raw = item.partition("=")
+            key = key.strip()
+            if not eq or key not in CONFIG_KEYS:
+                raise UsageError(f"%agent config: expected key=value with key in {', '.join(CONFIG_KEYS)} "
+                                 f"(got {item!r}).")
+            try:
+                setattr(m, key, m.traits()[key].from_string(raw.strip()))
+            except (TraitError, ValueError) as exc:
+                raise UsageError(f"%agent config: bad value for {key}: {exc}") from None
+            print(f"{key} = {getattr(m, key)!r}")
+        return None
+    agent = m.get_agent()
+    rows = [{"setting": k, "value": getattr(m, k), "source": _source(m, k), "help": m.traits()[k].help}
+            for k in CONFIG_KEYS]
+    print(m.caption(f"window {agent.policy.context_window_tokens:,} · threshold {agent.policy.threshold:,} est. · "
+                    f"db {m.store().path} · workspace {agent.workspace}"))
+    return pd.DataFrame(rows)
+
+
+def _configure_help(p: Parser) -> None:
+    p.add_argument("command", nargs="?", help="a command name")
+
+
+def _configure_sessions(p: Parser) -> None:
+    p.add_argument("--browse", action="store_true", help="open the session browser widget")
+
+
+def _configure_resume(p: Parser) -> None:
+    p.add_argument("prefix", help="the first characters of a session id")
+
+
+def _configure_config(p: Parser) -> None:
+    p.add_argument("assignments", nargs="*", metavar="key=value", help="settings to change")
+
+
+COMMANDS: dict[str, Command] = {
+    "help": Command("list commands and options", "help [command]", cmd_help, _configure_help),
+    "new": Command("start a new session", "new", cmd_new),
+    "sessions": Command("list sessions (DataFrame; --browse opens the session browser)", "sessions [--browse]",
+                        cmd_sessions, _configure_sessions),
+    "resume": Command("continue a stored session", "resume <id-prefix>", cmd_resume, _configure_resume),
+    "config": Command("show settings, or set them", "config [key=value ...]", cmd_config, _configure_config),
+    "view": Command("request view of the last model call: inspector, or the before/after DataFrame",
+                    "view [--before | --after]", views.cmd_view, views.configure_view),
+    "compact": Command("compact the current transcript now and show what compaction does (nothing is stored)",
+                       "compact", views.cmd_compact),
+    "dry-run": Command("the next request view and its estimate, without calling the model", "dry-run [prompt]",
+                       views.cmd_dry_run, raw=True),
+    "events": Command("stored events (DataFrame)", "events [--type T] [--all] [--tail N]", views.cmd_events,
+                      views.configure_events),
+    "sql": Command("read-only SQL on the store (DataFrame)", "sql <query>", views.cmd_sql, raw=True),
+    "replay": Command("replay this session under other policy values (DataFrame, no model calls)",
+                      "replay [--window N] [--ratio R] [--tail N]", views.cmd_replay, views.configure_replay),
+    "transcript": Command("the stored transcript of this session (DataFrame)", "transcript [--full]",
+                          views.cmd_transcript, views.configure_transcript),
+    "timeline": Command("prompt tokens per model call, threshold and compactions (plot)", "timeline",
+                        views.cmd_timeline),
+    "gauge": Command("context gauge of the last model call (estimate vs threshold vs window, by layer)", "gauge",
+                     views.cmd_gauge),
+}
+
+HELP = "\n".join([
+    "mxclaw_nb: a coding agent in the notebook.",
+    "",
+    "Turns:",
+    "  %agent <prompt>                        run one turn in the current session (live log)",
+    "  %agent [--new] [--dry-run] [--image PATH] [--] <prompt>",
+    "                                         options before the prompt; '--' ends them, so",
+    "                                         '%agent -- new features please' is a prompt",
+    "  %%agent [--new] [--dry-run] [--image PATH ...]",
+    "                                         the cell body is the prompt",
+    "    --new       start a new session first",
+    "    --dry-run   show the next request view and its estimate; no model call",
+    "    --image     attach an image file (repeat for more)",
+    "",
+    "Commands (%agent help <command> for its options):",
+    *(f"  %agent {c.usage:<38} {c.summary}" for c in COMMANDS.values()),
+    "",
+    "Settings (%agent config key=value, %config AgentMagics.key = value, or ipython_config.py):",
+    "  model, base_url, api_key_env, db, workspace, context_window_tokens, threshold_ratio,",
+    "  keep_recent_tokens, approval, counter, max_iterations, live, widgets, approval_timeout.",
+    "  Unset ones fall back to MXCLAW_MODEL, OPENAI_BASE_URL, $<api_key_env> (OPENAI_API_KEY),",
+    "  MXCLAW_DB, MXCLAW_CONTEXT_WINDOW; with no model configured the offline demo model answers.",
+    "Token figures marked 'est.' are estimates (SPEC C1); 'reported' ones come from the provider.",
+])

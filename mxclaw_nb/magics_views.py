@@ -1,0 +1,248 @@
+"""`%agent` commands that show what the context engine did: views, compaction, events, replays, plots.
+
+Why: these commands are the teaching surface of the project — the request view of the last call
+(what the model saw) next to the untouched transcript, a compaction on demand, the next view without
+a model call, a replay under other policy values. They only *read*: they never append to the
+transcript (SPEC S2). Everything is rendered by the shared widgets (`mxclaw_nb.widgets`), which carry
+static HTML/text fallbacks, or returned as pandas DataFrames so users can keep working with them.
+Every output starts with a caption naming the model (the demo model says so) and the session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from IPython.core.error import UsageError
+
+from mxclaw_nb.widgets.style import counter_label, fmt_int
+
+TRANSCRIPT_COLUMNS = ["seq", "turn", "iteration", "role", "content", "tool_call_id", "is_error"]
+PREVIEW_CHARS = 120
+
+
+def _last_call(m: Any) -> tuple[Any, int | None] | None:
+    """The last model call of the current session: a live RequestView, else the stored request row."""
+    agent = m.get_agent()
+    if m.last_view is not None and m.last_view_session == agent.session_id:
+        return m.last_view, m.last_reported
+    requests = m.store().requests(agent.session_id)
+    if requests.empty:
+        return None
+    row = requests.iloc[-1]
+    return row, None
+
+
+def _no_call(m: Any) -> None:
+    print(m.caption("no model call in this session yet: %agent dry-run shows the next request view"))
+
+
+def configure_view(p: Any) -> None:
+    """Options of `%agent view`."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--before", action="store_true", help="DataFrame: the transcript and what happened to each")
+    group.add_argument("--after", action="store_true", help="DataFrame: the messages sent and where they came from")
+
+
+def cmd_view(m: Any, args: Any) -> Any:
+    """The compaction inspector of the last model call, or its before/after DataFrame."""
+    from mxclaw_nb.widgets import CompactionInspector
+
+    last = _last_call(m)
+    if last is None:
+        return _no_call(m)
+    inspector = CompactionInspector(last[0])
+    data = inspector.data
+    unit = counter_label(data.counter)
+    print(m.caption(f"request view of the last model call (what the model saw) · {data.stage} · "
+                    f"{fmt_int(data.before_tokens)} → {fmt_int(data.after_tokens)} {unit} tokens · the stored "
+                    "transcript is unchanged (%agent transcript)"))
+    if args.before:
+        return inspector.before_df
+    if args.after:
+        return inspector.after_df
+    return inspector
+
+
+def cmd_compact(m: Any, args: Any) -> Any:
+    """Run the compaction stages on the current transcript now and show the result."""
+    from mxclaw_nb.widgets import CompactionInspector
+
+    try:
+        view = m.get_agent().compact_now()
+    except ValueError as exc:
+        raise UsageError(f"%agent compact: {exc}.") from None
+    unit = counter_label(view.counter)
+    print(m.caption(f"compaction now: {view.stage} · {fmt_int(view.before_tokens)} → {fmt_int(view.after_tokens)} "
+                    f"{unit} tokens. Nothing is stored or deleted: the next model call rebuilds its view from the "
+                    "full transcript (SPEC C7)"))
+    return CompactionInspector(view)
+
+
+def show_dry_run(m: Any, prompt: str | None) -> Any:
+    """The next request view (with `prompt` as the next user message) and its estimate."""
+    from mxclaw_nb.widgets import CompactionInspector
+
+    view = m.get_agent().dry_run(prompt)
+    unit = counter_label(view.counter)
+    print(m.caption(f"dry run, no model call: next request view {len(view.messages)} messages · "
+                    f"{fmt_int(view.after_tokens)} {unit} / {fmt_int(view.threshold)} threshold / "
+                    f"{fmt_int(view.window)} window · {view.stage}"))
+    return CompactionInspector(view)
+
+
+def cmd_dry_run(m: Any, rest: str) -> Any:
+    """`%agent dry-run [prompt]`."""
+    return show_dry_run(m, rest.strip() or None)
+
+
+def configure_events(p: Any) -> None:
+    """Options of `%agent events`."""
+    p.add_argument("--type", help="only events of this type, e.g. context.compacted")
+    p.add_argument("--all", action="store_true", help="events of every session, not just the current one")
+    p.add_argument("--tail", type=int, metavar="N", help="only the last N events")
+
+
+def cmd_events(m: Any, args: Any) -> pd.DataFrame:
+    """Stored events of the current session (or all sessions)."""
+    agent = m.get_agent()
+    df = m.store().events(None if args.all else agent.session_id, args.type)
+    if args.tail is not None:
+        if args.tail < 0:
+            raise UsageError("%agent events: --tail must be >= 0.")
+        df = df.tail(args.tail)
+    print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "")))
+    return df
+
+
+def cmd_sql(m: Any, query: str) -> pd.DataFrame:
+    """Read-only SQL on the store (tables: sessions, messages, events, requests, artifacts)."""
+    if not query.strip():
+        raise UsageError("%agent sql needs a query, e.g. %agent sql SELECT type, count(*) FROM events GROUP BY type")
+    df = m.store().sql(query)
+    print(m.caption(f"{len(df):,} rows"))
+    return df
+
+
+def configure_replay(p: Any) -> None:
+    """Options of `%agent replay`."""
+    p.add_argument("--window", type=int, metavar="N", help="context window tokens (default: current)")
+    p.add_argument("--ratio", type=float, metavar="R", help="threshold ratio (default: current)")
+    p.add_argument("--tail", type=int, metavar="N", help="safe-tail budget, keep_recent_tokens (default: current)")
+
+
+def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
+    """Replay the session's model calls under other policy values (no model calls)."""
+    from dataclasses import replace
+
+    agent = m.get_agent()
+    base = agent.policy
+    try:
+        policy = replace(base, context_window_tokens=args.window or base.context_window_tokens,
+                         threshold_ratio=args.ratio if args.ratio is not None else base.threshold_ratio,
+                         keep_recent_tokens=args.tail if args.tail is not None else base.keep_recent_tokens)
+    except ValueError as exc:
+        raise UsageError(f"%agent replay: {exc}.") from None
+    messages = agent.transcript()
+    if not messages:
+        raise UsageError("%agent replay: the session has no messages yet; run a turn first.")
+    df = replay_frame(messages, policy, agent.session_id)
+    stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
+    comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
+    print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
+                    f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {len(df)} calls · "
+                    f"compactions: {comp} · tokens are est."))
+    return df
+
+
+def replay_frame(messages: list[Any], policy: Any, session_id: str) -> pd.DataFrame:
+    """One row per simulated model call: analysis.replay when present, else a direct rebuild."""
+    try:
+        from mxclaw_nb.analysis.replay import replay
+    except ImportError:
+        replay = None
+    if replay is not None:
+        return replay((session_id, messages), policy)
+    from mxclaw_nb.context import build_request_view
+
+    rows = []
+    for i, msg in enumerate(messages):
+        if i == 0 or msg.get("role") != "assistant":
+            continue
+        view = build_request_view(messages[:i], policy)
+        actions = pd.Series([r.action for r in view.provenance.before]).value_counts()
+        rows.append({"call": len(rows) + 1, "n_messages": i, "before_tokens": view.before_tokens,
+                     "after_tokens": view.after_tokens, "threshold": view.threshold, "stage": view.stage,
+                     **{a: int(actions.get(a, 0)) for a in ("kept", "placeholder", "summarized", "dropped")},
+                     "summary_chars": len(view.summary or "")})
+    return pd.DataFrame(rows)
+
+
+def configure_transcript(p: Any) -> None:
+    """Options of `%agent transcript`."""
+    p.add_argument("--full", action="store_true", help="every column and the whole content")
+
+
+def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
+    """The stored transcript (the source of truth, never trimmed)."""
+    agent = m.get_agent()
+    df = m.store().transcript(agent.session_id)
+    print(m.caption(f"stored transcript: {len(df):,} messages (the source of truth; views are trimmed, this is not)"))
+    if args.full or df.empty:
+        return df
+    out = df[[c for c in TRANSCRIPT_COLUMNS if c in df.columns]].copy()
+    out["chars"] = df["content"].fillna("").astype(str).str.len()
+    out["content"] = df["content"].fillna("").astype(str).map(
+        lambda t: " ".join(t.split())[:PREVIEW_CHARS] + ("…" if len(t) > PREVIEW_CHARS else ""))
+    return out
+
+
+def cmd_timeline(m: Any, args: Any) -> Any:
+    """Prompt tokens per model call across the session, threshold and compactions."""
+    from mxclaw_nb.widgets import TokenTimeline
+
+    agent = m.get_agent()
+    requests = m.store().requests(agent.session_id)
+    if requests.empty:
+        return _no_call(m)
+    print(m.caption(f"{len(requests):,} model calls"))
+    return TokenTimeline(requests, session_id=agent.session_id[:8])
+
+
+def cmd_gauge(m: Any, args: Any) -> Any:
+    """The context gauge of the last model call (or of the next one when none was made yet)."""
+    from mxclaw_nb.widgets import ContextGauge
+
+    last = _last_call(m)
+    if last is None:
+        print(m.caption("no model call yet: gauge of the next request view (dry run)"))
+        return ContextGauge(m.get_agent().dry_run())
+    print(m.caption("context gauge of the last model call"))
+    if isinstance(last[0], pd.Series):
+        return ContextGauge.from_request(last[0])
+    return ContextGauge(last[0], reported_prompt_tokens=last[1])
+
+
+def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
+    """One paragraph: what failed, what to do, and where the user's message is stored."""
+    from mxclaw_nb.provider import ProviderError
+    from mxclaw_nb.store import StoreError
+
+    cause = exc.__cause__ if isinstance(exc.__cause__, ProviderError) else exc
+    if isinstance(cause, ProviderError) and cause.kind == "auth":
+        code = f" ({cause.status_code})" if cause.status_code else ""
+        text = (f"Provider at {cause.base_url} refused the key{code}. Set {m.api_key_env} or "
+                "%config AgentMagics.api_key_env.")
+    else:
+        text = getattr(cause, "message", None) or str(cause)
+    if agent.is_demo:
+        text = f"{agent.label}: {text}"
+    try:
+        found = m.store().sql("SELECT max(seq) AS seq FROM messages WHERE session_id = ? AND role = 'user'",
+                              [agent.session_id])
+        seq = found.iloc[0]["seq"]
+    except StoreError:
+        return text
+    if pd.isna(seq):
+        return text
+    return f"{text} Your message is stored (session {agent.session_id[:8]}, #{int(seq)})."
