@@ -339,7 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.reasoning:
             message["reasoning_content"] = reply.reasoning
         out = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-               "model": self.server_obj.model,
+               "model": body.get("model") or self.server_obj.model,
                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}]}
         if self.server_obj.report_usage:
             out["usage"] = self.server_obj.usage_for(body, reply)
@@ -353,7 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": srv.model}
+                "created": int(time.time()), "model": body.get("model") or srv.model}
 
         def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
