@@ -265,3 +265,28 @@ def test_t2_per_message_counts_reproduce_the_anchored_total():
     assert c.count(rewritten) == math.ceil(estimate_tokens(rewritten) * 1.8 - 1e-9)
     # Copies of the sent dicts (the engine sanitises every build) are still recognised.
     assert c.count(dict(sent[0])) == c.count(sent[0]) < c.factor * estimate_tokens(sent[0])
+
+
+def test_t2_observe_reuses_base_counts_of_reported_messages():
+    """T2 (cost): a report re-counts only messages the previous report did not cover."""
+    calls: list[str] = []
+
+    def chars(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    base = FunctionCounter("chars", chars, per_message=0)
+    view = [{"role": "user", "content": "u" * 100}, {"role": "tool", "tool_call_id": "t", "content": "t" * 200}]
+    c = CalibratedCounter(base=base).observe(view, 400)
+    assert len(calls) == 2
+    c.observe([*view, {"role": "assistant", "content": "a" * 50}], 500)
+    assert calls[2:] == ["a" * 50]
+
+
+def test_t2_malformed_tool_calls_are_still_counted():
+    """Bad input: tool calls with dict arguments or missing ids do not break calibrated counting."""
+    odd = {"role": "assistant", "content": None,
+           "tool_calls": [{"function": {"name": "f", "arguments": {"path": "a"}}}, "garbage"]}
+    c = CalibratedCounter().observe([odd], 100)
+    assert c.count(odd) >= estimate_tokens(odd)
+    assert c.count(dict(odd)) == c.count(odd)

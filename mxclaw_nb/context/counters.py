@@ -7,9 +7,9 @@ does not hold in real tokens. This module makes counting pluggable without givin
 - ``EstimateCounter``: exactly the C1 estimate (T1: the default when nothing better is known).
 - ``FunctionCounter``: any ``str -> int`` token function (e.g. an exact tiktoken encoding, built by the
   adapter ``mxclaw_nb.tokenizers``) applied with the same per-message structure as C1.
-- ``CalibratedCounter``: C1 (or another base) scaled by a per-session factor learned from the
-  provider's reported ``prompt_tokens``, plus ``anchored_total``: the last reported usage for what the
-  provider saw plus calibrated counts of the messages added since (T2).
+- ``CalibratedCounter``: the provider's last reported ``prompt_tokens`` for what it saw, plus C1 (or
+  another base) scaled by a per-session factor learned from reported usage for messages added since (T2);
+  available per message (so the engine uses it like any counter) and as ``anchored_total``.
 
 Pure: standard library only, no I/O, no clock; counters are immutable values, ``observe`` returns a new one.
 """
@@ -25,15 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from mxclaw_nb.context.tokens import IMAGE_TOKENS, estimate_tokens, tool_calls_json
 from mxclaw_nb.messages import content_text, image_count, sanitize
 
-__all__ = [
-    "MESSAGE_OVERHEAD_TOKENS",
-    "CalibratedCounter",
-    "EstimateCounter",
-    "FunctionCounter",
-    "TokenCounter",
-    "count_messages",
-    "messages_added_since",
-]
+__all__ = ["MESSAGE_OVERHEAD_TOKENS", "CalibratedCounter", "EstimateCounter", "FunctionCounter", "TokenCounter",
+           "count_messages", "messages_added_since"]
 
 #: Per-message framing overhead of the chat format. OpenAI's published recipe ("How to count tokens with
 #: tiktoken", cookbook) charges 3 tokens per message for the <|start|>role/<|message|>...<|end|> framing
@@ -129,13 +122,25 @@ def messages_added_since(sent: Sequence[dict], current: Sequence[dict]) -> list[
     return list(current[len(sent):])
 
 
+def _calls_key(calls: Any) -> Any:
+    """Hashable form of tool calls: (id, name, arguments) per well-formed call, else their JSON."""
+    try:
+        return tuple((c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls)
+    except (KeyError, TypeError):
+        return json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def _message_key(message: dict) -> tuple:
-    """What identifies a message's sent content: role, name, content (text or JSON), tool calls JSON."""
+    """What identifies a message's sent content: role, name, content (text or JSON), tool calls."""
     content, calls = message.get("content"), message.get("tool_calls")
     if not (content is None or isinstance(content, str)):
         content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-    calls_key = json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str) if calls else None
-    return message.get("role"), message.get("name"), content, calls_key
+    key = (message.get("role"), message.get("name"), content, _calls_key(calls) if calls else None)
+    try:
+        hash(key)
+    except TypeError:  # e.g. a dict where a string was expected inside a call
+        key = (*key[:3], json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str))
+    return key
 
 
 @dataclass(frozen=True, eq=False)
@@ -239,12 +244,16 @@ class CalibratedCounter:
             return self
         sent = tuple(sent_messages)
         index: dict[tuple, int] = {}
+        previous = self.last_report.index if self.last_report is not None else {}
         base_total = 0
         for m in sent:
-            n = self.base.count(m)
-            base_total += n
             if isinstance(m, dict):
-                index[_message_key(m)] = n
+                key = _message_key(m)
+                n = previous.get(key)
+                index[key] = n = self.base.count(m) if n is None else n
+            else:
+                n = self.base.count(m)
+            base_total += n
         report = _Report(sent, base_total, reported, index)
         ratios, bootstrap, start = self.ratios, self.bootstrap, report
         added = None if self.segment_start is None else messages_added_since(self.segment_start.sent, sent)
