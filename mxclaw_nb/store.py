@@ -17,19 +17,19 @@ from __future__ import annotations
 import os
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pandas as pd
 import platformdirs
 
-from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps, message_to_row, row_to_message
+from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps, message_to_row
 from mxclaw_nb.store_errors import StoreError, translate
 from mxclaw_nb.store_lease import Lease, transaction
-from mxclaw_nb.store_parquet import export_tables, import_tables
+from mxclaw_nb.store_read import StoreReads
 from mxclaw_nb.store_schema import migrate
 
 __all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]
@@ -49,24 +49,6 @@ _REQ_SQL = (
     f"VALUES ({', '.join('?' * (4 + len(REQUEST_FIELDS)))})"
 )
 _EVENT_SQL = "INSERT INTO events (session_id, seq, turn, iteration, type, payload, created_at) VALUES (?,?,?,?,?,?,?)"
-_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-_SESSIONS_SQL = """
-SELECT s.id, s.created_at, s.workspace, s.model, s.source, s.title,
-       coalesce(m.turns, 0) AS turns, coalesce(m.messages, 0) AS messages,
-       coalesce(r.model_calls, 0) AS model_calls, coalesce(e.compactions, 0) AS compactions,
-       CAST(coalesce(r.saved, 0) AS BIGINT) AS tokens_saved_est
-FROM sessions s
-LEFT JOIN (SELECT session_id, count(DISTINCT turn) AS turns, count(*) AS messages
-           FROM messages GROUP BY session_id) m ON m.session_id = s.id
-LEFT JOIN (SELECT session_id, count(*) AS model_calls,
-                  sum(greatest(coalesce(before_tokens, 0) - coalesce(after_tokens, 0), 0)) AS saved
-           FROM requests GROUP BY session_id) r ON r.session_id = s.id
-LEFT JOIN (SELECT session_id, count(*) AS compactions FROM events WHERE type = 'context.compacted'
-           GROUP BY session_id) e ON e.session_id = s.id
-ORDER BY s.created_at, s.id
-"""
-
-
 def default_db_path() -> Path:
     """The database file: $MXCLAW_DB if set, else mxclaw.duckdb in the per-user data folder."""
     env = os.environ.get("MXCLAW_DB")
@@ -79,7 +61,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Store:
+class Store(StoreReads):
     """Append-only DuckDB store shared safely by several processes (SPEC S1-S4)."""
 
     def __init__(
@@ -104,6 +86,7 @@ class Store:
         self._next: dict[tuple[str, str], int] = {}
         self._next_gen = -1
         self._known_sessions: set[str] = set()
+        self._batch_depth = 0
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
@@ -118,6 +101,23 @@ class Store:
         """Give the file back to other processes now (it reopens on next use)."""
         self._lease.release()
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group appends into one transaction and one commit (e.g. one loop iteration): all or none."""
+        with self._lease.connection("write a batch") as con:
+            if self._batch_depth:
+                yield
+                return
+            self._batch_depth += 1
+            try:
+                with transaction(con):
+                    yield
+            except BaseException:
+                self._next.clear()  # seqs handed out inside the rolled-back batch are free again
+                raise
+            finally:
+                self._batch_depth -= 1
+
     def __enter__(self) -> Store:
         return self
 
@@ -129,8 +129,9 @@ class Store:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _now(self) -> datetime:
-        now = self._clock()
+    def _now(self, given: datetime | None = None) -> datetime:
+        # Stored times are naive UTC; an aware time (from the clock or a record) is converted.
+        now = self._clock() if given is None else given
         return now.astimezone(UTC).replace(tzinfo=None) if now.tzinfo else now
 
     def _seq(self, con: duckdb.DuckDBPyConnection, table: str, session_id: str) -> int:
@@ -158,10 +159,13 @@ class Store:
             start = self._seq(con, table, session_id)
             seqs = list(range(start, start + len(rows)))
             now = self._now()
-            values = [[session_id, seq, *row[:-1], row[-1] or now] for seq, row in zip(seqs, rows, strict=True)]
+            values = [[session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]
+                      for seq, row in zip(seqs, rows, strict=True)]
             try:
                 if len(values) == 1:
                     con.execute(sql, values[0])
+                elif self._batch_depth:
+                    con.executemany(sql, values)
                 else:
                     with transaction(con):
                         con.executemany(sql, values)
@@ -261,89 +265,3 @@ class Store:
                 [session_id, artifact_id, self._now(), len(text.encode("utf-8")), len(text), text],
             )
         return artifact_id
-
-    # -- reads ----------------------------------------------------------------------------------
-
-    def get_artifact(self, session_id: str, artifact_id: str) -> str | None:
-        """The artifact's whole text, or None if it does not exist in this session."""
-        with self._lease.connection("read an artifact") as con:
-            row = con.execute(
-                "SELECT text FROM artifacts WHERE session_id = ? AND id = ?", [session_id, artifact_id]
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's messages in order, as the dicts that were appended."""
-        with self._lease.connection("load a transcript") as con:
-            rows = con.execute(
-                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? ORDER BY seq", [session_id]
-            ).fetchall()
-        return [row_to_message(r) for r in rows]
-
-    def _df(self, query: str, params: list[Any] | None = None, action: str = "run a query") -> pd.DataFrame:
-        with self._lease.connection(action) as con:
-            return con.execute(query, params or []).df()
-
-    def sessions(self) -> pd.DataFrame:
-        """One row per session with counts of turns, messages, model calls and compactions."""
-        return self._df(_SESSIONS_SQL, action="list sessions")
-
-    def transcript(self, session_id: str) -> pd.DataFrame:
-        """The session's messages table rows, in order."""
-        return self._df("SELECT * FROM messages WHERE session_id = ? ORDER BY seq", [session_id])
-
-    def events(self, session_id: str | None = None, type: str | None = None) -> pd.DataFrame:
-        """Events, optionally of one session and/or one type, oldest first."""
-        return self._df(
-            "SELECT * FROM events WHERE (?::VARCHAR IS NULL OR session_id = ?) AND (?::VARCHAR IS NULL OR type = ?) "
-            "ORDER BY created_at, session_id, seq",
-            [session_id, session_id, type, type],
-        )
-
-    def requests(self, session_id: str | None = None) -> pd.DataFrame:
-        """Model-call records, optionally of one session, oldest first."""
-        return self._df(
-            "SELECT * FROM requests WHERE (?::VARCHAR IS NULL OR session_id = ?) ORDER BY created_at, session_id, seq",
-            [session_id, session_id],
-        )
-
-    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
-        """Run one read-only SQL query (SELECT/EXPLAIN) and return a DataFrame."""
-        try:
-            statements = duckdb.extract_statements(query)
-        except duckdb.Error as exc:
-            raise translate(self.path, exc, "parse the query") from exc
-        if len(statements) != 1:
-            raise StoreError(self.path, f"store.sql runs exactly one statement, got {len(statements)}")
-        if statements[0].type not in _READ_ONLY:
-            raise StoreError(
-                self.path,
-                f"store.sql is read-only (got {statements[0].type.name}): the transcript is append-only "
-                "(SPEC S2). Use the Store methods to add rows.",
-            )
-        with self._lease.connection("run a query") as con:
-            return con.execute(query, params).df() if params is not None else con.execute(query).df()
-
-    # -- Parquet --------------------------------------------------------------------------------
-
-    def export_parquet(self, folder: str | os.PathLike[str]) -> list[Path]:
-        """Write each public table to `folder/<table>.parquet`; return the files."""
-        target = Path(folder).expanduser()
-        with self._lease.connection(f"export Parquet to {target}") as con:
-            try:
-                return export_tables(con, target)
-            except OSError as exc:
-                raise translate(self.path, exc, f"export Parquet to {target}") from exc
-
-    def import_parquet(self, folder: str | os.PathLike[str]) -> dict[str, int]:
-        """Import a folder written by export_parquet; rows whose keys exist are skipped."""
-        source = Path(folder).expanduser()
-        with self._lease.connection(f"import Parquet from {source}") as con:
-            try:
-                counts = import_tables(con, source)
-            except FileNotFoundError as exc:
-                raise StoreError(self.path, str(exc)) from exc
-            finally:
-                self._next.clear()
-        return counts
-

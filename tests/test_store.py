@@ -274,3 +274,28 @@ def test_s3_two_stores_in_one_process_hand_the_file_over(tmp_path: Path) -> None
     assert [m["content"] for m in a.load_transcript(sid)] == [str(i) for i in range(20)]
     a.close()
     b.close()
+
+
+def test_l4_batch_is_one_transaction_all_or_nothing(store: Store) -> None:
+    sid = store.create_session()
+    with store.batch():
+        assert store.append_message(sid, {"role": "assistant", "content": "a"}, turn=0, iteration=0) == 0
+        store.append_request(sid, {"turn": 0, "iteration": 0, "estimate_tokens": 5})
+        store.append_event(sid, "loop.iteration", {"i": 0}, turn=0)
+        with store.batch():  # nested batches join the outer one
+            assert store.append_messages(sid, MESSAGES[:2], turn=0) == [1, 2]
+    assert len(store.load_transcript(sid)) == 3 and len(store.requests(sid)) == 1
+    with pytest.raises(RuntimeError, match="boom"), store.batch():
+        store.append_message(sid, {"role": "user", "content": "lost"}, turn=1)
+        store.append_event(sid, "x", {}, turn=1)
+        raise RuntimeError("boom")
+    assert [m.get("content") for m in store.load_transcript(sid)][-1] == MESSAGES[1]["content"]
+    assert len(store.events(sid)) == 1
+    assert store.append_message(sid, {"role": "user", "content": "next"}, turn=1) == 3
+
+
+def test_s1_request_created_at_may_be_given_aware(store: Store) -> None:
+    sid = store.create_session()
+    when = datetime(2031, 1, 1, 12, 0, tzinfo=UTC)
+    store.append_request(sid, {"turn": 0, "created_at": when})
+    assert store.requests(sid).created_at[0] == pd.Timestamp("2031-01-01 12:00")

@@ -1,0 +1,132 @@
+"""Read side of the store: transcripts, artifacts, DataFrames, read-only SQL, Parquet (SPEC S4, A2).
+
+Why a separate module: `Store` in store.py owns the write path (numbering, append-only inserts);
+everything here only reads (or, for import, only inserts rows whose keys are new), so it is kept
+apart as a mixin that uses the same lease and path. `sql()` accepts a single SELECT/EXPLAIN so
+that the pass-through cannot be used to rewrite the transcript (SPEC S2).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from mxclaw_nb.store_codec import MESSAGE_COLUMNS, row_to_message
+from mxclaw_nb.store_errors import StoreError, translate
+from mxclaw_nb.store_lease import Lease
+from mxclaw_nb.store_parquet import export_tables, import_tables
+
+_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_SESSIONS_SQL = """
+SELECT s.id, s.created_at, s.workspace, s.model, s.source, s.title,
+       coalesce(m.turns, 0) AS turns, coalesce(m.messages, 0) AS messages,
+       coalesce(r.model_calls, 0) AS model_calls, coalesce(e.compactions, 0) AS compactions,
+       CAST(coalesce(r.saved, 0) AS BIGINT) AS tokens_saved_est
+FROM sessions s
+LEFT JOIN (SELECT session_id, count(DISTINCT turn) AS turns, count(*) AS messages
+           FROM messages GROUP BY session_id) m ON m.session_id = s.id
+LEFT JOIN (SELECT session_id, count(*) AS model_calls,
+                  sum(greatest(coalesce(before_tokens, 0) - coalesce(after_tokens, 0), 0)) AS saved
+           FROM requests GROUP BY session_id) r ON r.session_id = s.id
+LEFT JOIN (SELECT session_id, count(*) AS compactions FROM events WHERE type = 'context.compacted'
+           GROUP BY session_id) e ON e.session_id = s.id
+ORDER BY s.created_at, s.id
+"""
+
+
+class StoreReads:
+    """Read methods shared by Store; expects `path`, `_lease` and `_next` (the seq cache)."""
+
+    path: Path
+    _lease: Lease
+    _next: dict[tuple[str, str], int]
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get_artifact(self, session_id: str, artifact_id: str) -> str | None:
+        """The artifact's whole text, or None if it does not exist in this session."""
+        with self._lease.connection("read an artifact") as con:
+            row = con.execute(
+                "SELECT text FROM artifacts WHERE session_id = ? AND id = ?", [session_id, artifact_id]
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages in order, as the dicts that were appended."""
+        with self._lease.connection("load a transcript") as con:
+            rows = con.execute(
+                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? ORDER BY seq", [session_id]
+            ).fetchall()
+        return [row_to_message(r) for r in rows]
+
+    def _df(self, query: str, params: list[Any] | None = None, action: str = "run a query") -> pd.DataFrame:
+        with self._lease.connection(action) as con:
+            return con.execute(query, params or []).df()
+
+    def sessions(self) -> pd.DataFrame:
+        """One row per session with counts of turns, messages, model calls and compactions."""
+        return self._df(_SESSIONS_SQL, action="list sessions")
+
+    def transcript(self, session_id: str) -> pd.DataFrame:
+        """The session's messages table rows, in order."""
+        return self._df("SELECT * FROM messages WHERE session_id = ? ORDER BY seq", [session_id])
+
+    def events(self, session_id: str | None = None, type: str | None = None) -> pd.DataFrame:
+        """Events, optionally of one session and/or one type, oldest first."""
+        return self._df(
+            "SELECT * FROM events WHERE (?::VARCHAR IS NULL OR session_id = ?) AND (?::VARCHAR IS NULL OR type = ?) "
+            "ORDER BY created_at, session_id, seq",
+            [session_id, session_id, type, type],
+        )
+
+    def requests(self, session_id: str | None = None) -> pd.DataFrame:
+        """Model-call records, optionally of one session, oldest first."""
+        return self._df(
+            "SELECT * FROM requests WHERE (?::VARCHAR IS NULL OR session_id = ?) ORDER BY created_at, session_id, seq",
+            [session_id, session_id],
+        )
+
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
+        """Run one read-only SQL query (SELECT/EXPLAIN) and return a DataFrame."""
+        try:
+            statements = duckdb.extract_statements(query)
+        except duckdb.Error as exc:
+            raise translate(self.path, exc, "parse the query") from exc
+        if len(statements) != 1:
+            raise StoreError(self.path, f"store.sql runs exactly one statement, got {len(statements)}")
+        if statements[0].type not in _READ_ONLY:
+            raise StoreError(
+                self.path,
+                f"store.sql is read-only (got {statements[0].type.name}): the transcript is append-only "
+                "(SPEC S2). Use the Store methods to add rows.",
+            )
+        with self._lease.connection("run a query") as con:
+            return con.execute(query, params).df() if params is not None else con.execute(query).df()
+
+    # -- Parquet --------------------------------------------------------------------------------
+
+    def export_parquet(self, folder: str | os.PathLike[str]) -> list[Path]:
+        """Write each public table to `folder/<table>.parquet`; return the files."""
+        target = Path(folder).expanduser()
+        with self._lease.connection(f"export Parquet to {target}") as con:
+            try:
+                return export_tables(con, target)
+            except OSError as exc:
+                raise translate(self.path, exc, f"export Parquet to {target}") from exc
+
+    def import_parquet(self, folder: str | os.PathLike[str]) -> dict[str, int]:
+        """Import a folder written by export_parquet; rows whose keys exist are skipped."""
+        source = Path(folder).expanduser()
+        with self._lease.connection(f"import Parquet from {source}") as con:
+            try:
+                counts = import_tables(con, source)
+            except FileNotFoundError as exc:
+                raise StoreError(self.path, str(exc)) from exc
+            finally:
+                self._next.clear()
+        return counts
+
