@@ -1,0 +1,190 @@
+"""SPEC C0 (pipeline order), C7 (re-check every iteration, pinned summaries), C10 (event), and bad input."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, estimate_messages
+
+from .oracle import build_and_check, check_pairing, check_sent_shape
+
+
+def call(cid: str, name: str = "bash", args: str = "{}") -> dict:
+    return {"role": "assistant", "content": f"run {cid}",
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]}
+
+
+def step(k: int, result: str) -> list[dict]:
+    return [{"role": "user", "content": f"goal {k}"}, call(f"c{k}"), {"role": "tool", "tool_call_id": f"c{k}",
+                                                                     "content": result}]
+
+
+SYSTEM = {"role": "system", "content": "[system prompt] " + "s" * 800}
+POLICY = ContextPolicy(8_000, 0.8, 1_000)
+
+
+def failing_steps(first: int, n: int) -> list[dict]:
+    """Steps whose results are failures: microcompaction cannot shrink them, so the summary path runs."""
+    return [m for k in range(first, first + n) for m in step(k, f"Tool failed: attempt {k} " + "e" * 10_000)]
+
+
+def test_c0_order_repair_happens_before_estimate() -> None:
+    """C0: the estimate is of the repaired view (dropped orphans cost nothing, synthetic results count)."""
+    orphan = {"role": "tool", "tool_call_id": "nobody", "content": "x" * 40_000}
+    view = build_request_view([SYSTEM, orphan, {"role": "user", "content": "hi"}], POLICY)
+    assert view.stage == "unchanged" and view.before_tokens == estimate_messages([SYSTEM, {"role": "user",
+                                                                                          "content": "hi"}])
+
+
+def test_c7_summary_is_pinned_and_a_new_one_added_for_the_newly_old_part() -> None:
+    """C7: feeding view.next_input into the next build keeps the first summary as a system message."""
+    msgs = [SYSTEM, *failing_steps(0, 3)]
+    first = build_and_check(msgs, POLICY)
+    assert first.stage == "summary"
+    grown = first.next_input(failing_steps(3, 3))
+    second = build_and_check(grown, POLICY)
+    assert second.stage == "summary"
+    systems = [m for m in second.messages if m["role"] == "system"]
+    assert systems[0] == {"role": "system", "content": SYSTEM["content"]}
+    assert systems[1] == {"role": "system", "content": first.summary}, "the earlier summary stays pinned, unchanged"
+    assert systems[2]["content"] == second.summary != first.summary
+    assert "goal 3" in second.summary and "goal 0" not in second.summary
+    third = build_and_check(second.next_input(failing_steps(6, 3)), POLICY)
+    assert [m["content"] for m in third.messages if m["role"] == "system"][:3] == [m["content"] for m in systems]
+
+
+def test_c7_under_threshold_next_input_is_sent_as_is() -> None:
+    """C7: after a compaction, a small append that stays under the threshold sends view + new messages."""
+    first = build_request_view([SYSTEM, *failing_steps(0, 3)], POLICY)
+    appended = [{"role": "user", "content": "thanks", "reasoning": "not sent"}]
+    second = build_and_check(first.next_input(appended), POLICY)
+    assert second.stage == "unchanged"
+    assert second.messages == first.messages + [{"role": "user", "content": "thanks"}]
+
+
+def test_c7_next_input_keeps_stored_only_fields_of_kept_messages() -> None:
+    """C7: kept messages go back as the originals (is_error survives), so failures stay failures."""
+    msgs = [SYSTEM, *failing_steps(0, 2), *step(9, "Forbidden")]
+    msgs[-1] = {**msgs[-1], "is_error": True, "content": "exit 1"}
+    view = build_request_view(msgs, POLICY)
+    again = view.next_input()
+    assert any(m.get("is_error") for m in again) and all(m is not None for m in again)
+
+
+def test_c10_event_payload() -> None:
+    """C10: before_tokens/after_tokens labelled as estimates, summary and stage; None when unchanged."""
+    view = build_request_view([SYSTEM, *failing_steps(0, 3)], POLICY)
+    event = view.event()
+    assert event == {"stage": "summary", "before_tokens": view.before_tokens, "after_tokens": view.after_tokens,
+                     "tokens_are": "estimates", "threshold": 6_400, "summary": view.summary}
+    assert event["summary"].startswith("[compressed conversation context]")
+    assert build_request_view([SYSTEM], POLICY).event() is None
+
+
+BROKEN = [
+    {"content": "no role"},
+    {"role": "robot", "content": "unknown role"},
+    None,
+    "a string",
+    {"role": "system", "content": None},
+    {"role": "developer", "content": "developer instructions"},
+    {"role": "user", "content": None},
+    {"role": "user", "content": [1, None, {"type": "text", "text": 5}, {"text": "no type"}, ["nested"],
+                                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]},
+    {"role": "user", "content": {"unexpected": "dict content"}},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "edit_file", "arguments": "{not json"}},
+        {"id": "b", "function": {"name": "edit_file", "arguments": {"path": "dict-args.py"}}},
+        {"function": {"name": "no_id", "arguments": None}},
+        "not a call"]},
+    {"role": "tool", "tool_call_id": "b", "content": ["part", 2]},
+    {"role": "tool", "tool_call_id": "b", "content": "duplicate"},
+    {"role": "tool", "tool_call_id": 7, "content": "int id, orphan"},
+    {"role": "assistant", "content": "reuse", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "a", "content": "second turn result for reused id a"},
+    {"role": "assistant", "content": "再见", "reasoning": "hidden", "name": "bot", "is_error": False},
+]
+
+
+@pytest.mark.parametrize("window", [100_000, 600, 200, 40])
+def test_bad_input_no_crash_and_valid_view_at_every_stage(window: int) -> None:
+    """Bad input: missing/unknown roles, None content, odd parts, invalid JSON args, reused/odd ids."""
+    view = build_and_check(BROKEN, ContextPolicy(window, 0.8, 20))
+    check_sent_shape(view.messages)
+    check_pairing(view.messages)
+    for m in view.messages:
+        if isinstance(m["content"], list):
+            for part in m["content"]:
+                assert isinstance(part, dict) and part.get("type") in ("text", "image_url"), part
+                assert part["type"] != "text" or isinstance(part["text"], str), part
+
+
+def test_bad_input_invalid_json_arguments_are_sent_unchanged() -> None:
+    """Bad input: invalid JSON arguments are not 'fixed' (the model sees what it produced)."""
+    view = build_request_view(BROKEN, ContextPolicy(100_000, 0.8, 20))
+    calls = next(m for m in view.messages if m.get("tool_calls"))["tool_calls"]
+    assert calls[0]["function"]["arguments"] == "{not json"
+    assert json.loads(calls[1]["function"]["arguments"]) == {"path": "dict-args.py"}
+
+
+@pytest.mark.parametrize("messages", [[], [None, "x", {"role": "ghost"}], [{"role": "tool", "tool_call_id": "z"}]])
+def test_value_error_only_when_nothing_can_be_sent(messages: list) -> None:
+    """Bad input: a clear ValueError only when no usable message remains."""
+    with pytest.raises(ValueError, match="nothing to send"):
+        build_request_view(messages, POLICY)
+
+
+@pytest.mark.parametrize("messages", ["not a list", b"bytes", {"role": "user"}, 42, None])
+def test_value_error_for_non_list_input(messages: object) -> None:
+    """Bad input: a non-list transcript is a clear ValueError, not an AttributeError deep inside."""
+    with pytest.raises(ValueError, match="list"):
+        build_request_view(messages, POLICY)  # type: ignore[arg-type]
+
+
+def test_only_system_messages_are_sent() -> None:
+    """Edge: a transcript with only system messages is sendable as it is."""
+    view = build_request_view([SYSTEM], POLICY)
+    assert view.messages == [{"role": "system", "content": SYSTEM["content"]}]
+
+
+def test_only_sent_keys_leave_the_engine() -> None:
+    """Only role/content/tool_calls/tool_call_id/name are sent; reasoning, is_error, attachments never are."""
+    msgs = [{"role": "user", "content": "hi", "attachments": [{"path": "a.png"}], "id": 5, "created_at": "t"},
+            {**call("x"), "reasoning": "secret chain of thought", "usage": {"prompt_tokens": 5}},
+            {"role": "tool", "tool_call_id": "x", "content": "Tool failed", "is_error": True, "name": "bash"}]
+    for window in (100_000, 20):
+        view = build_and_check(msgs, ContextPolicy(window, 0.8, 5))
+        check_sent_shape(view.messages)
+        assert "secret" not in json.dumps(view.messages)
+
+
+def test_input_never_mutated_and_output_byte_identical_on_every_path() -> None:
+    """The transcript is never mutated; the same input gives byte-identical output (messages + provenance)."""
+    msgs = [SYSTEM, *failing_steps(0, 3), *step(5, "x" * 20_000), *BROKEN]
+    for summarize in (None, lambda old: 1 / 0):
+        for window in (100_000, 9_000, 3_000):
+            snapshot = copy.deepcopy(msgs)
+            kwargs = {} if summarize is None else {"summarize": summarize}
+            a = build_request_view(msgs, ContextPolicy(window, 0.8, 500), **kwargs)
+            b = build_request_view(copy.deepcopy(msgs), ContextPolicy(window, 0.8, 500), **kwargs)
+            assert msgs == snapshot
+            assert json.dumps(a.messages, ensure_ascii=False).encode() == json.dumps(b.messages,
+                                                                                     ensure_ascii=False).encode()
+            assert json.dumps(a.provenance.to_records()) == json.dumps(b.provenance.to_records())
+            a.messages[0]["content"] = "caller edits the view"  # editing a view must not reach the transcript
+            assert msgs == snapshot
+
+
+def test_cache_gives_the_same_view_as_no_cache() -> None:
+    """Issue 2 item 4: the TokenCache changes speed only, never the result."""
+    msgs = [SYSTEM, *failing_steps(0, 3), *step(5, "x" * 20_000)]
+    cache = TokenCache()
+    for window in (100_000, 9_000, 3_000):
+        policy = ContextPolicy(window, 0.8, 500)
+        cold = build_request_view(msgs, policy)
+        warm = build_request_view(msgs, policy, cache=cache)
+        assert json.dumps(warm.messages) == json.dumps(cold.messages) and warm.stage == cold.stage
