@@ -108,7 +108,8 @@ def _normalize_content(content: Any) -> Any:
         parts: list[Any] = []
         for part in content:
             if isinstance(part, dict):
-                if part.get("type", "text") == "text" and not isinstance(part.get("text"), str):
+                # A text part must say `"type": "text"` and carry a string, or providers reject the request.
+                if part.get("type", "text") == "text" and (not isinstance(part.get("text"), str) or "type" not in part):
                     part = {**part, "type": "text", "text": "" if part.get("text") is None else str(part["text"])}
                 parts.append(part)
             else:
