@@ -1,0 +1,125 @@
+"""Plots of policy comparisons and estimator honesty (issue 8), in the project's colours.
+
+Why: a comparison of several policies over hundreds of sessions is read at a glance or not at all.
+These functions turn ``compare`` / ``estimate_honesty`` frames into small matplotlib figures: share of
+tokens saved, stages reached, fact survival by kind, and the estimate/exact ratio per content kind.
+They use matplotlib's object API (``Figure``, no pyplot state), like the widgets, so they work
+headless and in any notebook; colours come from ``mxclaw_nb.widgets.style`` when it is importable
+(one palette everywhere), with a built-in fallback otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from mxclaw_nb.analysis.facts import FACT_KINDS
+
+_FALLBACK_STAGES = {"unchanged": "#9e9e9e", "micro": "#ffb300", "summary": "#43a047", "fallback": "#f4511e"}
+_KIND_COLORS = {"path": "#3949ab", "error": "#e53935", "number": "#00897b", "command": "#8d6e63", "all": "#212121"}
+_SAVED_COLORS = ("#1e88e5", "#90caf9")
+
+
+def stage_colors() -> dict[str, str]:
+    """Stage -> colour, from the widgets' style module when available."""
+    try:
+        from mxclaw_nb.widgets.style import STAGE_COLORS
+    except ImportError:  # widgets are optional for analysis
+        return dict(_FALLBACK_STAGES)
+    return {**_FALLBACK_STAGES, **STAGE_COLORS}
+
+
+def _axes(ax: Axes | None, size: tuple[float, float] = (6.0, 3.2)) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax  # type: ignore[return-value]
+    fig = Figure(figsize=size, dpi=100, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _policy_summary(df: pd.DataFrame) -> pd.DataFrame:
+    if "sessions_compacted" in df.columns:  # already summarize_policies output
+        return df
+    from mxclaw_nb.analysis.compare import summarize_policies
+
+    return summarize_policies(df)
+
+
+def plot_tokens_saved(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
+    """Bars per policy: share of tokens saved over all calls and over compacted calls only."""
+    s = _policy_summary(df)
+    fig, ax = _axes(ax)
+    x = range(len(s))
+    width = 0.4
+    ax.bar([i - width / 2 for i in x], s["saved_share"] * 100, width, label="all calls", color=_SAVED_COLORS[0])
+    ax.bar([i + width / 2 for i in x], s["saved_share_compacted"].fillna(0) * 100, width,
+           label="compacted calls", color=_SAVED_COLORS[1])
+    ax.set_xticks(list(x), [str(p) for p in s["policy"]], rotation=20, ha="right")
+    ax.set_ylabel("tokens saved (%)")
+    ax.set_title("tokens saved vs the uncompacted transcript")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_stage_counts(df: pd.DataFrame, ax: Axes | None = None, *, include_unchanged: bool = False) -> Figure:
+    """Stacked bars per policy: number of simulated calls reaching each stage."""
+    s = _policy_summary(df)
+    colors = stage_colors()
+    fig, ax = _axes(ax)
+    stages = ["unchanged", "micro", "summary", "fallback"][0 if include_unchanged else 1:]
+    bottom = [0] * len(s)
+    for stage in stages:
+        values = list(s[f"stage_{stage}"])
+        ax.bar([str(p) for p in s["policy"]], values, bottom=bottom, label=stage, color=colors.get(stage))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.tick_params(axis="x", rotation=20)
+    ax.set_ylabel("model calls")
+    ax.set_title("stage reached per simulated call")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_fact_survival(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
+    """Grouped bars per policy: share of facts of compacted messages still visible, overall and per kind."""
+    s = _policy_summary(df)
+    fig, ax = _axes(ax, (7.0, 3.2))
+    series = [("all", "fact_survival"), *((k, f"survival_{k}") for k in FACT_KINDS)]
+    width = 0.8 / len(series)
+    for j, (name, col) in enumerate(series):
+        if col not in s:
+            continue
+        xs = [i - 0.4 + width * (j + 0.5) for i in range(len(s))]
+        ax.bar(xs, s[col].fillna(0) * 100, width, label=name, color=_KIND_COLORS[name])
+    ax.set_xticks(range(len(s)), [str(p) for p in s["policy"]], rotation=20, ha="right")
+    ax.set_ylim(0, 118)
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_ylabel("facts still visible (%)")
+    ax.set_title("fact survival in compacted calls")
+    ax.legend(frameon=False, ncols=len(series), fontsize="small", loc="upper left")
+    return fig
+
+
+def plot_estimate_error(honesty: pd.DataFrame, ax: Axes | None = None, by: str = "kind") -> Figure:
+    """Box plot of estimate / exact per content kind (or role); below the red line the estimate under-counts."""
+    fig, ax = _axes(ax)
+    groups = [(name, g["ratio"].dropna()) for name, g in honesty.groupby(by, sort=True)]
+    groups = [(n, r) for n, r in groups if len(r)]
+    ax.boxplot([r for _, r in groups], showfliers=False)
+    ax.set_xticks(range(1, len(groups) + 1), [f"{n}\n(n={len(r)})" for n, r in groups])
+    ax.axhline(1.0, color="#e53935", linewidth=1)
+    ax.set_ylabel("C1 estimate / exact o200k")
+    ax.set_title(f"estimate vs exact tokens by {by}")
+    return fig
+
+
+def plot_comparison(df: pd.DataFrame) -> Figure:
+    """One figure with tokens saved, stage counts and fact survival side by side."""
+    fig = Figure(figsize=(15, 3.8), dpi=100, layout="constrained")
+    axes: Any = fig.subplots(1, 3)
+    summary = _policy_summary(df)
+    plot_tokens_saved(summary, axes[0])
+    plot_stage_counts(summary, axes[1])
+    plot_fact_survival(summary, axes[2])
+    return fig
