@@ -22,6 +22,10 @@ issue 9's first figures were taken). Counters compared, per role and overall:
   calibrated counts of the messages added since. This is the number the threshold is compared with.
 
 ``ratio`` = counter / exact; ``under`` = share of rows with counter < exact.
+
+``replay_window`` runs a transcript's model calls through the context engine itself with each counter
+(the calibrated one learning from "reported" exact usage as the loop does) and measures every sent view in
+exact tokens; ``chain_conversations`` builds a session long enough for a 32k window from consecutive ones.
 """
 
 from __future__ import annotations
