@@ -1,0 +1,150 @@
+"""Importers (issue 8): OpenAI chat JSONL, Claude Code session logs, Codex CLI rollouts -> store sessions (S1, S2)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mxclaw_nb.analysis import (
+    import_claude_code,
+    import_codex,
+    import_openai_jsonl,
+    parse_claude_code,
+    parse_codex,
+    read_openai_jsonl,
+)
+from mxclaw_nb.analysis.importers import turn_plan
+from mxclaw_nb.store import Store
+from tests.conftest import SHARED_TRANSCRIPTS
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "imports.duckdb")
+    yield s
+    s.close()
+
+
+def test_openai_jsonl_imports_good_lines_and_reports_bad_ones_by_number(store: Store) -> None:
+    """Bad lines are reported with line numbers; the rest are imported as sessions (S1)."""
+    report = import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
+    assert [n for n, _ in report.errors] == [4, 6, 7, 8, 9]
+    reasons = dict(report.errors)
+    assert "not JSON" in reasons[4] and "'robot'" in reasons[6] and "no messages" in reasons[8]
+    assert "content is a dict" in reasons[9]
+    assert len(report.sessions) == 3 and report.messages == 7 + 2 + 2 and not report.ok
+    sessions = store.sessions().set_index("id")
+    assert set(sessions.loc[report.sessions, "source"]) == {"import:openai_mixed.jsonl"}
+    assert list(sessions.loc[report.sessions, "title"]) == ["conv-a", "openai_mixed.jsonl:2", "openai_mixed.jsonl:5"]
+    assert "line 4" in str(report) and "3 sessions" in str(report)
+
+
+def test_openai_import_round_trips_messages_and_numbers_turns_by_user_messages(store: Store) -> None:
+    """The stored transcript is exactly the file's (CJK included); turns count user messages (S2)."""
+    report = import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
+    first = json.loads((DATA / "openai_mixed.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    sid = report.sessions[0]
+    assert store.load_transcript(sid) == first["messages"]
+    rows = store.transcript(sid)
+    assert list(rows["turn"]) == [0, 1, 1, 1, 1, 2, 2]
+    assert [None if pd.isna(v) else int(v) for v in rows["iteration"]] == [None, None, 1, 1, 2, None, 1]
+    meta = json.loads(store.sql("SELECT meta FROM sessions WHERE id = ?", [sid])["meta"][0])
+    assert meta["conversation_id"] == "conv-a" and meta["line"] == 1 and meta["meta"] == {"task": 1}
+
+
+def test_reimporting_the_same_file_adds_nothing(store: Store) -> None:
+    """Session ids come from content, so a second import skips every conversation."""
+    import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
+    again = import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
+    assert again.sessions == [] and len(again.skipped) == 3
+    assert len(store.sessions()) == 3
+
+
+def test_missing_file_is_a_clear_error(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such transcript file"):
+        import_openai_jsonl(store, tmp_path / "nope.jsonl")
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        import_claude_code(store, tmp_path / "nope")
+
+
+def test_turn_plan_groups_by_turn_and_iteration() -> None:
+    msgs = [{"role": "system"}, {"role": "user"}, {"role": "assistant"}, {"role": "tool"}, {"role": "tool"},
+            {"role": "assistant"}, {"role": "user"}, {"role": "assistant"}]
+    plan = [(t, i, len(run)) for t, i, run in turn_plan(msgs)]
+    assert plan == [(0, None, 1), (1, None, 1), (1, 1, 3), (1, 2, 1), (2, None, 1), (2, 1, 1)]
+
+
+def test_claude_code_mapping() -> None:
+    """Claude Code: split assistant lines merge, thinking -> reasoning, tool_use -> tool_calls,
+    tool_result -> tool messages with is_error, sidechains skipped, images -> image_url parts."""
+    conv, errors = parse_claude_code(DATA / "claude_code_session.jsonl")
+    assert conv is not None
+    assert errors == [(11, errors[0][1])] and "not JSON" in errors[0][1]
+    roles = [m["role"] for m in conv.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant", "tool", "assistant",
+                     "user", "assistant"]
+    first = conv.messages[1]
+    assert first["reasoning"] == "Run the test first to see the failure."
+    assert first["content"] == "Let me run the failing test."
+    assert json.loads(first["tool_calls"][0]["function"]["arguments"])["command"].startswith("python -m pytest")
+    assert conv.messages[2]["is_error"] is True and "AssertionError" in conv.messages[2]["content"]
+    assert [c["id"] for c in conv.messages[3]["tool_calls"]] == ["toolu_02", "toolu_03"]
+    assert conv.messages[4]["content"].startswith("     1\tfrom inventory")  # list of text blocks -> text
+    assert "is_error" not in conv.messages[4]
+    assert all("sub-agent" not in str(m.get("content")) for m in conv.messages)
+    image = conv.messages[9]["content"][1]
+    assert image == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    assert conv.title == "Fix failing stock report test" and conv.workspace == "/home/ana/proj/inventory"
+    assert conv.model == "claude-sonnet-4-20250514" and "报告" in conv.messages[0]["content"]
+
+
+def test_claude_code_folder_import(store: Store, tmp_path: Path) -> None:
+    """A projects folder imports every session file; a sub-agent-only file yields no session."""
+    project = tmp_path / "projects" / "-home-ana-proj-inventory"
+    project.mkdir(parents=True)
+    shutil.copy(DATA / "claude_code_session.jsonl", project / "3f2b1c9e.jsonl")
+    side = {"type": "user", "isSidechain": True, "message": {"role": "user", "content": "sub task"}}
+    (project / "agent-1.jsonl").write_text(json.dumps(side) + "\n", encoding="utf-8")
+    report = import_claude_code(store, tmp_path / "projects", progress=False)
+    assert len(report.sessions) == 1 and report.messages == 11
+    assert report.errors[0][0] == 11 and report.errors[0][1].startswith("-home-ana-proj-inventory/3f2b1c9e.jsonl:")
+    row = store.sessions().iloc[0]
+    assert row["source"] == "import:projects" and row["workspace"] == "/home/ana/proj/inventory"
+    stored = store.load_transcript(report.sessions[0])
+    assert stored[1]["usage"]["cache_read_input_tokens"] == 11022  # kept for analysis, never sent
+    assert stored == parse_claude_code(DATA / "claude_code_session.jsonl")[0].messages
+
+
+def test_codex_rollout_mapping(store: Store) -> None:
+    """Codex: response items -> messages; reasoning summaries attach to the next assistant message;
+    a non-zero exit code marks the tool result as an error; unknown items are reported by line."""
+    conv, errors = parse_codex(DATA / "codex_rollout.jsonl")
+    assert conv is not None and conv.model == "gpt-5-codex"
+    assert [n for n, _ in errors] == [14, 15] and "mystery_item" in errors[1][1]
+    roles = [m["role"] for m in conv.messages]
+    assert roles == ["user", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert conv.messages[2]["reasoning"] == "**Inspecting the script**"
+    assert conv.messages[3]["content"].startswith("import argparse") and "is_error" not in conv.messages[3]
+    assert conv.messages[7]["is_error"] is True and "NameError" in conv.messages[7]["content"]
+    assert conv.title == "Add a --json flag to tools/gen_log.py and run it."
+    report = import_codex(store, DATA / "codex_rollout.jsonl", progress=False)
+    assert len(report.sessions) == 1 and store.load_transcript(report.sessions[0]) == conv.messages
+
+
+def test_shared_swe_agent_transcripts_import_unrepaired(store: Store) -> None:
+    """All 23 SWE-agent conversations import with no errors and come back exactly as in the file (S2)."""
+    path = SHARED_TRANSCRIPTS / "swe-agent.jsonl"
+    if not path.is_file():
+        pytest.skip(f"shared transcripts not found at {SHARED_TRANSCRIPTS}")
+    report = import_openai_jsonl(store, path, progress=False)
+    assert report.ok and len(report.sessions) == 23
+    good, _ = read_openai_jsonl(path)
+    assert report.messages == sum(len(c.messages) for _, c in good)
+    for sid, (_, conv) in zip(report.sessions, good, strict=True):
+        assert store.load_transcript(sid) == conv.messages
