@@ -123,7 +123,7 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     reads = insp.before_df[insp.before_df["tool"] == "read_file"]
     assert len(reads) == 4 and reads["preview"].str.contains(r"\(20,000 chars\)").all()
     assert insp.before_df["failure"].sum() == sum(r.failure for r in prov.before) > 0
-    assert insp.tabs.titles[0] == f"Before (transcript, {len(prov.before)} msgs)"
+    assert insp.tabs.titles[0] == f"Before ({len(prov.before)} msgs)"
     assert insp.tabs.titles[1] == f"After (sent, {len(view.messages)} msgs)"
     head = insp.header_html()
     assert view.stage in head and f"tail starts at #{view.tail_start}" in head

@@ -85,7 +85,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             return
         self.requests_df = self.store.requests(session_id).reset_index(drop=True)
         req = self.requests_df
-        self.timeline = TokenTimeline(req, session_id=str(session_id)[:8]) if len(req) else None
+        self.timeline = TokenTimeline(req, session_id=str(session_id)) if len(req) else None
         self._timeline_box.children = [self.timeline] if self.timeline is not None else [
             widgets.HTML(f'<div style="{FONT}color:#777">no model calls recorded in this session</div>')]
         options = [(self._call_label(k, r), k) for k, r in req.iterrows()]

@@ -93,8 +93,8 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         self._after = widgets.HTML()
         summary = widgets.HTML(self.summary_html())
         self.tabs = widgets.Tab(children=[self._before, self._after, summary])
-        self.tabs.titles = (f"Before (transcript, {len(self.before_df):,} msgs)",
-                            f"After (sent, {len(self.after_df):,} msgs)", "Summary")
+        self.tabs.titles = (f"Before ({len(self.before_df):,} msgs)", f"After (sent, {len(self.after_df):,} msgs)",
+                            "Summary")
         children: list[widgets.Widget] = [self._header, widgets.HBox([self.role_filter, self.action_filter]),
                                           self.tabs]
         if data.inputs is not None:

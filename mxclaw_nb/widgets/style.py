@@ -117,7 +117,10 @@ def html_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, total: 
     body = []
     for i, row in enumerate(rows):
         color = row_colors[i] if i < len(row_colors) else "transparent"
-        cells = "".join(f'<td style="padding:1px 6px;border-bottom:1px solid #eee">{c}</td>' for c in row)
+        # Short columns never wrap; the last (the preview) wraps anywhere, so long unbroken runs stay in bounds.
+        cells = "".join(f'<td style="padding:1px 6px;border-bottom:1px solid #eee;'
+                        f'{"overflow-wrap:anywhere" if j == len(row) - 1 else "white-space:nowrap"}">{c}</td>'
+                        for j, c in enumerate(row))
         body.append(f'<tr style="box-shadow: inset 4px 0 0 {color}">{cells}</tr>')
     head = "".join(f'<th style="text-align:left;padding:1px 6px;border-bottom:1px solid #999">{esc(c)}</th>'
                    for c in columns)

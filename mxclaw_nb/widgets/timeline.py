@@ -123,7 +123,7 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         if not isinstance(requests, pd.DataFrame):
             raise TypeError(f"requests must be a pandas DataFrame, got {type(requests).__name__}")
         self.data = timeline_frame(requests)
-        self.title = title or (f"session {session_id} · prompt tokens per model call" if session_id
+        self.title = title or (f"session {str(session_id)[:8]} · prompt tokens per model call" if session_id
                                else "prompt tokens per model call")
         self.figure = draw_timeline(self.data, self.title)
         self.png = figure_png(self.figure)
