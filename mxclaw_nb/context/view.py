@@ -10,7 +10,7 @@ nothing extra, which keeps the incremental rebuild inside the loop cheap.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -70,7 +70,9 @@ class Provenance:
 
     def to_records(self) -> dict[str, list[dict[str, Any]]]:
         """JSON-able form, for the `requests.provenance` column and exports."""
-        return {"before": [asdict(r) for r in self.before], "after": [asdict(r) for r in self.after]}
+        # Rows hold only scalars, so a shallow copy of each instance dict is the whole conversion
+        # (dataclasses.asdict deep-copies and costs ~100x more on a 10k-message view).
+        return {"before": [dict(vars(r)) for r in self.before], "after": [dict(vars(r)) for r in self.after]}
 
 
 @dataclass(frozen=True)
