@@ -163,9 +163,11 @@ def cmd_resume(m: Any, args: Any) -> None:
     if len(match) > 1:
         ids = ", ".join(i[:12] for i in match["id"])
         raise UsageError(f"%agent resume: {args.prefix!r} matches {len(match)} sessions ({ids}); give more characters.")
-    row = match.iloc[0]
-    m.switch_session(row["id"])
-    print(m.caption(f"resumed: {int(row['turns'])} turns, {int(row['messages'])} messages stored"))
+    sid = match.iloc[0]["id"]
+    m.switch_session(sid)
+    counts = m.store().sql("SELECT count(*) FILTER (WHERE role = 'user') AS turns, count(*) AS messages "
+                           "FROM messages WHERE session_id = ?", [sid]).iloc[0]
+    print(m.caption(f"resumed: {int(counts['turns'])} turns, {int(counts['messages'])} messages stored"))
 
 
 def _source(m: Any, key: str) -> str:

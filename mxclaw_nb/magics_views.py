@@ -76,7 +76,14 @@ def cmd_compact(m: Any, args: Any) -> Any:
     print(m.caption(f"compaction now: {view.stage} · {fmt_int(view.before_tokens)} → {fmt_int(view.after_tokens)} "
                     f"{unit} tokens. Nothing is stored or deleted: the next model call rebuilds its view from the "
                     "full transcript (SPEC C7)"))
+    if view.stage == "unchanged":
+        print(f"Every message fits in the safe tail (keep_recent_tokens={view_tail(m)}): nothing older to compact.")
     return CompactionInspector(view)
+
+
+def view_tail(m: Any) -> str:
+    """The safe-tail budget in use, formatted."""
+    return f"{m.get_agent().policy.keep_recent_tokens:,}"
 
 
 def show_dry_run(m: Any, prompt: str | None) -> Any:

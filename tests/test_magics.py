@@ -1,0 +1,364 @@
+"""SPEC N1: the %agent / %%agent magics in a real IPython InteractiveShell.
+
+Real parts only: a real InteractiveShell, a temporary DuckDB file, the offline demo model or the
+scripted TestServer over HTTP on 127.0.0.1 through the real openai client. Output is captured with
+IPython's own capture machinery (stdout, stderr and rich display publications).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from mxclaw_nb.magics import AgentMagics
+from mxclaw_nb.magics_commands import COMMANDS, HELP
+from mxclaw_nb.magics_live import LiveLog
+from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.widgets import CompactionInspector, ContextGauge, TokenTimeline
+
+ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_DB", "MXCLAW_CONTEXT_WINDOW", "MY_KEY")
+PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"
+                           "RU5ErkJggg==")
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A clean environment: no provider configured, MXCLAW_DB in a temp folder."""
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "store.duckdb"
+    monkeypatch.setenv("MXCLAW_DB", str(db))
+    monkeypatch.chdir(tmp_path)
+    return db
+
+
+@pytest.fixture
+def ip(env: Path):
+    """A real InteractiveShell with the extension loaded; unloaded (store closed) afterwards."""
+    shell = InteractiveShell.instance()
+    shell.config.pop("AgentMagics", None)  # %config merges into the (singleton) shell's config
+    shell.run_line_magic("load_ext", "mxclaw_nb")
+    yield shell
+    shell.run_line_magic("unload_ext", "mxclaw_nb")
+    shell.config.pop("AgentMagics", None)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch, env: Path):
+    """The scripted OpenAI-compatible server, configured through environment variables."""
+    with TestServer(api_key="sk-right") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
+        monkeypatch.setenv("MXCLAW_MODEL", "test-model")
+        yield srv
+
+
+def magics(shell: InteractiveShell) -> AgentMagics:
+    """The registered AgentMagics instance."""
+    return shell.magics_manager.registry["AgentMagics"]
+
+
+def agent(shell: InteractiveShell, line: str):
+    """Run `%agent line`, capturing its output; returns (value, captured)."""
+    with capture_output() as cap:
+        value = shell.run_line_magic("agent", line)
+    return value, cap
+
+
+def user_texts(srv: TestServer) -> list[str]:
+    """The last user message of each request the server received."""
+    out = []
+    for body in srv.requests:
+        users = [m for m in body["messages"] if m["role"] == "user"]
+        content = users[-1]["content"] if users else None
+        out.append(content if isinstance(content, str) else next(p["text"] for p in content if p["type"] == "text"))
+    return out
+
+
+def test_n1_load_is_idempotent_and_unload_closes_the_store(env: Path) -> None:
+    """N1: %load_ext twice keeps one instance; %unload_ext closes the store; %reload_ext starts clean."""
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "mxclaw_nb")
+    first = magics(shell)
+    shell.run_line_magic("load_ext", "mxclaw_nb")
+    from mxclaw_nb import load_ipython_extension
+
+    load_ipython_extension(shell)  # called directly too: still one instance
+    assert magics(shell) is first
+    assert "agent" in shell.magics_manager.magics["line"] and "agent" in shell.magics_manager.magics["cell"]
+    store = first.store()
+    assert store.path == env
+    shell.run_line_magic("reload_ext", "mxclaw_nb")
+    assert magics(shell) is not first and first._store is None
+    shell.run_line_magic("unload_ext", "mxclaw_nb")
+    assert "AgentMagics" not in shell.magics_manager.registry
+    assert "agent" not in shell.magics_manager.magics["line"]
+    assert magics_count(shell) == 0
+
+
+def magics_count(shell: InteractiveShell) -> int:
+    """How many AgentMagics the shell still knows as configurables."""
+    return sum(isinstance(c, AgentMagics) for c in shell.configurables)
+
+
+def test_n1_percent_config_env_fallback_and_ipython_config(ip: InteractiveShell, monkeypatch) -> None:
+    """N1: %config AgentMagics.x works, unset settings fall back to env vars, shell config is read at load."""
+    monkeypatch.setenv("MXCLAW_CONTEXT_WINDOW", "20000")
+    ip.run_line_magic("config", "AgentMagics.keep_recent_tokens = 1234")
+    ip.run_line_magic("config", "AgentMagics.threshold_ratio = 0.5")
+    m = magics(ip)
+    assert m.keep_recent_tokens == 1234
+    table, cap = agent(ip, "config")
+    assert isinstance(table, pd.DataFrame) and set(table["setting"]) >= {"model", "db", "api_key_env", "live"}
+    source = dict(zip(table["setting"], table["source"], strict=True))
+    assert source["keep_recent_tokens"] == "config" and source["threshold_ratio"] == "config"
+    assert source["context_window_tokens"] == "env $MXCLAW_CONTEXT_WINDOW" and source["approval"] == "default"
+    assert "$OPENAI_API_KEY is not set" in source["api_key_env"]
+    assert "demo model (offline)" in cap.stdout and "window 20,000" in cap.stdout and "threshold 10,000" in cap.stdout
+    policy = m.get_agent().policy
+    assert (policy.context_window_tokens, policy.threshold_ratio, policy.keep_recent_tokens) == (20000, 0.5, 1234)
+    ip.run_line_magic("unload_ext", "mxclaw_nb")
+    ip.config.pop("AgentMagics", None)
+    ip.config.AgentMagics.max_iterations = 7  # what ipython_config.py sets
+    ip.run_line_magic("load_ext", "mxclaw_nb")
+    assert magics(ip).max_iterations == 7 and magics(ip).keep_recent_tokens == 8000
+
+
+def test_n1_config_subcommand_sets_values_and_keeps_the_session(ip: InteractiveShell) -> None:
+    """%agent config key=value changes settings; the agent is rebuilt on the same session."""
+    m = magics(ip)
+    sid = m.get_agent().session_id
+    _, cap = agent(ip, "config max_iterations=3 approval=deny context_window_tokens=9000")
+    assert "max_iterations = 3" in cap.stdout
+    rebuilt = m.get_agent()
+    assert rebuilt.session_id == sid and rebuilt.max_iterations == 3 and rebuilt.approval == "deny"
+    assert rebuilt.policy.context_window_tokens == 9000
+    for bad in ("nokey=1", "threshold_ratio=abc", "approval=maybe", "max_iterations"):
+        with pytest.raises(UsageError):
+            ip.run_line_magic("agent", f"config {bad}")
+    ip.run_line_magic("agent", "config threshold_ratio=1.5")  # the trait accepts it; the Agent rejects it
+    with pytest.raises(UsageError, match="threshold_ratio"):
+        m.get_agent()
+
+
+def test_n1_cell_turn_on_demo_streams_the_live_log(ip: InteractiveShell) -> None:
+    """N1: %%agent runs one turn on the demo model; the terminal log streams text, tool calls and results."""
+    ip.run_line_magic("agent", "config approval=allow")
+    with capture_output() as cap:
+        result = ip.run_cell("%%agent\nfix the failing tests")
+    assert result.success, result.error_in_exec
+    out = cap.stdout
+    assert out.startswith("demo model (offline) · session ")
+    assert "turn 1" in out and "[ctx " in out and "est. / 12,800 threshold / 16,000 window · unchanged" in out
+    assert "→ list_dir ." in out and "→ read_file inventory/stock.py  ok" in out
+    assert "→ bash python -m unittest -q tests.test_stock  failed (exit 1)" in out
+    assert "✓ approved by policy" in out and "[demo model] Fixed." in out and "(done · " in out
+    m = magics(ip)
+    assert m.last_result.status == "ok" and m.last_result.text in out.replace("\n  ", "\n")
+    stored = m.store().transcript(m.get_agent().session_id)
+    assert (stored["role"] == "tool").sum() >= 5 and "Traceback" not in cap.stderr
+
+
+def test_n1_live_log_in_display_mode_updates_one_display(env: Path) -> None:
+    """The kernel form: one display handle updated in place; text/plain and text/html carry the whole log."""
+    from mxclaw_nb.agent import Agent
+
+    a = Agent(approval="deny")
+    log = LiveLog(a.label, a.session_id, mode="display", throttle=0)
+    a.subscribe(log.handle)
+    with capture_output() as cap:
+        a.run("fix the failing tests")
+    a.close()
+    outputs = cap.outputs
+    assert len(outputs) > 5
+    raw = cap._outputs  # the publications as sent: one display, then in-place updates of it
+    assert len({o["transient"]["display_id"] for o in raw}) == 1
+    assert [o["update"] for o in raw] == [False] + [True] * (len(raw) - 1)
+    final = outputs[-1].data
+    assert final["text/plain"].startswith("demo model (offline) · session")
+    assert "→ list_dir ." in final["text/plain"] and "denied by policy" in final["text/plain"]
+    assert "(done · " in final["text/plain"] and "<details" in final["text/html"]
+    assert "Permission denied" in final["text/html"]  # the truncated tool result is one click away
+    assert cap.stdout == ""
+
+
+def test_n1_line_turn_on_the_test_server_and_prompts_that_start_with_a_command_word(
+        ip: InteractiveShell, server: TestServer) -> None:
+    """%agent <prompt> and %agent -- <command word ...> go to the model; the label names model and URL."""
+    server.enqueue_tool_calls([("list_dir", {"path": "."})])
+    server.enqueue_text("Listed it. 完成")
+    server.enqueue_text("new features coming")
+    server.enqueue_text("sessions answered")
+    _, cap = agent(ip, "look around please")
+    assert f"test-model @ {server.base_url}" in cap.stdout
+    assert "→ list_dir ." in cap.stdout and "Listed it. 完成" in cap.stdout
+    agent(ip, "-- new features please")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "sessions please")
+    assert user_texts(server) == ["look around please", "look around please", "new features please",
+                                  "sessions please"]
+    with pytest.raises(UsageError, match="write %agent -- new"):
+        ip.run_line_magic("agent", "new features please")
+
+
+def test_n1_options_dry_run_new_and_image(ip: InteractiveShell, server: TestServer, tmp_path: Path) -> None:
+    """--dry-run calls no model; --new starts a session; --image attaches an image_url part."""
+    view, cap = agent(ip, "--dry-run what would you see?")
+    assert isinstance(view, CompactionInspector) and server.requests == []
+    assert view.data.after[-1]["preview"] == "what would you see?" and "dry run, no model call" in cap.stdout
+    sid = magics(ip).get_agent().session_id
+    image = tmp_path / "pixel.png"
+    image.write_bytes(PNG_1PX)
+    server.enqueue_text("a single pixel")
+    with capture_output() as cap:
+        ip.run_cell_magic("agent", f"--new --image {image}", "describe the image")
+    assert magics(ip).get_agent().session_id != sid and "a single pixel" in cap.stdout
+    parts = server.requests[-1]["messages"][-1]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url"]
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    with pytest.raises(UsageError, match="image file not found"):
+        ip.run_line_magic("agent", f"--image {tmp_path / 'missing.png'} describe")
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("agent", "--bogus", "hello")
+
+
+def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
+    """help, new, sessions, resume, config, view, compact, dry-run, events, sql, replay, transcript, timeline, gauge."""
+    _, cap = agent(ip, "help")
+    assert all(f"%agent {c.usage}" in cap.stdout for c in COMMANDS.values()) and cap.stdout.strip() == HELP
+    _, cap = agent(ip, "help replay")
+    assert "--window" in cap.stdout and "--tail" in cap.stdout
+    _, cap = agent(ip, "view")
+    assert "no model call in this session yet" in cap.stdout
+    gauge, _ = agent(ip, "gauge")
+    assert isinstance(gauge, ContextGauge) and gauge.data.stage == "unchanged"
+    ip.run_line_magic("agent", "config approval=deny")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    m = magics(ip)
+    sid = m.get_agent().session_id
+    inspector, cap = agent(ip, "view")
+    assert isinstance(inspector, CompactionInspector) and "demo model (offline)" in cap.stdout
+    assert "what the model saw" in cap.stdout
+    before, _ = agent(ip, "view --before")
+    after, _ = agent(ip, "view --after")
+    assert len(before) == len(after) == len(m.last_view.messages) and set(after["action"]) == {"kept"}
+    with pytest.raises(UsageError):
+        ip.run_line_magic("agent", "view --before --after")
+    stored_rows = len(m.store().transcript(sid))
+    assert stored_rows == len(before) + 1  # the last view plus the final answer
+    unchanged, cap = agent(ip, "compact")
+    assert unchanged.data.stage == "unchanged" and "fits in the safe tail (keep_recent_tokens=8,000)" in cap.stdout
+    ip.run_line_magic("agent", "config keep_recent_tokens=300")
+    compacted, cap = agent(ip, "compact")
+    assert compacted.data.stage in ("micro", "summary", "fallback") and "Nothing is stored" in cap.stdout
+    assert len(m.store().transcript(sid)) == stored_rows  # the transcript is unchanged
+    dry, _ = agent(ip, "dry-run and then?")
+    assert dry.data.after[-1]["preview"] == "and then?"
+    events, _ = agent(ip, "events --type approval.decided")
+    assert len(events) >= 1 and events["payload"].str.contains('"by": "policy"').all()
+    tail, _ = agent(ip, "events --tail 2")
+    assert list(tail["type"])[-1] == "turn.finished" and len(tail) == 2
+    counts, _ = agent(ip, "sql SELECT role, count(*) AS n FROM messages GROUP BY role ORDER BY role")
+    assert dict(zip(counts["role"], counts["n"], strict=True))["user"] == 1
+    replay, cap = agent(ip, "replay --window 3000 --ratio 0.5 --tail 400")
+    assert len(replay) == m.last_result.iterations and "window 3,000" in cap.stdout
+    assert (replay["stage"] != "unchanged").any() and (replay["threshold"] == 1500).all()
+    transcript, _ = agent(ip, "transcript")
+    assert list(transcript["role"])[:1] == ["system"] and transcript["content"].str.len().max() <= 121
+    full, _ = agent(ip, "transcript --full")
+    assert len(full) == len(transcript) and len(full.columns) > len(transcript.columns)
+    timeline, _ = agent(ip, "timeline")
+    assert isinstance(timeline, TokenTimeline) and len(timeline.data) == m.last_result.iterations
+    gauge, _ = agent(ip, "gauge")
+    assert gauge.data.after_tokens == m.last_view.after_tokens
+    sessions, _ = agent(ip, "sessions")
+    assert sessions.loc[sessions["current"], "id"].tolist() == [sid]
+    _, cap = agent(ip, "new")
+    assert m.get_agent().session_id != sid and "new session" in cap.stdout
+    _, cap = agent(ip, f"resume {sid[:6]}")
+    assert m.get_agent().session_id == sid and "resumed: 1 turns" in cap.stdout
+    before_again, _ = agent(ip, "view --before")  # read back from the stored request record
+    assert len(before_again) == len(before)
+
+
+def test_n1_usage_errors_have_no_traceback(ip: InteractiveShell) -> None:
+    """Bad options and unknown sub-commands raise UsageError; run_cell shows one line, no traceback."""
+    bad = ["--bogus hi", "resume zzzz", "events --tail x", "help nosuch", "replay --ratio 2", "sql", "new now",
+           "sessions --nope", "compact"]
+    for line in bad:
+        with pytest.raises(UsageError):
+            ip.run_line_magic("agent", line)
+    with pytest.raises(UsageError, match="empty"):
+        ip.run_cell_magic("agent", "", "   ")
+    with capture_output() as cap:
+        result = ip.run_cell("%agent resume zzzz")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "UsageError" in cap.stderr and "no session id starts with 'zzzz'" in cap.stderr
+    assert "Traceback" not in cap.stderr and "Traceback" not in cap.stdout
+
+
+def test_n1_provider_error_is_one_paragraph_and_the_message_is_stored(ip: InteractiveShell, server: TestServer,
+                                                                     monkeypatch) -> None:
+    """A 401 prints one paragraph naming the URL, the key variable and where the message is stored."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    with capture_output() as cap:
+        result = ip.run_cell("%agent hello there")
+    assert result.error_in_exec is None
+    m = magics(ip)
+    sid = m.get_agent().session_id
+    err = cap.stderr.strip()
+    assert err.startswith(f"Provider at {server.base_url} refused the key (401). Set OPENAI_API_KEY or "
+                          "%config AgentMagics.api_key_env. Your message is stored (session ")
+    assert sid[:8] in err and "\n" not in err and "Traceback" not in err
+    stored = m.store().transcript(sid)
+    assert stored["content"].iloc[-1] == "hello there"
+    monkeypatch.setenv("MY_KEY", "sk-right")
+    ip.run_line_magic("config", "AgentMagics.api_key_env = 'MY_KEY'")
+    server.enqueue_text("now it works")
+    _, cap = agent(ip, "hello again")
+    assert "now it works" in cap.stdout and cap.stderr == ""
+    assert m.get_agent().session_id == sid  # same session after the key change
+    _, cap = agent(ip, "sql DELETE FROM messages")
+    assert "read-only" in cap.stderr and "Traceback" not in cap.stderr
+
+
+def test_n1_keyboard_interrupt_keeps_what_is_stored(ip: InteractiveShell, server: TestServer) -> None:
+    """L4: an interrupt mid-turn prints one line; stored rows stay; the next turn repairs the view."""
+    server.enqueue_tool_calls([("list_dir", {"path": "."})])
+    m = magics(ip)
+    a = m.get_agent()
+    fired = []
+
+    def interrupt(kind: str, payload: dict) -> None:
+        if kind == "tool.started" and not fired:
+            fired.append(kind)
+            raise KeyboardInterrupt
+
+    a.subscribe(interrupt)
+    _, cap = agent(ip, "list things")
+    assert fired and cap.stderr.strip().startswith("Interrupted. Everything done so far is stored (session ")
+    assert len(cap.stderr.strip().splitlines()) == 1
+    roles = m.store().transcript(a.session_id)["role"].tolist()
+    assert roles[-2:] == ["user", "assistant"]
+    server.enqueue_text("continuing")
+    _, cap = agent(ip, "go on")
+    sent = server.requests[-1]["messages"]
+    assert sent[-2]["role"] == "tool" and "interrupted" in sent[-2]["content"].lower()  # C4 synthetic result
+    assert "continuing" in cap.stdout
+
+
+def test_n1_headless_approval_denies_and_is_stored(ip: InteractiveShell) -> None:
+    """approval=ask with nobody able to answer (no tty, no frontend): the command is denied, the decision stored."""
+    assert magics(ip).approval == "ask"
+    with capture_output() as cap:
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    assert "✗ denied by nobody: python tools/gen_log.py" in cap.stdout
+    events = magics(ip).store().events(magics(ip).get_agent().session_id, "approval.decided")
+    assert len(events) >= 1 and events["payload"].str.contains('"by": "nobody"').all()
