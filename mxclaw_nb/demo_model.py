@@ -13,7 +13,6 @@ turn with an answer that says what failed. The sample workspace ships in ``demo_
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 import stat
@@ -21,7 +20,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mxclaw_nb import demo_answers as answers
 from mxclaw_nb import demo_plans as plans
+from mxclaw_nb.server_usage import message_text
 
 __all__ = ["DEMO_MODEL", "DEMO_WORKSPACE", "MAX_TOOL_CALLS", "Reply", "ToolCall", "copy_demo_workspace",
            "next_reply"]
@@ -30,9 +31,6 @@ DEMO_MODEL = "mxclaw-demo"
 DEMO_WORKSPACE = Path(__file__).resolve().parent / "demo_workspace"
 MAX_TOOL_CALLS = 10
 PREFIX = "[demo model]"
-_CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3200-\u33ff"
-                  "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
-                  "\U00020000-\U0003134f]")
 
 
 @dataclass
@@ -57,28 +55,6 @@ class Reply:
     usage: tuple[int, int] | None = None
     reasoning: str | None = None
     finish_reason: str = "stop"
-
-
-def message_text(content: object) -> str:
-    """Text of a message's content (string, or the text parts of a list of parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
-def estimate_message(message: dict) -> int:
-    """C1-style estimate of one message (a local helper; the context engine owns the real one)."""
-    text = message_text(message.get("content"))
-    cjk = len(_CJK.findall(text))
-    tokens = cjk + math.ceil((len(text) - cjk) / 4)
-    content = message.get("content")
-    if isinstance(content, list):
-        tokens += 2000 * sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
-    if message.get("tool_calls"):
-        tokens += math.ceil(len(json.dumps(message["tool_calls"], separators=(",", ":"), ensure_ascii=False)) / 4)
-    return tokens
 
 
 @dataclass
@@ -143,10 +119,10 @@ def next_reply(messages: list[dict]) -> Reply:
     ctx = plans.Ctx(goal=goal, done=done, messages=messages)
     failure = next((d for d in done if d.failed and not plans.expected_failure(d)), None)
     if failure is not None:
-        return Reply(text=f"{PREFIX} " + plans.failure_answer(failure, ctx))
+        return Reply(text=f"{PREFIX} " + answers.failure_answer(failure, ctx))
     if len(done) >= MAX_TOOL_CALLS:
         return Reply(text=f"{PREFIX} I have made {len(done)} tool calls in this turn, which is my limit. "
-                          + plans.final_answer(name, ctx))
+                          + answers.final_answer(name, ctx))
     for step in plan[_position(plan, done):]:
         call = step.build(ctx)
         if call is not None:
@@ -155,7 +131,7 @@ def next_reply(messages: list[dict]) -> Reply:
                 f"{i}) {s.say.split('.')[0].lower()}." for i, s in enumerate(plan, 1)) + "\n"
             return Reply(text=f"{PREFIX} {intro}{step.say}", tool_calls=[ToolCall(step.tool, args)],
                          finish_reason="tool_calls")
-    return Reply(text=f"{PREFIX} " + plans.final_answer(name, ctx))
+    return Reply(text=f"{PREFIX} " + answers.final_answer(name, ctx))
 
 
 def _ignore(_dir: str, names: list[str]) -> list[str]:

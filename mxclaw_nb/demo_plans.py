@@ -1,16 +1,16 @@
-"""The demo model's scripts: which tool calls it makes for which kind of request, and its answers.
+"""The demo model's scripts: which tool calls it makes for which kind of request.
 
 Why separate from `demo_model`: the engine (how the next step is found from a trimmed request) is
-generic; these plans are content, written for the sample workspace in `demo_workspace/`. Four plans
+generic; these plans are content, written for the sample workspace in `demo_workspace/`. Five plans
 cover what a small coding agent does: fix the failing test (list, read, grep, a large build log that
 becomes an artifact, the failing test, an edit, the verification command), inspect the build log
-through `read_artifact`, explore the project, and review files. Each builder may return None to skip
-its step (e.g. no edit when the test already passes), so the plans adapt to what the tools returned.
+through `read_artifact`, explore the project, review files, and summarize the session. Each builder may
+return None to skip its step (e.g. no edit when the test already passes), so the plans adapt to what
+the tools returned. The closing answers live in `demo_answers`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # The interpreter the shell tool will find: the kernel's PATH may lack `python` (e.g. Debian).
 PY = "python" if shutil.which("python") else "python3" if shutil.which("python3") else shlex.quote(sys.executable)
 _FAILURE = re.compile(r"^\s*(Tool failed|Invalid|Permission denied|Forbidden)", re.IGNORECASE)
-_WARN = re.compile(r"(\S+Z) WARN\s+\[(\w+)\s*\]\s+(\S+)\s+(\d+) ms")
+WARN_LINE = re.compile(r"(\S+Z) WARN\s+\[(\w+)\s*\]\s+(\S+)\s+(\d+) ms")
 _ARTIFACT = re.compile(r"\[artifact ([^\]\s:]+)")
 BUG_LINE = "    for item in items[1:]:\n"
 FIXED_LINE = "    for item in items:\n"
@@ -88,12 +88,6 @@ class Step:
         return name == self.tool and all(args.get(k) == v for k, v in ident.items())
 
 
-def _tail(text: str | None, lines: int = 8) -> str:
-    if not text:
-        return "    (no output visible)"
-    return "\n".join("    " + line for line in text.rstrip().splitlines()[-lines:])
-
-
 def _edit(ctx: Ctx) -> dict | None:
     run = ctx.result("bash", command=f"{PY} -m unittest -q tests.test_stock")
     source = ctx.result("read_file", path="inventory/stock.py") or ""
@@ -116,12 +110,15 @@ def _artifact_lines(ctx: Ctx) -> dict | None:
     return None if aid is None else {"artifact_id": aid, "line_start": 1, "line_end": 60}
 
 
-_SHELVES = [
+SHELVES = [
     ("empty", [], "0.0"), ("one_item", [("TEA-001", "green", 12, 4.5)], "54.0"),
     ("first_item_counts", [("TEA-001", "green", 1, 100.0), ("CUP-010", "cup", 1, 1.0)], "101.0"),
+    ("only_first_item_has_stock", [("TEA-001", "green", 5, 4.5), ("CUP-010", "cup", 0, 2.0)], "22.5"),
     ("cjk_names", [("TEA-002", "乌龙茶", 3, 7.25), ("TEA-003", "普洱茶", 2, 12.0)], "45.75"),
     ("cents_rounding", [("SUG-001", "sugar", 3, 0.1), ("SUG-002", "salt", 3, 0.2)], "0.9"),
     ("zero_quantity", [("CUP-011", "mug", 0, 9.99), ("CUP-012", "saucer", 4, 2.5)], "10.0"),
+    ("many_items", [(f"TEA-{n:03d}", f"tea {n}", n, 1.5) for n in range(1, 7)], "31.5"),
+    ("large_order", [("TEA-100", "龙井 longjing", 250, 18.8), ("CUP-100", "gaiwan", 30, 24.0)], "5420.0"),
 ]
 
 
@@ -129,7 +126,7 @@ def _regression(ctx: Ctx) -> dict | None:
     body = ["import unittest", "", "from inventory.report import render", "from inventory.stock import Item, "
             "total_value", "", "", "class TotalValueRegressionTest(unittest.TestCase):",
             '    """Regression tests for total_value: every item counts, including the first one."""', ""]
-    for name, items, total in _SHELVES:
+    for name, items, total in SHELVES:
         shelf = ", ".join(f"Item({sku!r}, {label!r}, {qty}, {price})" for sku, label, qty, price in items)
         body += [f"    def test_{name}(self):", f"        shelf = [{shelf}]",
                  f"        self.assertAlmostEqual(total_value(shelf), {total}, places=2)", ""]
@@ -141,7 +138,7 @@ def _regression(ctx: Ctx) -> dict | None:
 
 
 def _slow_report(ctx: Ctx) -> dict | None:
-    slow = sorted(_WARN.findall(ctx.result("read_artifact", search="WARN") or ""), key=lambda w: -int(w[3]))
+    slow = sorted(WARN_LINE.findall(ctx.result("read_artifact", search="WARN") or ""), key=lambda w: -int(w[3]))
     if not slow:
         return None
     rows = [f"| {i} | {w[0]} | {w[1]} | {w[2]} | {w[3]} |" for i, w in enumerate(slow, 1)]
@@ -175,12 +172,18 @@ VERIFY = f"{PY} -m unittest -q"
 GEN_LOG = f"{PY} tools/gen_log.py"
 PLANS: dict[str, list[Step]] = {
     "fix": [
-        Step("list_dir", "Let me look at the workspace first.", {"path": "."}),
-        Step("read_file", "The shop totals live in inventory/stock.py; reading it.", {"path": "inventory/stock.py"}),
-        Step("grep", "Where is total_value used?", {"pattern": "total_value", "path": "."}),
-        Step("bash", "Building first: the build log is long, so it should become an artifact.", {"command": GEN_LOG}),
-        Step("bash", "Running the stock tests to see the failure.", {"command": TEST_FIRST}),
-        Step("edit_file", "total_value loops over items[1:], so it skips the first item. Fixing the loop.",
+        Step("list_dir", "Let me look at the workspace first: which packages, tests and tools exist, and whether "
+             "there is a project policy under .mx-claw/.", {"path": "."}),
+        Step("read_file", "The failing tests are about stock numbers, and those live in "
+             "inventory/stock.py; reading the whole module before touching anything.", {"path": "inventory/stock.py"}),
+        Step("grep", "total_value is the most likely suspect. Where is it used, so a change does not "
+             "break the report?", {"pattern": "total_value", "path": "."}),
+        Step("bash", "Building first to rule out an environment problem. The build log is "
+             "long, so it should come back as an artifact preview, not in full.", {"command": GEN_LOG}),
+        Step("bash", "Running the stock tests to see the exact failure and the expected "
+             "versus actual values.", {"command": TEST_FIRST}),
+        Step("edit_file", "The assertion says 101.75 != 155.75: exactly the first item's value (12 x 4.50 = 54.00) is "
+             "missing. total_value loops over items[1:], so it skips the first item. Fixing the loop.",
              _edit, {"path": "inventory/stock.py"}),
         Step("write_file", "The existing test only covers one shelf. Adding a small regression suite for "
              "total_value (empty shelf, one item, first item only, CJK names, cents) so this cannot come back.",
@@ -251,117 +254,3 @@ def choose(goal: str, users: int, done: list[Done], messages: list[dict]) -> tup
             return best, PLANS[best]
     name = ROTATION[(max(users, 1) - 1) % len(ROTATION)]
     return name, PLANS[name]
-
-
-def _count_lines(text: str | None, needle: str) -> int:
-    return sum(1 for line in (text or "").splitlines() if needle in line)
-
-
-def _stored(ctx: Ctx) -> str:
-    aid = ctx.artifact_id()
-    return f"stored as artifact {aid}" if aid else "shown in full (no artifact id visible)"
-
-
-def _answer_fix(ctx: Ctx) -> str:
-    before, after = ctx.result("bash", command=TEST_FIRST), ctx.result("bash", command=VERIFY)
-    edit = ctx.result("edit_file", path="inventory/stock.py")
-    grep_hits = max(0, len((ctx.result("grep", pattern="total_value", path=".") or "").splitlines()) - 1)
-    if before is not None and before.startswith("exit code 0"):
-        head = "The stock tests already pass, so there was nothing to fix."
-    elif after is not None and after.startswith("exit code 0"):
-        head = ("Fixed. `total_value` in inventory/stock.py looped over `items[1:]`, so the first item was never "
-                "counted (101.75 instead of 155.75 EUR for the test shelf). I changed the loop to "
-                "`for item in items:` and the verification command now passes.")
-    else:
-        head = "I could not get the tests to pass; the last run still fails (see below)."
-    return (f"{head}\n\nWhat I did: listed the workspace, read inventory/stock.py, found {grep_hits} lines "
-            f"mentioning total_value, ran the build (the long log was {_stored(ctx)}), ran the tests, edited the "
-            f"file ({(edit or 'no edit').splitlines()[0]}), added tests/test_regression.py "
-            f"({len(_SHELVES) + 1} cases: {', '.join(n for n, _, _ in _SHELVES)}, report total), re-ran the tests."
-            f"\n\nThe change:\n    - {BUG_LINE.strip()}\n    + {FIXED_LINE.strip()}\n\nTest run before the fix:\n"
-            f"{_tail(before)}\n\nAfter:\n{_tail(after, 4)}")
-
-
-def _answer_logs(ctx: Ctx) -> str:
-    errors = ctx.result("read_artifact", search="ERROR") or ctx.result("grep", pattern="ERROR")
-    slow = sorted(_WARN.findall(ctx.result("read_artifact", search="WARN") or ""), key=lambda w: -int(w[3]))
-    memory = ctx.result("read_file", path=".mx-claw/memory.md") or ""
-    known = " The project memory says these barcode-plugin errors are known and harmless." if "barcode" in memory \
-        else ""
-    slowest = (f"The slowest step was `{slow[0][1]}` of `{slow[0][2]}` at {slow[0][3]} ms ({slow[0][0]}); "
-               f"{len(slow)} steps took over 850 ms, the next ones: "
-               + ", ".join(f"{w[1]} {w[2]} {w[3]} ms" for w in slow[1:4]) + ".") if slow else \
-        "I could not see the WARN lines, so I cannot name the slowest step."
-    table = "\n".join(f"    {i:>2}. {w[1]:<8} {w[2]:<18} {w[3]} ms  at {w[0]}" for i, w in enumerate(slow[:10], 1))
-    if slow:
-        slowest += f"\n\nTop {min(10, len(slow))} slow steps (full table in {SLOW_REPORT}):\n{table}"
-    return (f"{slowest}\n\nThe build log was {_stored(ctx)}. It has {_count_lines(errors, 'Z ERROR ')} ERROR lines, "
-            f"all about the optional `barcode` plugin.{known}\n\nERROR lines:\n{_tail(errors, 6)}")
-
-
-def _answer_explore(ctx: Ctx) -> str:
-    defs = [line.split(":", 2)[-1].strip() for line in (ctx.result("grep", path="inventory") or "").splitlines()
-            if "def " in line]
-    listing = ctx.result("list_dir", path="inventory") or ""
-    return (f"`inventory` is a tiny stock-keeping library ({listing.splitlines()[0] if listing else 'not listed'})."
-            f" Functions: {'; '.join(defs) or 'none found'}. `report.render` prints one line per item, the total "
-            f"and the low-stock SKUs; tests run with `{VERIFY}`.")
-
-
-def _answer_review(ctx: Ctx) -> str:
-    source = ctx.result("read_file", path="inventory/stock.py") or ""
-    read = [str(d.args.get("path")) for d in ctx.done if d.name == "read_file" and d.result is not None]
-    note = ("`total_value` loops over `items[1:]` and skips the first item; `test_total_counts_every_item` "
-            "catches it. Ask me to fix the failing test.") if "items[1:]" in source else \
-        "I did not spot a bug in what I read."
-    return f"Reviewed {', '.join(read) or 'nothing (no file could be read)'}. {note}"
-
-
-def _answer_summary(ctx: Ctx) -> str:
-    """Recap from the whole request: edits and commands of earlier turns, or the summary's file list."""
-    edits, commands = [], []
-    for m in ctx.messages:
-        for tc in m.get("tool_calls") or []:
-            fn = tc.get("function") or {}
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except ValueError:
-                continue
-            if fn.get("name") in ("edit_file", "write_file") and args.get("path") not in edits:
-                edits.append(args.get("path"))
-            if fn.get("name") == "bash" and args.get("command") not in commands:
-                commands.append(args.get("command"))
-        text = m.get("content") if isinstance(m.get("content"), str) else ""
-        if m.get("role") == "system" and text.startswith("[compressed conversation context]"):
-            touched = re.search(r"Files and tools touched:\n((?:- .*\n?)+)", text)
-            for line in (touched.group(1).splitlines() if touched else []):
-                if line[2:] != "None recorded" and line[2:] not in edits:
-                    edits.append(line[2:])
-    verify = ctx.result("bash", command=VERIFY)
-    state = "pass" if verify and verify.startswith("exit code 0") else "do not pass" if verify else "were not re-run"
-    return (f"Changed: {', '.join(map(str, edits)) or 'no file edits visible in my context'}. Checked with: "
-            f"{'; '.join(f'`{c}`' for c in commands) or 'no commands visible'}. The tests {state} now "
-            f"({VERIFY}). Large outputs were {_stored(ctx)}.")
-
-
-_ANSWERS = {"fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore, "review": _answer_review,
-            "summary": _answer_summary}
-
-
-def final_answer(plan: str, ctx: Ctx) -> str:
-    """The turn's closing answer for `plan`, built from the visible results."""
-    return _ANSWERS[plan](ctx) + FOOTER
-
-
-def failure_answer(failure: Done, ctx: Ctx) -> str:
-    """Answer when a tool failed unexpectedly: say what failed and stop the turn."""
-    first = (failure.result or "").strip().splitlines()[0][:300]
-    hint = ""
-    if first.lower().startswith("permission denied") and failure.name == "bash":
-        hint = " Shell commands need approval: run the agent with approval='allow' or click Approve."
-    elif "no such" in first.lower():
-        hint = (" This workspace does not look like the demo's sample project; copy it with "
-                "mxclaw_nb.demo_model.copy_demo_workspace(path).")
-    args = ", ".join(f"{k}={v!r}" for k, v in failure.args.items())[:200]
-    return (f"The call {failure.name}({args}) failed: {first}.{hint} I stop this turn here rather than "
-            f"guess; {len(ctx.done)} tool call(s) were made.{FOOTER}")

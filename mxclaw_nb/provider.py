@@ -234,7 +234,9 @@ class OpenAIProvider:
                                                 {"id": None, "name": "", "arguments": []})
                         slot["id"] = tc.id or slot["id"]
                         if tc.function is not None:
-                            slot["name"] += tc.function.name or ""
+                            name = tc.function.name or ""
+                            if not slot["name"].endswith(name):  # some servers repeat the whole name
+                                slot["name"] += name
                             slot["arguments"].append(tc.function.arguments or "")
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
         if calls:

@@ -25,7 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mxclaw_nb import demo_model
-from mxclaw_nb.demo_model import DEMO_MODEL, Reply, ToolCall, estimate_message, message_text
+from mxclaw_nb.demo_model import DEMO_MODEL, Reply, ToolCall
+from mxclaw_nb.server_usage import _o200k, count_completion_tokens, count_prompt_tokens
 
 __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "Reply", "TestServer", "ToolCall", "count_completion_tokens",
            "count_prompt_tokens"]
@@ -46,71 +47,6 @@ class _Delay:
     seconds: float
 
 
-_exact_lock = threading.Lock()
-_exact_cache: list[Any] = []
-
-
-def _o200k() -> Any | None:
-    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else a private fallback."""
-    with _exact_lock:
-        if not _exact_cache:
-            _exact_cache.append(_load_o200k())
-        return _exact_cache[0]
-
-
-def _load_o200k() -> Any | None:
-    try:
-        from mxclaw_nb.tokenizers import exact_encoding
-
-        return exact_encoding("o200k_base")
-    except Exception:  # noqa: BLE001 - the shared adapter is optional; fall back to our own loader
-        pass
-    try:  # private fallback: bpe-openai ships tiktoken's rank files and the matching pattern/specials
-        import tiktoken
-        from bpe_openai import registry
-
-        return tiktoken.Encoding(**registry.o200k_base())
-    except Exception:  # noqa: BLE001 - no tokenizer data: the estimate serves
-        return None
-
-
-def count_prompt_tokens(messages: list[dict], counter: str = "auto") -> tuple[int, str]:
-    """Token count of request messages and the counter used ("o200k_base" or "estimate").
-
-    "o200k_base" follows OpenAI's published chat recipe: 4 framing tokens per message plus its content
-    and tool-call JSON, plus 3 reply-priming tokens. "estimate" is the C1 sum (no framing).
-    "auto" picks o200k_base when the offline encoding data is installed.
-    """
-    enc = _encoding_for(counter)
-    if enc is None:
-        return sum(estimate_message(m) for m in messages if isinstance(m, dict)), "estimate"
-    return 3 + sum(4 + _exact_message(m, enc) for m in messages if isinstance(m, dict)), "o200k_base"
-
-
-def count_completion_tokens(message: dict, counter: str = "auto") -> int:
-    """Tokens of a generated assistant message (text + tool-call JSON, no framing)."""
-    enc = _encoding_for(counter)
-    return estimate_message(message) if enc is None else _exact_message(message, enc)
-
-
-def _encoding_for(counter: str) -> Any | None:
-    if counter not in ("auto", "o200k_base", "estimate"):
-        raise ValueError(f"unknown usage counter {counter!r}; use 'auto', 'o200k_base' or 'estimate'")
-    enc = _o200k() if counter != "estimate" else None
-    if counter == "o200k_base" and enc is None:
-        raise ValueError("usage counter 'o200k_base' needs tiktoken and bpe-openai installed")
-    return enc
-
-
-def _exact_message(m: dict, enc: Any) -> int:
-    total = len(enc.encode_ordinary(message_text(m.get("content"))))
-    if isinstance(m.get("content"), list):
-        total += 2000 * sum(1 for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
-    if m.get("tool_calls"):
-        total += len(enc.encode_ordinary(json.dumps(m["tool_calls"], separators=(",", ":"), ensure_ascii=False)))
-    return total
-
-
 class TestServer:
     """OpenAI-compatible server on 127.0.0.1 in a daemon thread; use as a context manager or start()/close()."""
 
@@ -128,6 +64,7 @@ class TestServer:
         self.usage_counter = usage_counter
         self.usage_scale = 1.0
         self.stream_chunk_chars = 24  # text is streamed in pieces of about this size
+        self.stream_delay = 0.0  # seconds between streamed chunks (to watch, time out or interrupt a stream)
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._queue: deque[Reply | _Error | _Delay] = deque()
@@ -142,6 +79,7 @@ class TestServer:
         """Bind 127.0.0.1 (port 0 = a free port) and serve in a daemon thread."""
         if self._httpd is not None:
             return self
+        self._stop.clear()
         handler = type("_BoundHandler", (_Handler,), {"server_obj": self})
         self._httpd = _Server(("127.0.0.1", self._port), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -375,6 +313,9 @@ class _Handler(BaseHTTPRequestHandler):
             events.append({**base, "choices": [], "usage": srv.usage_for(body, reply)})
         try:
             for event in events:
+                if srv.stream_delay and not srv.wait(srv.stream_delay):
+                    self.close_connection = True  # closing: leave the stream unfinished
+                    return
                 self._write_chunk(b"data: " + json.dumps(event, ensure_ascii=False).encode() + b"\n\n")
             self._write_chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")

@@ -395,3 +395,18 @@ def test_copy_demo_workspace_gives_a_fresh_writable_project(tmp_path):
     assert proc.returncode == 1 and "101.75 != 155.75" in proc.stderr  # the real, shipped bug
     with pytest.raises(FileExistsError, match="not an empty folder"):
         copy_demo_workspace(ws)
+
+
+def test_stream_that_stalls_midway_times_out_and_streamed_text_arrives_live(test_server):
+    """A stream whose chunks stop coming ends with kind 'timeout'; a slow but steady stream is delivered."""
+    test_server.stream_delay = 0.05
+    test_server.enqueue_text("one two three four five six seven eight nine ten eleven twelve")
+    arrivals: list[float] = []
+    t0 = time.perf_counter()
+    c = provider(test_server).complete(USER, None, on_delta=lambda _: arrivals.append(time.perf_counter() - t0))
+    assert c.message["content"].endswith("twelve") and len(arrivals) >= 3
+    assert arrivals[-1] - arrivals[0] >= 0.05  # pieces arrived over time, not in one burst
+    test_server.stream_delay = 1.0
+    with pytest.raises(ProviderError) as err:
+        provider(test_server, timeout=0.3, max_retries=0).complete(USER, None)
+    assert err.value.kind == "timeout"

@@ -1,0 +1,110 @@
+"""Token counts the local server reports as usage: exact o200k_base when installed, else the C1 estimate.
+
+Why: token calibration (SPEC T2/T3, issue 9) learns from provider-reported `prompt_tokens`, so the
+offline demo and test server must report figures that behave like a real provider's. With the offline
+o200k_base encoding (tiktoken + the rank files shipped by bpe-openai) the count follows OpenAI's
+published chat recipe; without it the C1-style estimate serves. This is a small local re-statement of
+C1 on purpose: the server is a stand-in for a foreign provider and must not share the context
+engine's code it is used to test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from typing import Any
+
+__all__ = ["count_completion_tokens", "count_prompt_tokens", "estimate_message", "message_text"]
+
+_CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3200-\u33ff"
+                  "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
+                  "\U00020000-\U0003134f]")
+
+
+def message_text(content: object) -> str:
+    """Text of a message's content (string, or the text parts of a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def estimate_message(message: dict) -> int:
+    """C1-style estimate of one message (a local helper; the context engine owns the real one)."""
+    text = message_text(message.get("content"))
+    cjk = len(_CJK.findall(text))
+    tokens = cjk + math.ceil((len(text) - cjk) / 4)
+    content = message.get("content")
+    if isinstance(content, list):
+        tokens += 2000 * sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
+    if message.get("tool_calls"):
+        tokens += math.ceil(len(json.dumps(message["tool_calls"], separators=(",", ":"), ensure_ascii=False)) / 4)
+    return tokens
+
+
+_exact_lock = threading.Lock()
+_exact_cache: list[Any] = []
+
+
+def _o200k() -> Any | None:
+    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else a private fallback."""
+    with _exact_lock:
+        if not _exact_cache:
+            _exact_cache.append(_load_o200k())
+        return _exact_cache[0]
+
+
+def _load_o200k() -> Any | None:
+    try:
+        from mxclaw_nb.tokenizers import exact_encoding
+
+        return exact_encoding("o200k_base")
+    except Exception:  # noqa: BLE001 - the shared adapter is optional; fall back to our own loader
+        pass
+    try:  # private fallback: bpe-openai ships tiktoken's rank files and the matching pattern/specials
+        import tiktoken
+        from bpe_openai import registry
+
+        return tiktoken.Encoding(**registry.o200k_base())
+    except Exception:  # noqa: BLE001 - no tokenizer data: the estimate serves
+        return None
+
+
+def count_prompt_tokens(messages: list[dict], counter: str = "auto") -> tuple[int, str]:
+    """Token count of request messages and the counter used ("o200k_base" or "estimate").
+
+    "o200k_base" follows OpenAI's published chat recipe: 4 framing tokens per message plus its content
+    and tool-call JSON, plus 3 reply-priming tokens. "estimate" is the C1 sum (no framing).
+    "auto" picks o200k_base when the offline encoding data is installed.
+    """
+    enc = _encoding_for(counter)
+    if enc is None:
+        return sum(estimate_message(m) for m in messages if isinstance(m, dict)), "estimate"
+    return 3 + sum(4 + _exact_message(m, enc) for m in messages if isinstance(m, dict)), "o200k_base"
+
+
+def count_completion_tokens(message: dict, counter: str = "auto") -> int:
+    """Tokens of a generated assistant message (text + tool-call JSON, no framing)."""
+    enc = _encoding_for(counter)
+    return estimate_message(message) if enc is None else _exact_message(message, enc)
+
+
+def _encoding_for(counter: str) -> Any | None:
+    if counter not in ("auto", "o200k_base", "estimate"):
+        raise ValueError(f"unknown usage counter {counter!r}; use 'auto', 'o200k_base' or 'estimate'")
+    enc = _o200k() if counter != "estimate" else None
+    if counter == "o200k_base" and enc is None:
+        raise ValueError("usage counter 'o200k_base' needs tiktoken and bpe-openai installed")
+    return enc
+
+
+def _exact_message(m: dict, enc: Any) -> int:
+    total = len(enc.encode_ordinary(message_text(m.get("content"))))
+    if isinstance(m.get("content"), list):
+        total += 2000 * sum(1 for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
+    if m.get("tool_calls"):
+        total += len(enc.encode_ordinary(json.dumps(m["tool_calls"], separators=(",", ":"), ensure_ascii=False)))
+    return total
