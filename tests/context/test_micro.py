@@ -125,3 +125,13 @@ def test_c5_c7_placeholder_is_not_compacted_again_in_the_next_iteration() -> Non
     assert contents["a"] == "[old tool output compacted: 20000 characters]"
     assert contents["b"] == "[old tool output compacted: 20000 characters]"
     assert contents["c"] == "[old tool output compacted: 36000 characters]"
+
+
+def test_c5_n_is_the_length_of_the_text_that_is_sent() -> None:
+    """C5: N counts the characters the provider would have received (None parts send nothing, ints as text)."""
+    msgs = transcript([res("a", [None, "x" * 40_000, 7]), res("d", {"log": "y" * 40_000})])
+    view = build_and_check(msgs, policy_for(msgs, 12_000))
+    contents = {m["tool_call_id"]: m["content"] for m in view.messages if m["role"] == "tool"}
+    assert contents["a"] == "[old tool output compacted: 40001 characters]"
+    sent_text = '{"log": "' + "y" * 40_000 + '"}'  # dict content is sent as its JSON text
+    assert contents["d"] == f"[old tool output compacted: {len(sent_text)} characters]"

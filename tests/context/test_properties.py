@@ -1,0 +1,187 @@
+"""Hypothesis property tests of the DESIGN.md invariants over hundreds of random, partly broken transcripts.
+
+Transcripts mix well-formed call blocks with dangling calls, orphan and duplicate results, ids reused
+across turns, missing/unknown roles, non-dict entries, None content, odd content parts, CJK text,
+images, failure markers and stored-only fields. For each, `oracle.build_and_check` asserts: the input is
+never mutated; every tool message follows its call block and every call has exactly one result; only
+sendable keys; system messages survive the summary path; after_tokens <= threshold unless over_threshold
+has an allowed reason (or the stage is fallback); byte-identical output; under the threshold the view is
+the sanitised repaired transcript; and the stage reached is the first one the SPEC allows (C0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mxclaw_nb.context import (
+    ContextPolicy,
+    TokenCache,
+    build_request_view,
+    estimate_messages,
+    estimate_tokens,
+    repair_tool_call_transcript,
+)
+
+from .oracle import build_and_check, check_pairing, check_sent_shape
+
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                         HealthCheck.data_too_large])
+CJK = "你好世界修复测试漢字㐀𠀀ひらがなカタカナ안녕하세요。、ＡＢＣ"
+IDS = st.sampled_from(["a", "b", "c", "call_1", 7])
+
+short_text = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet=CJK + "abc \n", max_size=40),
+    st.sampled_from(["Tool failed: boom", "INVALID argument", "permission Denied", "forbidden command", "ok"]),
+)
+big_text = st.builds(lambda ch, n: ch * n, st.sampled_from(["x", "长", "é", "line\n"]), st.integers(0, 6_000))
+text = st.one_of(short_text, big_text)
+image = st.just({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
+part = st.one_of(st.builds(lambda t: {"type": "text", "text": t}, text), image, st.integers(), st.none(),
+                 st.builds(lambda t: {"text": t}, short_text), st.just({"type": "text", "text": None}))
+content = st.one_of(st.none(), text, st.lists(part, max_size=4), st.builds(lambda t: {"error": t}, text))
+args = st.one_of(st.just("{}"), st.just("{not json"), st.builds(
+    lambda p: json.dumps({"path": p}, ensure_ascii=False), st.sampled_from(["a.py", "目录/文件.py", ""])))
+call = st.one_of(
+    st.builds(lambda i, n, a: {"id": i, "type": "function", "function": {"name": n, "arguments": a}},
+              IDS, st.sampled_from(["edit_file", "write_file", "bash", "read_file"]), args),
+    st.builds(lambda n: {"function": {"name": n, "arguments": "{}"}}, st.sampled_from(["bash", "edit_file"])),
+    st.just("not a call"),
+)
+extras = st.fixed_dictionaries({}, optional={"reasoning": short_text, "is_error": st.booleans(),
+                                             "attachments": st.just([{"path": "a.png"}]), "name": st.just("n")})
+
+
+def with_extras(base: dict, more: dict) -> dict:
+    return {**base, **more}
+
+
+system = st.builds(lambda r, t: {"role": r, "content": t}, st.sampled_from(["system", "developer"]), text)
+user = st.builds(lambda c, e: with_extras({"role": "user", "content": c}, e), content, extras)
+assistant = st.builds(lambda c, calls, e: with_extras(
+    {"role": "assistant", "content": c, **({"tool_calls": calls} if calls else {})}, e),
+    content, st.lists(call, max_size=3), extras)
+tool = st.builds(lambda i, c, e: with_extras({"role": "tool", "tool_call_id": i, "content": c}, e),
+                 st.one_of(IDS, st.none()), content, extras)
+junk = st.one_of(st.just({"role": "robot", "content": "x"}), st.just({"content": "no role"}), st.none(),
+                 st.just("a string"), st.just({"role": None}))
+
+
+@st.composite
+def call_block(draw: st.DrawFn) -> list[dict]:
+    """An assistant call block whose results are shuffled, partly missing, duplicated or foreign."""
+    ids = draw(st.lists(IDS, min_size=1, max_size=3))
+    calls = [{"id": i, "type": "function", "function": {"name": draw(st.sampled_from(["edit_file", "bash"])),
+                                                        "arguments": draw(args)}} for i in ids]
+    msgs = [{"role": "assistant", "content": draw(st.one_of(st.none(), short_text)), "tool_calls": calls}]
+    result_ids = draw(st.lists(st.one_of(st.sampled_from(ids), IDS), max_size=4))
+    msgs += [{"role": "tool", "tool_call_id": i, "content": draw(text), **draw(extras)} for i in result_ids]
+    return msgs
+
+
+step = st.one_of(
+    st.builds(lambda m: [m], st.one_of(system, user, user, assistant, assistant, tool, junk)),
+    call_block(), call_block(),
+)
+transcripts = st.builds(lambda steps: [m for s in steps for m in s], st.lists(step, max_size=25))
+policies = st.builds(ContextPolicy, st.integers(50, 30_000), st.sampled_from([0.3, 0.5, 0.8, 0.95, 1.0]),
+                     st.integers(0, 4_000))
+
+
+def boom(old: list[dict]) -> str:
+    raise RuntimeError("compactor failed")
+
+
+def has_usable(messages: list) -> bool:
+    return bool(repair_tool_call_transcript(messages))
+
+
+@FAST
+@given(transcripts, policies, st.sampled_from([None, boom, lambda old: "custom summary 摘要"]))
+def test_invariants_hold_for_random_broken_transcripts(messages: list, policy: ContextPolicy, summarize) -> None:
+    """DESIGN invariants + C0 stage order on random partly broken transcripts, at random policies."""
+    if not has_usable(messages):
+        return  # covered by the ValueError test below
+    view = build_and_check(messages, policy, summarize)
+    if view.over_threshold:
+        assert view.stage in ("unchanged", "summary", "fallback")
+
+
+@settings(max_examples=100, deadline=None)
+@given(transcripts)
+def test_value_error_exactly_when_nothing_usable(messages: list) -> None:
+    """Bad input: ValueError only when repair leaves nothing to send."""
+    try:
+        build_request_view(messages, ContextPolicy(1_000, 0.8, 100))
+    except ValueError as exc:
+        assert not has_usable(messages) and "nothing to send" in str(exc)
+    else:
+        assert has_usable(messages)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(transcripts, policies, st.lists(st.one_of(user, assistant, tool, call_block().map(tuple)), max_size=5))
+def test_c7_iterations_keep_invariants_and_pin_earlier_system_messages(messages: list, policy: ContextPolicy,
+                                                                         appended: list) -> None:
+    """C7: the next iteration's input is the current view + new messages; invariants hold again and the
+    system messages of the first view (incl. a summary) are still sent, in order, unless C8 applies."""
+    if not has_usable(messages):
+        return
+    flat = [m for a in appended for m in (a if isinstance(a, tuple) else [a])]
+    first = build_request_view(messages, policy)
+    second = build_and_check(first.next_input(flat), policy)
+    if second.stage != "fallback":
+        pinned = [m for m in first.messages if m["role"] in ("system", "developer")]
+        sent = [m for m in second.messages if m["role"] in ("system", "developer")]
+        assert sent[: len(pinned)] == pinned
+
+
+@FAST
+@given(transcripts)
+def test_repair_is_idempotent_and_pairs_every_call(messages: list) -> None:
+    """C4: repaired output pairs every call; repairing again changes nothing."""
+    once = repair_tool_call_transcript(messages)
+    assert repair_tool_call_transcript(once) == once
+    view = build_request_view(once, ContextPolicy(10_000_000, 1.0, 0)) if once else None
+    if view is not None:
+        check_sent_shape(view.messages)
+        check_pairing(view.messages)
+        assert not view.repaired
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=CJK, max_size=60), st.text(alphabet="abcdefghij \n{}\"é😀", max_size=60), st.randoms())
+def test_c1_estimate_is_cjk_plus_quarter_of_the_rest(cjk: str, other: str, rnd) -> None:
+    """C1: any interleaving of CJK and other characters costs cjk + ceil(other / 4)."""
+    chars = list(cjk + other)
+    rnd.shuffle(chars)
+    assert estimate_tokens({"role": "user", "content": "".join(chars)}) == len(cjk) + math.ceil(len(other) / 4)
+
+
+@FAST
+@given(transcripts)
+def test_c1_request_estimate_is_additive(messages: list) -> None:
+    """C1: the request estimate is the sum of the per-message estimates."""
+    dicts = [m for m in messages if isinstance(m, dict)]
+    assert estimate_messages(dicts) == sum(estimate_tokens(m) for m in dicts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(transcripts, policies)
+def test_incremental_cache_gives_identical_views(messages: list, policy: ContextPolicy) -> None:
+    """Issue 2 item 4: growing a transcript one message at a time with one TokenCache = cold builds."""
+    cache = TokenCache()
+    grown: list = []
+    for m in messages:
+        grown.append(m)
+        if not has_usable(grown):
+            continue
+        warm = build_request_view(grown, policy, cache=cache)
+        cold = build_request_view(grown, policy)
+        assert json.dumps(warm.messages) == json.dumps(cold.messages)
+        assert (warm.stage, warm.before_tokens, warm.after_tokens) == (cold.stage, cold.before_tokens,
+                                                                       cold.after_tokens)
