@@ -329,3 +329,41 @@ def test_c10_live_turn_view_scripted_events(view):
     failed("some.future.event", {})
     assert "refused the key" in failed.to_html() and failed.status == "failed"
     assert "no model call yet" in failed.to_text()
+
+
+def test_c10_live_view_on_a_real_turn_agrees_with_the_stored_records(test_server, tmp_path):
+    """A real Agent turn (HTTP test server, DuckDB) drives LiveTurnView; the stored calls show the same tables."""
+    from mxclaw_nb import Agent
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.txt").write_text("x" * 6_000, encoding="utf-8")
+    for _ in range(4):
+        test_server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    test_server.enqueue_text("read it all")
+    agent = Agent(workspace=ws, db=str(tmp_path / "live.duckdb"), base_url=test_server.base_url, api_key="k",
+                  model="test-model", home=tmp_path / "home", approval="allow", context_window_tokens=4_000,
+                  keep_recent_tokens=1_000, counter="estimate")
+    live = LiveTurnView()
+    live.model_label = agent.label
+    stop = agent.subscribe(live.handle)
+    try:
+        result = agent.run("read big.txt four times")
+    finally:
+        stop()
+    assert result.status == "ok" and result.compactions
+    assert sum(line.startswith("→ read_file big.txt  ok · 6,000 chars") for line in live.log_lines()) == 4
+    compaction_lines = [line for line in live.log_lines() if line.startswith("⟳ context compacted before call")]
+    assert len(compaction_lines) == len(result.compactions)
+    assert live.text == "read it all" and live.status == f"done · {result.iterations} model calls"
+    assert sorted(live.calls) == list(range(1, result.iterations + 1))
+    stored = agent.store.requests(agent.session_id)
+    assert live.gauge.data.reported_prompt_tokens == stored.iloc[-1]["prompt_tokens_reported"]
+    for it, data in live.calls.items():
+        from_db = CompactionInspector.from_request(agent.store, agent.session_id, 1, it)
+        pd.testing.assert_frame_equal(CompactionInspector(data).before_df, from_db.before_df)
+        assert from_db.data.stage == data.stage and from_db.data.after_tokens == data.after_tokens
+    browser = SessionBrowser(agent.store)
+    browser.select(agent.session_id)
+    assert len(browser.timeline.compactions) == len(result.compactions)
+    assert browser.inspector.data.stage == result.compactions[-1]["stage"]
