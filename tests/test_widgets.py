@@ -8,6 +8,7 @@ on the article's worked example, a real tau-bench transcript and a real DuckDB s
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -367,3 +368,27 @@ def test_c10_live_view_on_a_real_turn_agrees_with_the_stored_records(test_server
     browser.select(agent.session_id)
     assert len(browser.timeline.compactions) == len(result.compactions)
     assert browser.inspector.data.stage == result.compactions[-1]["stage"]
+
+
+def test_n2_exported_notebook_shows_the_numbers_without_widget_state(tmp_path, monkeypatch):
+    """Executed with a real kernel and exported by nbconvert (no widget state saved), the outputs still show the
+    stage, tokens, table rows and summary through the widgets' text/html fallback."""
+    import nbclient
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from tests.browser.widgets_notebook import build_notebook, expected
+
+    repo = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p))
+    want = expected()
+    nb = build_notebook(str(tmp_path / "nb.duckdb"))
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+                            store_widget_state=False).execute()
+    html, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(nb))
+    assert "Stage: " in html and f"{want['after_tokens']:,} est." in html
+    assert f"showing 12 of {want['before_rows']:,} messages" in html and "Goals:" in html
+    assert "data:image/png;base64," in html and f"{want['calls']} model calls" in html
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    plain = "\n".join(o["data"].get("text/plain", "") for o in outputs if "data" in o)
+    assert "[ctx " in plain and f"Stage: {want['stage']}" in plain
