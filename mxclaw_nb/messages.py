@@ -44,10 +44,12 @@ def content_text(content: Any) -> str:
                 texts.append(part)
             elif isinstance(part, dict):
                 if part.get("type", "text") == "text":
-                    texts.append(str(part.get("text") or ""))
-            else:
+                    texts.append("" if part.get("text") is None else str(part["text"]))
+            elif part is not None:  # as `sanitize` sends it: a None part is empty text
                 texts.append(str(part))
         return "".join(texts)
+    if isinstance(content, dict):  # sent as JSON text by `sanitize`
+        return json.dumps(content, ensure_ascii=False, sort_keys=True)
     return str(content)
 
 
