@@ -133,6 +133,8 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert "Goals:" in html and "packages/storage/src/sqlite.ts" in html and "✖ failed" in html
     for action in set(insp.before_df["action"]) | set(insp.after_df["action"]):
         assert re.search(rf'background:{ACTION_COLORS[action]};[^>]*>{action}<', html)
+    styled = insp.styled("before").to_html()
+    assert f"background-color: {ACTION_COLORS['summarized']}" in styled
     insp.action_filter.value = "kept"
     assert set(insp.filtered("before")["action"]) == {"kept"}
     assert insp._before.value.count("<tr style") == len(insp.filtered("before"))
@@ -324,6 +326,9 @@ def test_c10_live_turn_view_scripted_events(view):
     text, html = live.to_text(), live.to_html()
     assert "failed (exit 1)" in text and f"· {second.stage}]" in text and text.endswith("修好了")
     assert "Goals:" in html and "18,440 chars" in html and STAGE_COLORS[second.stage] in html
+    live.handle("request.built", {"turn": 2, "iteration": 2, "view": second, "retry": True})
+    assert live.call_picker.options[-1][0].endswith("prompt-too-long retry")
+    assert "prompt-too-long retry" in live.inspector.header_html()
     failed = LiveTurnView()
     failed("turn.started", {"session_id": "s", "turn": 1})
     failed("turn.failed", {"error": "Provider at http://127.0.0.1:9/v1 refused the key (401)."})

@@ -129,6 +129,15 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
             df = df[df["action"] == self.action_filter.value]
         return df
 
+    def styled(self, which: str = "before") -> Any:
+        """The filtered DataFrame as a pandas Styler with the action colours (needs jinja2)."""
+        try:
+            import jinja2  # noqa: F401 - pandas' Styler needs it
+        except ImportError as exc:
+            raise ImportError("styled() needs jinja2 (pip install jinja2); the widget itself does not") from exc
+        df = self.filtered(which)
+        return df.style.map(lambda a: f"background-color: {color_of('action', a)}; color: white", subset=["action"])
+
     def header_html(self) -> str:
         """`Stage: summary  before 72,060 est. → after 17,391 est.  threshold 51,200  tail starts at #37`."""
         d, unit = self.data, counter_label(self.data.counter)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -115,6 +115,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.views[it] = view
         data = from_view(view, turn=opt_int(p.get("turn")) or self.turn, iteration=it,
                          calibrated_tokens=opt_int(p.get("counter_tokens")))
+        if p.get("retry"):  # C9: the same call resent with the fallback window
+            data = replace(data, retry=True)
         self.calls[it] = data
         self.gauge.update(data)
         self.call_picker.options = [(self._call_label(i), i) for i in sorted(self.calls)]
@@ -193,7 +195,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def _call_label(self, it: int) -> str:
         d = self.calls[it]
-        return f"call {it} · {d.stage} · {d.after_tokens:,} tokens"
+        retry = " · prompt-too-long retry" if d.retry else ""
+        return f"call {it} · {d.stage} · {d.after_tokens:,} tokens{retry}"
 
     def _add(self, line: LogLine) -> None:
         self.entries.append(line)
