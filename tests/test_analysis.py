@@ -265,3 +265,46 @@ def test_plots_draw_policies_in_the_widget_colours(monkeypatch: pytest.MonkeyPat
     assert stage_colors()["micro"].startswith("#")
     honesty = pd.DataFrame({"kind": ["json", "json", "prose"], "ratio": [0.6, 0.7, 1.1]})
     assert len(plot_estimate_error(honesty).get_axes()) == 1
+
+
+# --- replay reproduces the loop -------------------------------------------------------------------------------
+
+
+def test_replay_of_a_live_session_reproduces_every_stored_request(test_server, tmp_path: Path) -> None:
+    """C7 end to end: a real agent session (real HTTP, real DuckDB) compacts mid-turn; replaying its stored
+    transcript under the same policy gives the same stage and token figures for every model call."""
+    from mxclaw_nb import Agent
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.txt").write_text("x" * 6_000, encoding="utf-8")
+    for _ in range(4):
+        test_server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    test_server.enqueue_text("read it all")
+    test_server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    test_server.enqueue_text("and once more")
+    agent = Agent(workspace=ws, db=str(tmp_path / "live.duckdb"), base_url=test_server.base_url, api_key="k",
+                  model="test-model", home=tmp_path / "home", approval="allow", context_window_tokens=4_000,
+                  keep_recent_tokens=1_000, counter="estimate")
+    agent.run("read big.txt four times")
+    agent.run("read it again")
+    stored = agent.store.requests(agent.session_id).sort_values("seq")
+    df = replay(agent.session_id, agent.policy, store=agent.store)
+    assert len(df) == len(stored) == 7 and set(stored["stage"]) > {"unchanged"}
+    assert list(df["stage"]) == list(stored["stage"])
+    assert list(df["before_tokens"]) == list(stored["before_tokens"])
+    assert list(df["after_tokens"]) == list(stored["after_tokens"])
+    assert list(df["turn"]) == list(stored["turn"])
+
+
+def test_replay_fallback_when_the_summariser_fails_and_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    """C8 in replay: a summariser that raises gives fallback rows with dropped messages; compare over
+    20+ sessions shows a progress bar."""
+    def broken(_messages: list[dict]) -> str:
+        raise RuntimeError("boom")
+
+    df = replay(worked_example(), TIGHT, summarize=broken)
+    fallback = df[df["stage"] == "fallback"]
+    assert len(fallback) and (fallback["dropped"] > 0).all() and fallback["fact_survival"].notna().all()
+    compare([synthetic_transcript(12, seed=k) for k in range(20)], [{"window": 4_000}], progress=True)
+    assert "replay" in capsys.readouterr().err
