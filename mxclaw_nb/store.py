@@ -72,7 +72,7 @@ class Store(StoreReads):
         timeout: float = 30.0,
         idle_release: float = 3.0,
     ) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self.path = (Path(path).expanduser() if path is not None else default_db_path()).absolute()
         self._clock = clock or _utcnow
         if self.path.is_dir():
             raise StoreError(self.path, "is a folder, not a database file; give a file name inside it")

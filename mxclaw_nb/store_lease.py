@@ -6,8 +6,9 @@ keeps its connection open while it is busy (a *lease*) and gives it back when ei
 
 * it has been idle for `idle_release` seconds (so other programs, e.g. a duckdb shell, can open
   the file between turns), or
-* another mxclaw_nb process is waiting and this one has held the lease for at least `min_hold`
-  seconds (short slices keep two busy processes fair without paying the reopen cost every call).
+* another mxclaw_nb process is waiting and this one is idle (between an agent's write bursts, so
+  the waiter gets the file within ~10 ms), or has been busy for `max_hold` seconds (bulk writers
+  take turns in slices long enough to pay the ~25 ms close + reopen only now and then).
 
 Waiting is announced through two `filelock` files beside the database: a waiter first takes
 `<db>.queue.lock`, then waits for `<db>.lock`. The holder sees the queue lock taken and hands over;
@@ -62,12 +63,12 @@ class Lease:
         *,
         timeout: float = 30.0,
         idle_release: float = 3.0,
-        min_hold: float = 0.05,
+        max_hold: float = 0.25,
         poll: float = 0.005,
         on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
     ) -> None:
         self.path = path
-        self.timeout, self.idle_release, self.min_hold, self.poll = timeout, idle_release, min_hold, poll
+        self.timeout, self.idle_release, self.max_hold, self.poll = timeout, idle_release, max_hold, poll
         self._main = FileLock(f"{path}.lock", thread_local=False)
         self._queue = FileLock(f"{path}.queue.lock", thread_local=False)
         self._on_open = on_open
@@ -136,7 +137,7 @@ class Lease:
 
     def _should_yield(self) -> bool:
         now = time.monotonic()
-        if now - self._held_since < self.min_hold or now - self._last_check < self.poll:
+        if now - self._held_since < self.max_hold or now - self._last_check < self.poll:
             return False
         self._last_check = now
         return self._waiter_present()
@@ -205,7 +206,7 @@ class Lease:
     def _watch(self) -> None:
         # Background thread: returns the file when idle or when another process is waiting.
         while True:
-            time.sleep(max(self.poll * 4, 0.01))
+            time.sleep(max(self.poll * 2, 0.01))
             if not self._mu.acquire(blocking=False):
                 continue
             try:
@@ -214,7 +215,9 @@ class Lease:
                     return
                 idle = time.monotonic() - self._last_used
                 held = time.monotonic() - self._held_since
-                if idle >= self.idle_release or (held >= self.min_hold and self._waiter_present()):
+                # Idle means no call for two polls: a loop's burst of appends counts as one busy spell.
+                yielding = idle >= 2 * self.poll or held >= self.max_hold
+                if idle >= self.idle_release or (yielding and self._waiter_present()):
                     self._release()
             except Exception:  # noqa: BLE001 - a watcher must never crash the kernel
                 self._release(broken=True)
