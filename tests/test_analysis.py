@@ -23,7 +23,8 @@ from mxclaw_nb.analysis import (
     summarize_policies,
 )
 from mxclaw_nb.analysis.facts import Fact, number_tokens, path_tokens
-from mxclaw_nb.analysis.plots import plot_comparison, plot_estimate_error, stage_colors
+from mxclaw_nb.analysis.plots import comparison_widget, plot_comparison, plot_estimate_error, stage_colors, timeline
+from mxclaw_nb.analysis.replay import as_requests
 from mxclaw_nb.context import STAGES, ContextPolicy, build_request_view
 from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, synthetic_transcript, worked_example
 from mxclaw_nb.store import Store
@@ -265,6 +266,19 @@ def test_plots_draw_policies_in_the_widget_colours(monkeypatch: pytest.MonkeyPat
     assert stage_colors()["micro"].startswith("#")
     honesty = pd.DataFrame({"kind": ["json", "json", "prose"], "ratio": [0.6, 0.7, 1.1]})
     assert len(plot_estimate_error(honesty).get_axes()) == 1
+
+
+def test_replay_feeds_the_widgets_token_timeline() -> None:
+    """N2 reuse: a replayed session renders in the widgets' TokenTimeline with its compactions marked."""
+    df = compare({"ex": worked_example()}, [TIGHT, WORKED_EXAMPLE_POLICY], progress=False)
+    with pytest.raises(ValueError, match="one session and one policy"):
+        as_requests(df)
+    widget = timeline(df, policy="40k/0.8/8k")
+    one = df[df["policy"] == "40k/0.8/8k"]
+    assert len(widget.data) == len(one) and int(widget.data["compacted"].sum()) == int(one["compacted"].sum())
+    assert "replay of ex" in widget.to_text() and widget.png.startswith(b"\x89PNG")
+    box = comparison_widget(df)
+    assert "64k/0.8/8k" in box.children[2].value and box.children[1].value.startswith(b"\x89PNG")
 
 
 # --- replay reproduces the loop -------------------------------------------------------------------------------

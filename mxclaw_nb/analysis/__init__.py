@@ -13,12 +13,12 @@ from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, extract_facts, fact_survi
 from mxclaw_nb.analysis.honesty import content_kind, estimate_honesty, honesty_table, reported_honesty
 from mxclaw_nb.analysis.importers import Conversation, ImportReport, import_openai_jsonl, read_openai_jsonl
 from mxclaw_nb.analysis.policies import as_policy, policy_label
-from mxclaw_nb.analysis.replay import replay
+from mxclaw_nb.analysis.replay import as_requests, replay
 from mxclaw_nb.analysis.sources import conversations
 
 __all__ = [
-    "FACT_KINDS", "Conversation", "Fact", "ImportReport", "as_policy", "compare", "content_kind", "conversations",
-    "estimate_honesty", "extract_facts", "fact_survival", "honesty_table", "import_claude_code", "import_codex",
-    "import_openai_jsonl", "parse_claude_code", "parse_codex", "policy_label", "read_openai_jsonl", "replay",
-    "reported_honesty", "summarize_comparison", "summarize_policies",
+    "FACT_KINDS", "Conversation", "Fact", "ImportReport", "as_policy", "as_requests", "compare", "content_kind",
+    "conversations", "estimate_honesty", "extract_facts", "fact_survival", "honesty_table", "import_claude_code",
+    "import_codex", "import_openai_jsonl", "parse_claude_code", "parse_codex", "policy_label", "read_openai_jsonl",
+    "replay", "reported_honesty", "summarize_comparison", "summarize_policies",
 ]

@@ -240,3 +240,18 @@ def exact_o200k() -> Any:
     if counter is None:
         raise RuntimeError(f"exact=True needs o200k_base: {unavailable_reason('o200k_base')}")
     return counter
+
+
+def as_requests(df: pd.DataFrame, session_id: str | None = None) -> pd.DataFrame:
+    """Replay rows of one session in the shape of ``store.requests()`` (e.g. for ``widgets.TokenTimeline``)."""
+    if session_id is not None:
+        df = df[df["session_id"] == session_id]
+    if df["session_id"].nunique() > 1 or ("policy" in df and df["policy"].nunique() > 1):
+        raise ValueError("as_requests takes the rows of one session and one policy; filter the frame first")
+    out = pd.DataFrame({
+        "session_id": df["session_id"], "seq": df["call"] - 1, "turn": df["turn"], "iteration": None,
+        "counter": df["counter"], "estimate_tokens": df["after_tokens"], "before_tokens": df["before_tokens"],
+        "after_tokens": df["after_tokens"], "threshold": df["threshold"], "window_tokens": df["window"],
+        "stage": df["stage"], "summary": None, "retry": False,
+    })
+    return out.reset_index(drop=True)
