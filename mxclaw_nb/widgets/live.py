@@ -242,7 +242,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
                 items.append(f'<div style="color:{ln.color}">{esc(ln.text)}</div>')
         more = f'<div style="color:#777">showing {len(lines):,} of {len(self.entries):,} lines</div>' \
             if len(lines) < len(self.entries) else ""
-        return f'<div class="mx-live-log" style="{FONT}font-family:monospace">{more}{"".join(items)}</div>'
+        return (f'<div class="mx-live-log" style="{FONT}font-family:monospace;margin:4px 0">{more}{"".join(items)}'
+                '</div>')
 
     def _render_log(self) -> None:
         self._log.value = self._log_html()
@@ -250,7 +251,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _text_html(self) -> str:
         if not self.text:
             return ""
-        return f'<div class="mx-live-text" style="{FONT}white-space:pre-wrap">{esc(self.text)}</div>'
+        return f'<div class="mx-live-text" style="{FONT}white-space:pre-wrap;margin:4px 0">{esc(self.text)}</div>'
 
     def _render_text(self) -> None:
         self._text.value = self._text_html()

@@ -118,7 +118,7 @@ def html_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, total: 
     for i, row in enumerate(rows):
         color = row_colors[i] if i < len(row_colors) else "transparent"
         # Short columns never wrap; the last (the preview) wraps anywhere, so long unbroken runs stay in bounds.
-        cells = "".join(f'<td style="padding:1px 6px;border-bottom:1px solid #eee;'
+        cells = "".join(f'<td style="text-align:left;padding:1px 6px;border-bottom:1px solid #eee;'
                         f'{"overflow-wrap:anywhere" if j == len(row) - 1 else "white-space:nowrap"}">{c}</td>'
                         for j, c in enumerate(row))
         body.append(f'<tr style="box-shadow: inset 4px 0 0 {color}">{cells}</tr>')
@@ -126,7 +126,7 @@ def html_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, total: 
                    for c in columns)
     count = shown_count(len(body), total, noun)
     return (f'<div class="{cls}" style="{FONT}"><div class="mx-count" style="color:#555">{esc(count)}</div>'
-            f'<table style="border-collapse:collapse"><thead><tr>{head}</tr></thead>'
+            f'<table style="border-collapse:collapse;{FONT}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
