@@ -278,7 +278,7 @@ def test_replay_feeds_the_widgets_token_timeline() -> None:
     assert len(widget.data) == len(one) and int(widget.data["compacted"].sum()) == int(one["compacted"].sum())
     assert "replay of ex" in widget.to_text() and widget.png.startswith(b"\x89PNG")
     box = comparison_widget(df)
-    assert "64k/0.8/8k" in box.children[2].value and box.children[1].value.startswith(b"\x89PNG")
+    assert "64k/0.8/8k" in box.children[2].value and bytes(box.children[1].value).startswith(b"\x89PNG")
 
 
 # --- replay reproduces the loop -------------------------------------------------------------------------------
