@@ -3,11 +3,13 @@
 Why: the bash tool asks its approver and runs the command only on an explicit yes (a `None` answer
 means nobody could answer and the command is denied; the tools layer stores every decision as an
 `approval.decided` event). In a notebook the cell is still running while the agent waits, so the
-kernel cannot process button clicks on its own; `jupyter_ui_poll.ui_events` lets the running cell
-pump widget events until a button is pressed. A kernel driven headlessly (nbclient, papermill,
-nbconvert) sends `allow_stdin=False` and has no one to click, so it is denied at once rather than
-hanging; a frontend that shows buttons but nobody answers is denied after a timeout. Terminal
-IPython gets a text prompt.
+kernel cannot process button clicks on its own. `jupyter_ui_poll.ui_events` lets a running cell pump
+widget events, but it needs the kernel's `do_one_iteration` (ipykernel 6); ipykernel 7 dispatches
+messages on the blocked main loop instead, so clicks would never arrive. There the approver asks
+through the kernel's stdin channel (`input()`), which every interactive frontend shows as a text box.
+A kernel driven headlessly (nbclient, papermill, nbconvert) sends `allow_stdin=False` and has no one
+to answer, so it is denied at once rather than hanging; unanswered buttons are denied after a
+timeout. Terminal IPython gets the same text prompt.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ def has_frontend(shell: Any) -> bool:
     if kernel is not None:
         return bool(getattr(kernel, "_allow_stdin", False))
     return bool(sys.stdin and sys.stdin.isatty())
+
+
+def ui_poll_works(shell: Any) -> bool:
+    """True when jupyter_ui_poll can pump widget events in this kernel (it needs `do_one_iteration`)."""
+    return callable(getattr(getattr(shell, "kernel", None), "do_one_iteration", None))
 
 
 def text_approver(command: str) -> bool | None:
@@ -77,7 +84,7 @@ def make_approver(shell: Any, *, widgets: bool, timeout: float) -> Approver:
     def approve(command: str) -> bool | None:
         if not has_frontend(shell):
             return None
-        if getattr(shell, "kernel", None) is not None and widgets:
+        if widgets and ui_poll_works(shell):
             return button_approver(command, timeout)
         return text_approver(command)
 

@@ -124,3 +124,42 @@ def test_n1_kernel_usage_errors_are_one_line(tmp_path: Path) -> None:
         shown = "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stderr")
         assert shown.startswith("UsageError: ") and len(shown.strip().splitlines()) <= 3, cell.source
         assert "Traceback" not in shown and not any(o.output_type == "error" for o in cell.outputs)
+
+
+def test_n1_kernel_approval_asks_an_interactive_frontend(tmp_path: Path) -> None:
+    """approval=ask with a frontend that allows input: the command waits for the answer; decisions are stored."""
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=kernel_env(tmp_path / "ask.duckdb"), cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    prompts: list[str] = []
+    answers = iter(["y", "n"])
+    shown: list[str] = []
+
+    def on_input(msg: dict) -> None:
+        prompts.append(msg["content"]["prompt"])
+        kc.input(next(answers, "n"))
+
+    def on_output(msg: dict) -> None:
+        content = msg["content"]
+        shown.append(content.get("text") or content.get("data", {}).get("text/plain", ""))
+
+    try:
+        kc.wait_for_ready(timeout=CELL_TIMEOUT)
+        kc.execute_interactive("%load_ext mxclaw_nb", timeout=CELL_TIMEOUT)
+        reply = kc.execute_interactive("%%agent\nfix the failing tests", allow_stdin=True, stdin_hook=on_input,
+                                       output_hook=on_output, timeout=CELL_TIMEOUT)
+        assert reply["content"]["status"] == "ok"
+        shown.clear()
+        kc.execute_interactive("%agent sql SELECT json_extract_string(payload, '$.decision') AS d, "
+                               "json_extract_string(payload, '$.by') AS b FROM events "
+                               "WHERE type = 'approval.decided' ORDER BY seq", output_hook=on_output,
+                               timeout=CELL_TIMEOUT)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert len(prompts) == 2 and "python tools/gen_log.py" in prompts[0] and "Allow? [y/N]" in prompts[0]
+    table = "".join(shown)
+    assert "allow  user" in table and "deny  user" in table and "nobody" not in table
