@@ -80,9 +80,8 @@ class Store(StoreReads):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise translate(self.path, exc, "create the database folder") from exc
-        self._lease = Lease(
-            self.path, timeout=timeout, idle_release=idle_release, on_open=lambda c: migrate(c, self.path)
-        )
+        path = self.path  # not self: the lease (and its watcher thread) must not keep the Store alive
+        self._lease = Lease(path, timeout=timeout, idle_release=idle_release, on_open=lambda c: migrate(c, path))
         self._next: dict[tuple[str, str], int] = {}
         self._next_gen = -1
         self._known_sessions: set[str] = set()

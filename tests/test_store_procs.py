@@ -96,3 +96,13 @@ def test_s3_a_foreign_program_holding_the_file_gives_a_clear_error_then_waits(tm
     with Store(path, timeout=20) as s:  # waits until the holder lets go
         assert s.sessions().empty
     holder.wait(timeout=30)
+
+
+def test_s3_an_idle_holder_hands_the_file_over_when_another_process_asks(tmp_path: Path) -> None:
+    path = tmp_path / "handover.duckdb"
+    with Store(path, idle_release=600) as holder:  # would keep the file for 10 minutes if nobody asked
+        sid = holder.create_session()
+        child = facts(spawn("open", str(path)))
+        assert child[0]["ok"] and child[0]["seconds"] < 3.0
+        # The holder gets the file back transparently on its next call.
+        assert holder.append_message(sid, {"role": "user", "content": "still mine"}, turn=0) == 0

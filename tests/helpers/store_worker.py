@@ -64,8 +64,9 @@ def try_open(db: str, drop_to_uid: int | None = None) -> None:
         os.setgid(drop_to_uid)
         os.setuid(drop_to_uid)
     try:
+        started = time.perf_counter()
         Store(db).close()
-        say(ok=True)
+        say(ok=True, seconds=time.perf_counter() - started)
     except StoreError as exc:
         say(error=str(exc))
 
