@@ -16,7 +16,7 @@ import re
 import threading
 from typing import Any
 
-__all__ = ["count_completion_tokens", "count_prompt_tokens", "estimate_message", "message_text"]
+__all__ = ["count_completion_tokens", "count_prompt_tokens", "estimate_message", "message_text", "o200k_encoding"]
 
 _CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3200-\u33ff"
                   "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
@@ -49,7 +49,7 @@ _exact_lock = threading.Lock()
 _exact_cache: list[Any] = []
 
 
-def _o200k() -> Any | None:
+def o200k_encoding() -> Any | None:
     """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else a private fallback."""
     with _exact_lock:
         if not _exact_cache:
@@ -62,14 +62,14 @@ def _load_o200k() -> Any | None:
         from mxclaw_nb.tokenizers import exact_encoding
 
         return exact_encoding("o200k_base")
-    except Exception:  # noqa: BLE001 - the shared adapter is optional; fall back to our own loader
+    except Exception:  # the shared adapter is optional: use our own loader
         pass
     try:  # private fallback: bpe-openai ships tiktoken's rank files and the matching pattern/specials
         import tiktoken
         from bpe_openai import registry
 
         return tiktoken.Encoding(**registry.o200k_base())
-    except Exception:  # noqa: BLE001 - no tokenizer data: the estimate serves
+    except Exception:  # no tokenizer data: the estimate serves
         return None
 
 
@@ -95,7 +95,7 @@ def count_completion_tokens(message: dict, counter: str = "auto") -> int:
 def _encoding_for(counter: str) -> Any | None:
     if counter not in ("auto", "o200k_base", "estimate"):
         raise ValueError(f"unknown usage counter {counter!r}; use 'auto', 'o200k_base' or 'estimate'")
-    enc = _o200k() if counter != "estimate" else None
+    enc = o200k_encoding() if counter != "estimate" else None
     if counter == "o200k_base" and enc is None:
         raise ValueError("usage counter 'o200k_base' needs tiktoken and bpe-openai installed")
     return enc

@@ -6,9 +6,10 @@ This server speaks just enough of the Chat Completions API (`POST /v1/chat/compl
 streaming with a final usage chunk, `GET /v1/models`) on 127.0.0.1. Tests queue replies, tool calls,
 usage figures, delays and HTTP errors; `srv.requests` records exactly what was sent. With an empty
 queue the server answers "ok", or, in demo mode, asks `mxclaw_nb.demo_model` for the next step of its
-small coding-agent script. Reported usage is computed from the request when not scripted: an exact
-o200k_base count in OpenAI's chat framing when the offline encoding is available, else the C1-style
-estimate, times `usage_scale` (so token calibration, SPEC T2/T3, can be shown and tested offline).
+small coding-agent script. Reported usage is computed from the request when not scripted
+(`mxclaw_nb.server_usage`: an exact o200k_base count in OpenAI's chat framing when the offline encoding
+is available, else the C1-style estimate), times `usage_scale`, so token calibration (SPEC T2/T3) can be
+shown and tested offline.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from mxclaw_nb import demo_model
 from mxclaw_nb.demo_model import DEMO_MODEL, Reply, ToolCall
-from mxclaw_nb.server_usage import _o200k, count_completion_tokens, count_prompt_tokens
+from mxclaw_nb.server_usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
 
 __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "Reply", "TestServer", "ToolCall", "count_completion_tokens",
            "count_prompt_tokens"]
@@ -86,7 +87,7 @@ class TestServer:
                                         name=f"mxclaw-testserver:{self.port}", daemon=True)
         self._thread.start()
         if self.usage_counter != "estimate":  # load the tokenizer now, not during the first request
-            threading.Thread(target=_o200k, name="mxclaw-testserver-tokenizer", daemon=True).start()
+            threading.Thread(target=o200k_encoding, name="mxclaw-testserver-tokenizer", daemon=True).start()
         return self
 
     def close(self) -> None:
@@ -208,10 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the openai client reuses connections
     disable_nagle_algorithm = True  # small SSE writes must not wait for delayed ACKs
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logging
+    def log_message(self, format: str, *args: Any) -> None:  # silence per-request logging
         return
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:  # http.server naming
         if not self._authorized():
             return
         if self.path.rstrip("/") in ("/v1/models", "/models"):
@@ -221,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"Unknown path {self.path}", "not_found")
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:  # http.server naming
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if not self._authorized():
