@@ -189,6 +189,8 @@ class OpenAIProvider:
             raise ProviderError("not_found", f"No model is configured and the provider at {self.base_url} lists "
                                 "none. Set MXCLAW_MODEL (or pass model=...).", base_url=self.base_url)
         self.model = models[0]
+        if self.label.startswith("(server default model) @ "):
+            self.label = f"{self.model} @ {self.base_url}"
         return self.model
 
     def _plain(self, kwargs: dict[str, Any], start: float) -> Completion:

@@ -185,7 +185,9 @@ def test_unknown_model_and_server_down():
             provider(srv).complete(USER, None)
         assert err.value.kind == "not_found" and "test-model" in err.value.message
         auto = OpenAIProvider(base_url=srv.base_url, api_key=None, model="")
+        assert auto.label == f"(server default model) @ {srv.base_url}"
         assert auto.complete(USER, None).model == "llama3.1:8b" and auto.model == "llama3.1:8b"
+        assert auto.label == f"llama3.1:8b @ {srv.base_url}"
         url = srv.base_url
     with socket.socket() as s:  # nothing listens on the old port any more
         assert s.connect_ex(("127.0.0.1", int(url.split(":")[2].split("/")[0]))) != 0
