@@ -202,7 +202,7 @@ class OpenAIProvider:
             message["tool_calls"] = [{"id": tc.id, "type": "function", "function": {
                 "name": tc.function.name, "arguments": tc.function.arguments}} for tc in msg.tool_calls]
         reasoning = msg and (getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None))
-        if reasoning:
+        if isinstance(reasoning, str) and reasoning:
             message["reasoning"] = reasoning
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else None
         return Completion(message, usage, choice.finish_reason if choice else None,
