@@ -362,3 +362,33 @@ def test_n1_headless_approval_denies_and_is_stored(ip: InteractiveShell) -> None
     assert "✗ denied by nobody: python tools/gen_log.py" in cap.stdout
     events = magics(ip).store().events(magics(ip).get_agent().session_id, "approval.decided")
     assert len(events) >= 1 and events["payload"].str.contains('"by": "nobody"').all()
+
+
+def test_n1_storage_error_is_one_paragraph(ip: InteractiveShell, tmp_path: Path) -> None:
+    """S1/N1: a database path that cannot be used prints the store's paragraph (path + remedy), no traceback."""
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    ip.run_line_magic("config", f"AgentMagics.db = {str(folder)!r}")
+    with capture_output() as cap:
+        result = ip.run_cell("%agent sessions")
+    assert result.error_in_exec is None
+    err = cap.stderr.strip()
+    assert err.startswith(str(folder)) and "is a folder, not a database file" in err
+    assert "\n" not in err and "Traceback" not in err
+
+
+def test_n1_docs_cover_every_command_and_setting() -> None:
+    """docs/magics.md (pasted into the README) documents every command, option and setting."""
+    from mxclaw_nb.magics import CONFIG_KEYS
+    from mxclaw_nb.magics_commands import _parser
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "magics.md").read_text(encoding="utf-8")
+    for name, command in COMMANDS.items():
+        assert f"`%agent {name}" in doc, name
+        for action in _parser(name, command)._actions:
+            for flag in action.option_strings:
+                assert flag in ("-h", "--help") or flag in doc, (name, flag)
+    for key in CONFIG_KEYS:
+        assert f"| `{key}` |" in doc, key
+    for option in ("--new", "--dry-run", "--image"):
+        assert option in doc
