@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mxclaw_nb.analysis import (
     as_policy,
@@ -322,3 +324,34 @@ def test_replay_fallback_when_the_summariser_fails_and_progress_bar(capsys: pyte
     assert len(fallback) and (fallback["dropped"] > 0).all() and fallback["fact_survival"].notna().all()
     compare([synthetic_transcript(12, seed=k) for k in range(20)], [{"window": 4_000}], progress=True)
     assert "replay" in capsys.readouterr().err
+
+
+def test_compare_reads_sessions_from_a_store(tmp_path: Path) -> None:
+    """S4: a whole store, a list of session ids or the sessions DataFrame are all valid inputs."""
+    data = Path(__file__).parent / "data" / "openai_mixed.jsonl"
+    with Store(tmp_path / "c.duckdb") as store:
+        ids = import_openai_jsonl(store, data, progress=False).sessions
+        whole = compare(store, [{"window": 1_000, "keep_recent": 50}], progress=False)
+        by_ids = compare(ids[:2], [{"window": 1_000, "keep_recent": 50}], store=store, progress=False)
+        by_frame = compare(store.sessions(), [{"window": 1_000, "keep_recent": 50}], store=store, progress=False)
+    assert set(whole["session_id"]) == set(ids) == set(by_frame["session_id"])
+    assert set(by_ids["session_id"]) == set(ids[:2])
+    with pytest.raises(FileNotFoundError, match="no such transcript file"):
+        compare(tmp_path / "missing.jsonl", [{"window": 1_000}], progress=False)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 120), seed=st.integers(0, 50), window=st.integers(2_000, 40_000),
+       tail=st.integers(0, 8_000))
+def test_replay_invariants_hold_for_any_policy(n: int, seed: int, window: int, tail: int) -> None:
+    """Property: every transcript message is accounted for once per call; placeholders never grow a view
+    (a C6 summary can, when little is summarised); under the threshold the view is the transcript (C2, C7)."""
+    msgs = synthetic_transcript(n, seed=seed)
+    df = replay(msgs, {"window": window, "keep_recent": tail})
+    assert (df[["kept", "placeholder", "summarized", "dropped"]].sum(axis=1) == df["n_messages"]).all()
+    not_summary = df[df["stage"].isin(["unchanged", "micro"])]
+    assert (not_summary["after_tokens"] <= not_summary["before_tokens"]).all()
+    fresh = df[df["rebuilt"] & (df["full_tokens"] <= df["threshold"])]
+    assert (fresh["stage"] == "unchanged").all() and (fresh["kept"] == fresh["n_messages"]).all()
+    survival = df["fact_survival"].dropna()
+    assert ((survival >= 0) & (survival <= 1)).all()
