@@ -163,3 +163,57 @@ def test_n1_kernel_approval_asks_an_interactive_frontend(tmp_path: Path) -> None
     assert len(prompts) == 2 and "python tools/gen_log.py" in prompts[0] and "Allow? [y/N]" in prompts[0]
     table = "".join(shown)
     assert "allow  user" in table and "deny  user" in table and "nobody" not in table
+
+
+def test_n1_kernel_interrupt_stops_the_turn_cleanly(tmp_path: Path) -> None:
+    """L4/N1: interrupting the kernel during a slow model call prints one line; what was stored stays."""
+    from jupyter_client import KernelManager
+
+    with TestServer() as srv:
+        srv.enqueue_delay(20)
+        srv.enqueue_text("too late")
+        srv.enqueue_text("after the interrupt")
+        env = kernel_env(tmp_path / "interrupt.duckdb", OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="sk-any",
+                         MXCLAW_MODEL="test-model")
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(env=env, cwd=str(tmp_path))
+        kc = km.client()
+        kc.start_channels()
+        shown: list[str] = []
+
+        def on_output(msg: dict) -> None:
+            content = msg["content"]
+            shown.append(content.get("text") or content.get("data", {}).get("text/plain", ""))
+
+        try:
+            kc.wait_for_ready(timeout=CELL_TIMEOUT)
+            kc.execute_interactive("%load_ext mxclaw_nb\n%config AgentMagics.widgets = False", timeout=CELL_TIMEOUT)
+            msg_id = kc.execute("%agent a slow question")
+            deadline = time.monotonic() + 15
+            while not srv.requests and time.monotonic() < deadline:  # the model call is in flight
+                time.sleep(0.05)
+            started = time.monotonic()
+            km.interrupt_kernel()
+            reply = kc.get_shell_msg(timeout=CELL_TIMEOUT)
+            while reply["parent_header"].get("msg_id") != msg_id:
+                reply = kc.get_shell_msg(timeout=CELL_TIMEOUT)
+            stopped_after = time.monotonic() - started
+            while True:  # drain the cell's outputs
+                msg = kc.get_iopub_msg(timeout=CELL_TIMEOUT)
+                if msg["msg_type"] in ("stream", "display_data", "update_display_data"):
+                    on_output(msg)
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" \
+                        and msg["parent_header"].get("msg_id") == msg_id:
+                    break
+            interrupted = "".join(shown)
+            shown.clear()
+            kc.execute_interactive("%agent sql SELECT role, content FROM messages WHERE role = 'user'",
+                                   output_hook=on_output, timeout=CELL_TIMEOUT)
+            stored = "".join(shown)
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok" and stopped_after < 10
+    assert "Interrupted. Everything done so far is stored (session " in interrupted
+    assert "Traceback" not in interrupted and "(interrupted)" in interrupted
+    assert "a slow question" in stored
