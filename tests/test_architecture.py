@@ -1,0 +1,155 @@
+"""DESIGN "Layout and boundaries": the import direction, checked with `ast` over the modules that exist.
+
+Why: the context engine is replayed over thousands of stored sessions and used from any notebook, so it
+must stay pure (standard library only); adapters (store, provider, tools) must not pull in the UI or the
+loop; and nothing but the magics (and users' notebooks) may import the UI, so the engine and the store
+work headless. Every import statement is read — module level and inside functions — so a lazy import
+cannot slip a dependency in unnoticed.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mxclaw_nb"
+SKIP_PARTS = {"demo_workspace"}  # the demo project the agent edits, not part of the product's code
+UI_PREFIXES = ("mxclaw_nb.widgets", "mxclaw_nb.magics")
+UI_LIBRARIES = ("IPython", "ipywidgets")
+# Documented exceptions: (importing module, imported module), all lazy (inside a function).
+# - the package's IPython extension hook delegates to the magics (DESIGN: __init__ holds load_ipython_extension);
+# - analysis.plots builds an optional widget on request (reported to the lead: move to widgets/ or magics).
+ALLOWED_LAZY_UI = {
+    ("mxclaw_nb", "mxclaw_nb.magics"),
+    ("mxclaw_nb.analysis.plots", "mxclaw_nb.widgets.style"),
+    ("mxclaw_nb.analysis.plots", "mxclaw_nb.widgets.timeline"),
+    ("mxclaw_nb.analysis.plots", "ipywidgets"),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # importing module, dotted
+    target: str  # imported module, dotted and resolved
+    lazy: bool  # inside a function
+    line: int
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_package_module(dotted: str) -> bool:
+    rel = Path(*dotted.split("."))
+    return (PACKAGE.parent / rel).with_suffix(".py").is_file() or (PACKAGE.parent / rel / "__init__.py").is_file()
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every import in a file, relative ones resolved, `from pkg import mod` resolved to `pkg.mod`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    lazy_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for n in ast.walk(f)}
+    out: list[Import] = []
+    for node in ast.walk(tree):
+        lazy = id(node) in lazy_nodes
+        if isinstance(node, ast.Import):
+            out += [Import(me, a.name, lazy, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                target = candidate if source.startswith("mxclaw_nb") and is_package_module(candidate) else source
+                out.append(Import(me, target, lazy, node.lineno))
+    return out
+
+
+def product_files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if not SKIP_PARTS & set(p.parts))
+
+
+def all_imports() -> list[Import]:
+    return [imp for path in product_files() for imp in imports_of(path)]
+
+
+def within(target: str, prefixes: tuple[str, ...]) -> bool:
+    return any(target == p or target.startswith(p + ".") for p in prefixes)
+
+
+def is_ui_module(name: str) -> bool:
+    return within(name, ("mxclaw_nb.widgets",)) or name.startswith("mxclaw_nb.magics")
+
+
+def test_the_walker_sees_the_package() -> None:
+    """Guard: the checks below look at real files (a broken walker would make them vacuous)."""
+    names = {module_name(p) for p in product_files()}
+    assert {"mxclaw_nb.context.pipeline", "mxclaw_nb.messages"} <= names
+    pipeline = [i.target for i in imports_of(PACKAGE / "context" / "pipeline.py")]
+    assert "mxclaw_nb.context.repair" in pipeline and "mxclaw_nb.messages" in pipeline
+
+
+def test_context_and_messages_import_only_the_standard_library_and_themselves() -> None:
+    """DESIGN: context/ is PURE (stdlib only, no I/O libraries, no pandas/IPython); messages.py likewise."""
+    core = [i for i in all_imports() if within(i.module, ("mxclaw_nb.context", "mxclaw_nb.messages"))]
+    assert core
+    bad = [i for i in core if not (within(i.target, ("mxclaw_nb.context", "mxclaw_nb.messages", "__future__"))
+                                   or i.target.split(".")[0] in sys.stdlib_module_names)]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
+def test_core_does_not_do_io_or_read_the_clock() -> None:
+    """DESIGN: the context engine has no clock and no I/O (pure functions: messages in, view out)."""
+    forbidden = ("os", "io", "pathlib", "time", "datetime", "socket", "subprocess", "random", "sqlite3", "shutil",
+                 "tempfile", "urllib", "http", "threading", "logging")
+    core = [i for i in all_imports() if within(i.module, ("mxclaw_nb.context", "mxclaw_nb.messages"))]
+    bad = [i for i in core if i.target.split(".")[0] in forbidden]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
+def adapter(name: str) -> bool:
+    return name.startswith(("mxclaw_nb.store", "mxclaw_nb.provider")) or within(name, ("mxclaw_nb.tools",))
+
+
+def test_adapters_do_not_import_ui_or_the_loop() -> None:
+    """DESIGN: adapters (store, provider, tools) import the core only: never widgets, magics, IPython, the loop."""
+    found = [i for i in all_imports() if adapter(i.module)]
+    assert found, "no adapter modules found"
+    bad = [i for i in found if is_ui_module(i.target) or within(i.target, UI_LIBRARIES)
+           or within(i.target, ("mxclaw_nb.loop", "mxclaw_nb.agent"))]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
+def test_nothing_imports_the_ui_except_the_ui() -> None:
+    """DESIGN: UI (widgets, magics) may import anything; nothing imports UI (users' notebooks aside)."""
+    bad = []
+    for i in all_imports():
+        if is_ui_module(i.module) or not (is_ui_module(i.target) or within(i.target, UI_LIBRARIES)):
+            continue
+        if i.lazy and (i.module, i.target) in ALLOWED_LAZY_UI:
+            continue
+        bad.append(f"{i.module}:{i.line} imports {i.target}{' (lazily)' if i.lazy else ''}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(("module", "target"), sorted(ALLOWED_LAZY_UI))
+def test_documented_exceptions_are_still_real_and_lazy(module: str, target: str) -> None:
+    """Each allowed exception must still exist and stay inside a function (stale entries fail)."""
+    matches = [i for i in all_imports() if i.module == module and i.target == target]
+    assert matches, f"{module} no longer imports {target}: remove it from ALLOWED_LAZY_UI"
+    assert all(i.lazy for i in matches), f"{module} imports {target} at module level"
+
+
+def test_only_magics_import_ipython() -> None:
+    """DESIGN: magics is the only module importing IPython (widgets use ipywidgets, never IPython directly)."""
+    bad = [i for i in all_imports() if within(i.target, ("IPython",)) and not i.module.startswith("mxclaw_nb.magics")]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
