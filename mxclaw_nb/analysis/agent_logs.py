@@ -25,7 +25,7 @@ Errors = list[tuple[int, str]]
 
 def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
     """(line_no, parsed object or None, error) for each non-blank line."""
-    with file.open(encoding="utf-8", errors="replace") as handle:
+    with file.open(encoding="utf-8-sig", errors="replace") as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue

@@ -118,7 +118,7 @@ def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]],
     if not file.is_file():
         raise FileNotFoundError(f"no such transcript file: {file}")
     good, bad = [], []
-    with file.open(encoding="utf-8", errors="replace") as handle:
+    with file.open(encoding="utf-8-sig", errors="replace") as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
