@@ -16,6 +16,7 @@ same file twice imports nothing new (the second run reports the sessions as skip
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -161,6 +162,12 @@ def _bar(items: Iterable[Any], total: int, desc: str, progress: bool) -> Iterato
     yield from tqdm(items, total=total, desc=desc, unit="conv")
 
 
+def _batch(store: Any) -> Any:
+    """The store's one-transaction batch when it has one (``Store.batch``), else a no-op context."""
+    batch = getattr(store, "batch", None)
+    return batch() if callable(batch) else contextlib.nullcontext()
+
+
 def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
                         *, progress: bool = True) -> ImportReport:
     """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped."""
@@ -176,10 +183,11 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
         if conv.meta:
             meta["meta"] = conv.meta
         try:
-            store.create_session(workspace=conv.workspace, model=conv.model, source=source,
-                                 title=conv.title or conv.id, meta=meta, session_id=sid)
-            for turn, iteration, run in turn_plan(conv.messages):
-                store.append_messages(sid, run, turn=turn, iteration=iteration)
+            with _batch(store):  # one transaction per conversation: imported whole or not at all
+                store.create_session(workspace=conv.workspace, model=conv.model, source=source,
+                                     title=conv.title or conv.id, meta=meta, session_id=sid)
+                for turn, iteration, run in turn_plan(conv.messages):
+                    store.append_messages(sid, run, turn=turn, iteration=iteration)
         except (StoreError, ValueError) as exc:
             report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
             continue
