@@ -203,5 +203,6 @@ def test_demo_server_is_labelled_and_streams_demo_text(demo_server):
     text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-2] if e["choices"])
     assert events[0]["model"] == "mxclaw-demo"
     assert text.startswith("[demo model]")
+    assert sum(1 for e in events[:-2] if e["choices"] and e["choices"][0]["delta"].get("content")) >= 3
     calls = [tc for e in events[:-2] for tc in e["choices"][0]["delta"].get("tool_calls") or []]
     assert calls[0]["function"]["name"] == "list_dir"
