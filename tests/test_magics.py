@@ -392,3 +392,26 @@ def test_n1_docs_cover_every_command_and_setting() -> None:
         assert f"| `{key}` |" in doc, key
     for option in ("--new", "--dry-run", "--image"):
         assert option in doc
+
+
+def test_c10_compaction_notice_in_the_live_log(ip: InteractiveShell) -> None:
+    """C10/N1: each compaction appears in the live log as it happens, with stage and before -> after tokens."""
+    import json
+
+    ip.run_line_magic("agent", "config approval=allow context_window_tokens=6000 keep_recent_tokens=1500")
+    with capture_output() as cap:
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    m = magics(ip)
+    events = m.store().events(m.get_agent().session_id, "context.compacted")
+    assert len(events) >= 1
+    for payload in events["payload"].map(json.loads):
+        unit = "est." if payload["tokens_are"] == "estimates" else payload["tokens_are"]
+        line = (f"⟳ context compacted before call {{}}: {payload['stage']} · {payload['before_tokens']:,} → "
+                f"{payload['after_tokens']:,} {unit} tokens")
+        assert any(line.format(i) in cap.stdout for i in range(1, 21)), line
+    assert cap.stdout.count("⟳ context compacted") == len(events)
+    log = LiveLog("x", "s")
+    for payload in events["payload"].map(json.loads):
+        log.handle("context.compacted", {**payload, "iteration": 3})
+    html = log.to_html()
+    assert html.count("<details>") == len(events) and "[microcompaction]" in html and "mx-chip" in html
