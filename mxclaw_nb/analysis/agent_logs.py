@@ -13,6 +13,7 @@ Lines the parser does not understand are reported by number; lines that carry no
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from mxclaw_nb.analysis.importers import Conversation, ImportReport, write_conversations
 
 Errors = list[tuple[int, str]]
+_EXIT_RE = re.compile(r"\s*(?:Exit code|Process exited with code):?\s*(-?\d+)")
 
 
 def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
@@ -156,8 +158,9 @@ def _codex_output(raw: Any) -> tuple[str, bool]:
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     try:
         parsed = json.loads(text)
-    except ValueError:
-        return text, False
+    except ValueError:  # newer CLIs send plain text that starts with the exit code
+        code = _EXIT_RE.match(text)
+        return text, bool(code and code.group(1) != "0")
     if isinstance(parsed, dict) and "output" in parsed:
         code = (parsed.get("metadata") or {}).get("exit_code") if isinstance(parsed.get("metadata"), dict) else None
         return str(parsed.get("output") or ""), code not in (None, 0)
