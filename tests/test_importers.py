@@ -148,3 +148,20 @@ def test_shared_swe_agent_transcripts_import_unrepaired(store: Store) -> None:
     assert report.messages == sum(len(c.messages) for _, c in good)
     for sid, (_, conv) in zip(report.sessions, good, strict=True):
         assert store.load_transcript(sid) == conv.messages
+
+
+def test_codex_plain_text_exec_output_and_old_layout(tmp_path: Path) -> None:
+    """Old rollouts (first line with instructions, bare items) and plain-text outputs with an exit code."""
+    lines = [
+        {"id": "old-1", "timestamp": "2025-05-01T10:00:00Z", "instructions": "Be brief."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run the tests"}]},
+        {"type": "function_call", "name": "shell", "arguments": '{"command": ["pytest"]}', "call_id": "c1"},
+        {"record_type": "state"},
+        {"type": "function_call_output", "call_id": "c1", "output": "Exit code: 2\nOutput:\nerrors during collection"},
+    ]
+    path = tmp_path / "rollout-old.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    conv, errors = parse_codex(path)
+    assert errors == [] and conv is not None and conv.id == "old-1"
+    assert [m["role"] for m in conv.messages] == ["system", "user", "assistant", "tool"]
+    assert conv.messages[0]["content"] == "Be brief." and conv.messages[3]["is_error"] is True
