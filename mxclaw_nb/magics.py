@@ -185,6 +185,7 @@ class AgentMagics(Magics, Configurable):
         unsubscribe = [agent.subscribe(self._remember), agent.subscribe(log.handle)]
         if widget is not None:
             unsubscribe.append(agent.subscribe(widget.handle))
+        self.last_result = None
         try:
             self.last_result = agent.run(prompt, images=images or None)
         except KeyboardInterrupt:

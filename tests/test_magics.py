@@ -415,3 +415,15 @@ def test_c10_compaction_notice_in_the_live_log(ip: InteractiveShell) -> None:
         log.handle("context.compacted", {**payload, "iteration": 3})
     html = log.to_html()
     assert html.count("<details>") == len(events) and "[microcompaction]" in html and "mx-chip" in html
+
+
+def test_n1_live_off_prints_only_the_answer(ip: InteractiveShell, server: TestServer) -> None:
+    """live=False: no log, just the final answer; a failed turn prints no stale answer."""
+    ip.run_line_magic("agent", "config live=False")
+    server.enqueue_text("just the answer")
+    _, cap = agent(ip, "quiet please")
+    assert cap.stdout == "just the answer\n"
+    server.enqueue_error(400, "bad request for this test")
+    _, cap = agent(ip, "fail please")
+    assert cap.stdout == "" and "rejected the request (400)" in cap.stderr
+    assert magics(ip).last_result is None
