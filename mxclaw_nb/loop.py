@@ -103,8 +103,9 @@ def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any],
         ctx.store.append_event(session_id, kind, payload, turn=turn, iteration=iteration)
 
 
-def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, *, usage: Any = None,
-                    latency_ms: float | None = None, error: str | None = None, retry: bool = False) -> dict[str, Any]:
+def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, seqs: list[int | None], *,
+                    usage: Any = None, latency_ms: float | None = None, error: str | None = None,
+                    retry: bool = False) -> dict[str, Any]:
     calibrated = view.after_tokens if view.counter != "estimate" else None
     return {
         "turn": turn, "iteration": iteration, "model": provider.model, "base_url": provider.base_url,
@@ -115,17 +116,21 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
         "latency_ms": latency_ms, "error": error, "summary": view.summary,
         "provenance": view.provenance.to_records(), "retry": retry,
+        # kept in `extra`: where the safe tail started, and the transcript seq of each input position, so a
+        # stored provenance row can be resolved to its stored message even after compaction inside a turn.
+        "tail_start": view.tail_start, "input_seqs": seqs,
     }
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
     """L1: store the user message, then model call -> store -> tools -> store until an answer."""
     transcript = ctx.store.load_transcript(session_id)
-    ctx.store.append_message(session_id, user_message, turn=turn)
+    user_seq = ctx.store.append_message(session_id, user_message, turn=turn)
     started = {"session_id": session_id, "prompt": user_message.get("content")}
     _emit(ctx, session_id, "turn.started", started, turn, None)
     result = TurnResult(session_id, turn, "", "ok", 0)
     view_input: list[Message] = [*transcript, user_message]
+    seqs: list[int | None] = [*range(len(transcript)), user_seq]  # transcript seq of each input position
     try:
         while True:
             if result.iterations >= ctx.max_iterations:
@@ -136,16 +141,21 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 break
             result.iterations += 1
             it = result.iterations
-            view, completion = _call_model(ctx, session_id, view_input, turn, it, result)
+            view, completion = _call_model(ctx, session_id, view_input, seqs, turn, it, result)
             assistant = dict(completion.message)
             assistant.setdefault("role", "assistant")
-            ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)
+            new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
             calls = assistant.get("tool_calls") or []
             if not calls:
                 result.text = assistant.get("content") or ""
                 break
-            appended = [assistant] + [_run_tool(ctx, session_id, call, turn, it) for call in calls]
+            appended = [assistant]
+            for call in calls:
+                message, seq = _run_tool(ctx, session_id, call, turn, it)
+                appended.append(message)
+                new_seqs.append(seq)
             view_input = view.next_input(appended)
+            seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
     except KeyboardInterrupt:
         result.status = "interrupted"
         _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)
@@ -159,8 +169,8 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     return result
 
 
-def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], turn: int, it: int,
-                result: TurnResult) -> tuple[RequestView, Any]:
+def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: list[int | None], turn: int,
+                it: int, result: TurnResult) -> tuple[RequestView, Any]:
     """C0 + provider call, with the single C9 retry per turn."""
     from mxclaw_nb.provider import ProviderError
 
@@ -181,12 +191,12 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], tu
             completion = ctx.provider.complete(view.messages, ctx.tools.schemas(),
                                                on_delta=lambda text: ctx.emit("model.delta", {"text": text}))
         except KeyboardInterrupt:
-            ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, error="interrupted",
-                                                                 retry=retry))
+            record = _request_record(view, ctx.provider, turn, it, seqs, error="interrupted", retry=retry)
+            ctx.store.append_request(session_id, record)
             raise
         except ProviderError as exc:
             latency = (time.perf_counter() - started) * 1000
-            ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, latency_ms=latency,
+            ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, seqs, latency_ms=latency,
                                                                  error=str(exc), retry=retry))
             if exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
@@ -195,7 +205,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], tu
             raise TurnFailed(str(exc)) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
-        ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, usage=usage,
+        ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, seqs, usage=usage,
                                                              latency_ms=latency, retry=retry))
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         ctx.emit("model.completed", {"usage": None if usage is None else {
@@ -204,7 +214,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], tu
         return view, completion
 
 
-def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> Message:
+def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> tuple[Message, int]:
     name = tool_call_name(call) or "unknown"
     fn = call.get("function") if isinstance(call.get("function"), dict) else {}
     arguments = fn.get("arguments", "")
@@ -214,9 +224,9 @@ def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int
     message: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
     if result.is_error:
         message["is_error"] = True
-    ctx.store.append_message(session_id, message, turn=turn, iteration=it)
+    seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
     _emit(ctx, session_id, "tool.finished", {
         "call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
         "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
         "exit_code": result.meta.get("exit_code")}, turn, it)
-    return message
+    return message, seq

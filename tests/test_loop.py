@@ -101,7 +101,16 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
     last = json.dumps(test_server.requests[-1]["messages"])
     assert "[old tool output compacted: 6000 characters]" in last or SUMMARY_PREFIX in last
     # the transcript itself is untouched: every read result is stored in full
-    assert sum(1 for m in agent.transcript() if m.get("content") == "x" * 6_000) == 4
+    stored = agent.transcript()
+    assert sum(1 for m in stored if m.get("content") == "x" * 6_000) == 4
+    # each stored request can resolve its provenance rows to stored messages, even mid-turn (input_seqs)
+    for _, row in agent.store.requests(agent.session_id).iterrows():
+        extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else row["extra"]
+        prov = json.loads(row["provenance"]) if isinstance(row["provenance"], str) else row["provenance"]
+        seqs = extra["input_seqs"]
+        for rec in prov["before"]:
+            if rec["position"] is not None and rec["action"] in ("placeholder", "summarized") and rec["role"] == "tool":
+                assert stored[seqs[rec["position"]]]["content"] == "x" * 6_000
 
 
 def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path):
