@@ -153,36 +153,15 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     messages = agent.transcript()
     if not messages:
         raise UsageError("%agent replay: the session has no messages yet; run a turn first.")
-    df = replay_frame(messages, policy, agent.session_id)
+    from mxclaw_nb.analysis.replay import replay
+
+    df = replay((agent.session_id, messages), policy)
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
                     f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {len(df)} calls · "
                     f"compactions: {comp} · tokens are est."))
     return df
-
-
-def replay_frame(messages: list[Any], policy: Any, session_id: str) -> pd.DataFrame:
-    """One row per simulated model call: analysis.replay when present, else a direct rebuild."""
-    try:
-        from mxclaw_nb.analysis.replay import replay
-    except ImportError:
-        replay = None
-    if replay is not None:
-        return replay((session_id, messages), policy)
-    from mxclaw_nb.context import build_request_view
-
-    rows = []
-    for i, msg in enumerate(messages):
-        if i == 0 or msg.get("role") != "assistant":
-            continue
-        view = build_request_view(messages[:i], policy)
-        actions = pd.Series([r.action for r in view.provenance.before]).value_counts()
-        rows.append({"call": len(rows) + 1, "n_messages": i, "before_tokens": view.before_tokens,
-                     "after_tokens": view.after_tokens, "threshold": view.threshold, "stage": view.stage,
-                     **{a: int(actions.get(a, 0)) for a in ("kept", "placeholder", "summarized", "dropped")},
-                     "summary_chars": len(view.summary or "")})
-    return pd.DataFrame(rows)
 
 
 def configure_transcript(p: Any) -> None:
