@@ -1,0 +1,86 @@
+"""Generate, execute and save the teaching notebooks in `notebooks/` (issue 6).
+
+Why: a notebook's JSON is hard to review and easy to let drift. The cells live here as Python data
+(one module per notebook in `scripts/nb_cells/`), so a change is a readable diff; this script builds the
+`.ipynb` files with nbformat (stable cell ids, one kernelspec), runs each one top to bottom in a fresh
+kernel with nbclient, and saves it WITH its outputs, so GitHub shows them and `pytest --nbval-lax`
+can compare the cells tagged `nbval-check-output` against a fresh run. Run it after changing a
+notebook or anything its checked cells print:
+
+    .venv/bin/python scripts/make_notebooks.py            # all notebooks, executed
+    .venv/bin/python scripts/make_notebooks.py 02 --no-execute
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = {
+    "01": "01-quickstart",
+    "02": "02-context-management-tour",
+    "03": "03-compaction-experiments",
+    "04": "04-cross-session-analysis",
+}
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def build(key: str) -> nbformat.NotebookNode:
+    """The notebook for `key` ("01".."04") without outputs, from `scripts/nb_cells/nbKEY.py`."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        module = importlib.import_module(f"nb_cells.nb{key}")
+    finally:
+        sys.path.pop(0)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    for k, (kind, source, tags) in enumerate(module.CELLS):
+        cell = nbformat.v4.new_markdown_cell(source) if kind == "md" else nbformat.v4.new_code_cell(source)
+        cell["id"] = f"nb{key}-{k:03d}"  # stable ids: regenerating gives a clean diff
+        if tags:
+            cell.metadata["tags"] = list(tags)
+        nb.cells.append(cell)
+    nbformat.validate(nb)
+    return nb
+
+
+def execute(nb: nbformat.NotebookNode, timeout: int = 600) -> float:
+    """Run the notebook in a fresh python3 kernel with notebooks/ as the working folder; seconds taken."""
+    started = time.perf_counter()
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build (and by default execute) the selected notebooks and write them to notebooks/."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("keys", nargs="*", default=list(NAMES), help="which notebooks: 01 02 03 04 (default all)")
+    parser.add_argument("--no-execute", action="store_true", help="write the notebooks without outputs")
+    args = parser.parse_args(argv)
+    unknown = [k for k in args.keys if k not in NAMES]
+    if unknown:
+        parser.error(f"unknown notebook(s) {unknown}; choose from {list(NAMES)}")
+    for key in args.keys:
+        nb = build(key)
+        note = "not executed"
+        if not args.no_execute:
+            note = f"executed in {execute(nb):.1f} s"
+        path = NOTEBOOKS / f"{NAMES[key]}.ipynb"
+        nbformat.write(nb, path)
+        print(f"{path.relative_to(ROOT)}: {len(nb.cells)} cells, {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""Cells of notebooks/03-compaction-experiments.ipynb: policy sweeps over stored and real transcripts."""
+
+# ruff: noqa: E501 - cell code is dedented by 8 columns in the notebook, where it fits in 120
+
+from __future__ import annotations
+
+from nb_cells import CHECK, SETUP_NOTE, code, md, setup
+
+CELLS = [
+    md(
+        """
+        # 03 · Compaction experiments
+
+        A compaction policy is three numbers: the **context window**, the **threshold ratio** (compact above
+        `window × ratio`) and the **safe-tail budget** (`keep_recent_tokens`, kept verbatim). Which values work
+        for *your* traffic? The context engine is a pure function of the transcript, so any stored or imported
+        session can be **replayed** under any policy without calling a model: for every assistant message we
+        rebuild the request view the loop would have sent just before it (SPEC C7 included).
+
+        This notebook sweeps each of the three numbers over
+        1. sessions stored by the agent (two offline demo sessions, created here), and
+        2. the shared real transcripts (SWE-agent and tau-bench runs in `../shared/transcripts` beside the
+           repository). If that folder is missing, it falls back to synthetic transcripts and says so.
+
+        Every figure is in **est.** tokens (the C1 estimate) unless marked otherwise.
+        """
+    ),
+    SETUP_NOTE,
+    setup(),
+    code(
+        """
+        import matplotlib.pyplot as plt
+        import pandas as pd
+        from IPython.display import Markdown, display
+
+        from mxclaw_nb.analysis import compare, conversations, summarize_comparison, summarize_policies
+        from mxclaw_nb.analysis.plots import plot_fact_survival, plot_stage_counts, plot_tokens_saved, stage_colors
+        from mxclaw_nb.examples import synthetic_transcript, worked_example
+
+        pd.set_option("display.precision", 3)
+        COLUMNS = ["policy", "sessions", "sessions_compacted", "compactions", "stage_micro", "stage_summary",
+                   "stage_fallback", "saved_share", "saved_share_compacted", "fact_survival", "over_threshold"]
+        """
+    ),
+    md(
+        """
+        ## 1 · Warm-up: one transcript, four windows
+
+        The article's worked example (a ~72k est. token session) replayed with an 8k tail at four window sizes.
+        `compare` returns one row per simulated model call; here we keep the last call of each policy.
+        `full_tokens` is what sending the whole transcript would cost, `saved_tokens = full - after`.
+        """
+    ),
+    code(
+        """
+        windows = [{"window": w, "ratio": 0.8, "tail": 8_000} for w in (48_000, 64_000, 80_000, 96_000)]
+        one = compare([("worked-example", worked_example())], windows, progress=False)
+        last = one[one["call"] == one["call"].max()]
+        last[["policy", "call", "full_tokens", "threshold", "after_tokens", "saved_tokens", "stage",
+              "kept", "placeholder", "summarized"]].reset_index(drop=True)
+        """,
+        CHECK,
+    ),
+    md(
+        """
+        ## 2 · Stored sessions
+
+        Two sessions of the offline demo agent (three turns each), stored in this notebook's temporary DuckDB file.
+        The demo model's window is 16,000 tokens; the second session runs at 12,000 to compact earlier.
+        """
+    ),
+    code(
+        """
+        from mxclaw_nb import Agent
+        from mxclaw_nb.__main__ import DEMO_PROMPTS
+
+        agent = Agent(model="mxclaw-demo", approval="allow", home=WORK)
+        for prompt in DEMO_PROMPTS:
+            agent.run(prompt)
+        small = Agent(model="mxclaw-demo", approval="allow", home=WORK, db=agent.store, context_window_tokens=12_000)
+        for prompt in DEMO_PROMPTS:
+            small.run(prompt)
+        store = agent.store
+        store.sessions()[["id", "model", "turns", "messages", "model_calls", "compactions", "tokens_saved_est"]]
+        """
+    ),
+    md(
+        """
+        What the sessions did live, per stage. (Live runs switch to the *calibrated* counter once the provider
+        reports usage, SPEC T3; replays below use the C1 estimate, so the numbers differ a little.)
+        """
+    ),
+    code(
+        """
+        store.sql(\"\"\"
+            SELECT left(session_id, 8) AS session, stage, count(*) AS calls,
+                   sum(before_tokens - after_tokens) AS tokens_saved
+            FROM requests GROUP BY ALL ORDER BY session, stage
+        \"\"\")
+        """
+    ),
+    code(
+        """
+        stored_policies = [{"window": w, "ratio": 0.8, "tail": w // 4} for w in (8_000, 12_000, 16_000, 24_000, 32_000)]
+        stored = compare(store, stored_policies, progress=False)
+        summarize_policies(stored)[COLUMNS]
+        """
+    ),
+    code(
+        """
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained")
+        plot_tokens_saved(stored, ax=axes[0])
+        plot_stage_counts(stored, ax=axes[1])
+        axes[0].set_title("demo sessions: tokens saved (est.)")
+        plt.show()
+        """
+    ),
+    md(
+        """
+        ## 3 · Real transcripts
+
+        The shared transcripts are public agent runs converted to OpenAI chat messages, kept with their real-world
+        quirks (dangling calls, reused tool-call ids); the engine repairs the *view* as it would for a live session.
+        Set `MXCLAW_TRANSCRIPTS` to use another folder of JSONL files.
+        """
+    ),
+    code(
+        """
+        from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS
+
+        folder = Path(os.environ.get("MXCLAW_TRANSCRIPTS", DEFAULT_TRANSCRIPTS))
+        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        if files:
+            real, origin = [], {}
+            for file in files:
+                for sid, messages in conversations(file):
+                    real.append((sid, messages))
+                    origin[sid] = file.stem
+            display(Markdown(f"Using **{len(real)} real conversations** from `{folder.name}/`: "
+                             + ", ".join(f"`{f.name}`" for f in files)))
+        else:
+            real = [(f"synthetic-{n}", synthetic_transcript(n, seed=n)) for n in range(30, 300, 15)]
+            origin = {sid: "synthetic" for sid, _ in real}
+            display(Markdown(f"> **Note: `{folder}` was not found, so this notebook uses {len(real)} SYNTHETIC "
+                             "transcripts instead.** The figures below then say nothing about real traffic; put the "
+                             "shared transcripts beside the repository (or set `MXCLAW_TRANSCRIPTS`) and re-run."))
+        """
+    ),
+    code(
+        """
+        from mxclaw_nb.context import estimate_messages
+
+        sizes = pd.DataFrame([{"origin": origin[sid], "messages": len(m), "est. tokens": estimate_messages(m)}
+                              for sid, m in real])
+        sizes.groupby("origin").describe(percentiles=[0.5, 0.9]).T
+        """
+    ),
+    md(
+        """
+        Most conversations are a few thousand est. tokens, so the sweeps use small windows around 4,000 tokens to
+        make compaction happen. The base policy is **4k window / 0.8 ratio / 1k tail**; each sweep changes one
+        number (the window sweep scales the tail with the window, `tail = window / 4`).
+        """
+    ),
+    code(
+        """
+        BASE = {"window": 4_000, "ratio": 0.8, "tail": 1_000}
+        sweeps = {
+            "window": ("window", [{**BASE, "window": w, "tail": w // 4} for w in (2_000, 3_000, 4_000, 6_000, 8_000, 16_000)]),
+            "threshold ratio": ("ratio", [{**BASE, "ratio": r} for r in (0.5, 0.6, 0.7, 0.8, 0.9)]),
+            "tail budget": ("tail", [{**BASE, "tail": t} for t in (250, 500, 1_000, 2_000, 3_000)]),
+        }
+        runs, tables = {}, []
+        for name, (key, policies) in sweeps.items():
+            runs[name] = compare(real, policies, progress=False)
+            table = summarize_policies(runs[name])[COLUMNS]
+            table.insert(0, "value", [p[key] for p in policies])
+            table.insert(0, "sweep", name)
+            tables.append(table)
+        summary = pd.concat(tables, ignore_index=True)
+        seconds = sum(df.attrs["timing"]["seconds"] for df in runs.values())
+        print(f"{sum(len(df) for df in runs.values()):,} simulated model calls replayed in {seconds:.1f} s")
+        summary
+        """
+    ),
+    md(
+        """
+        Columns: `sessions_compacted` — conversations with at least one compaction; `stage_*` — simulated calls
+        reaching each stage; `saved_share` — est. tokens saved over all calls (and over compacted calls only);
+        `fact_survival` — share of facts from compacted messages (paths, error lines, numbers, commands) still
+        visible in the view; `over_threshold` — calls still over the threshold after every allowed step.
+        """
+    ),
+    code(
+        """
+        colors = stage_colors()
+        fig, axes = plt.subplots(2, 3, figsize=(13, 6.4), layout="constrained", sharey="row")
+        for col, (name, table) in enumerate(summary.groupby("sweep", sort=False)):
+            x = [str(v) for v in table["value"]]
+            top, bottom = axes[0, col], axes[1, col]
+            top.plot(x, table["saved_share"] * 100, marker="o", label="all calls", color="#1e88e5")
+            top.plot(x, table["saved_share_compacted"] * 100, marker="s", label="compacted calls", color="#90caf9")
+            top.set_title(f"sweep: {name}")
+            base = [0] * len(table)
+            for stage in ("micro", "summary", "fallback"):
+                values = list(table[f"stage_{stage}"])
+                bottom.bar(x, values, bottom=base, color=colors[stage], label=stage)
+                base = [b + v for b, v in zip(base, values)]
+            bottom.set_xlabel(name)
+        axes[0, 0].set_ylabel("est. tokens saved (%)")
+        axes[1, 0].set_ylabel("compacted model calls")
+        axes[0, 0].legend(frameon=False)
+        axes[1, 0].legend(frameon=False)
+        plt.show()
+        """
+    ),
+    md(
+        """
+        Reading the plots: a smaller window compacts more often and saves more; a lower ratio compacts earlier
+        (more calls compacted, each saving less); a bigger tail keeps more verbatim, so more calls must go on from
+        placeholders to the summary stage, and each saves less. Fact survival shows the price:
+        """
+    ),
+    code(
+        """
+        fig = plot_fact_survival(runs["tail budget"])
+        fig
+        """
+    ),
+    md(
+        """
+        Per conversation, for the base policy: which ones compact, and how much of their est. tokens is saved.
+        """
+    ),
+    code(
+        """
+        base_run = runs["threshold ratio"]
+        per_session = summarize_comparison(base_run[base_run["threshold_ratio"] == 0.8])
+        per_session["origin"] = per_session["session_id"].map(origin)
+        print(per_session.groupby("origin")[["compactions", "saved_share"]].mean())
+        per_session.sort_values("saved_tokens", ascending=False).head(8)[
+            ["origin", "session_id", "calls", "compactions", "micro", "summary", "max_full_tokens",
+             "max_after_tokens", "saved_share", "fact_survival"]]
+        """
+    ),
+    md(
+        """
+        ## 4 · Are the estimates honest?
+
+        A threshold in est. tokens is only as good as the estimate. With the offline `o200k_base` encoding,
+        `exact=True` also counts every replayed view exactly: `est_over_exact_median` below 1 means the estimate
+        runs low, and `exact_over_window` counts calls that would really overflow the window.
+        """
+    ),
+    code(
+        """
+        from mxclaw_nb.tokenizers import exact_counter
+
+        if exact_counter("o200k_base") is None:
+            print("o200k_base is not available offline here: skipping the exact comparison")
+        else:
+            checked = compare(real, [BASE, {**BASE, "counter": "o200k_base"}], progress=False, exact=True)
+            display(summarize_policies(checked)[["policy", "compactions", "saved_share", "est_over_exact_median",
+                                                 "est_over_exact_p5", "exact_over_threshold", "exact_over_window"]])
+        """
+    ),
+    md(
+        """
+        The second row uses exact counts for the policy itself (`counter="o200k_base"`), which is what the agent's
+        calibrated counter approximates live (SPEC T2/T3).
+
+        **Next:** 04 queries the store across many sessions with SQL and exports it to Parquet.
+        """
+    ),
+]
