@@ -90,7 +90,9 @@ class Trace:
 
 
 def _preview(text: str) -> str:
-    text = " ".join(text.split())
+    # Only the head can show, so collapse whitespace in a bounded slice (a 20 KB tool output costs the same
+    # as a short message). Runs of spaces longer than the slice are the only case where this shows less.
+    text = " ".join(text[: PREVIEW_CHARS * 4].split())
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
