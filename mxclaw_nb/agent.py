@@ -164,6 +164,8 @@ class Agent:
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "turn.started":
+            payload = {**payload, "model_label": self.label}
         for callback in list(self._subscribers):
             callback(kind, payload)
 

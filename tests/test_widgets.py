@@ -32,7 +32,7 @@ from mxclaw_nb.widgets import (
     TokenTimeline,
     requests_from_views,
 )
-from mxclaw_nb.widgets.style import fmt_int
+from mxclaw_nb.widgets.style import fmt_int, preview_text
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "transcripts"
 POLICY = ContextPolicy(**WORKED_EXAMPLE_POLICY)
@@ -312,8 +312,8 @@ def test_c10_live_turn_view_scripted_events(view):
     live.handle("model.completed", {"usage": None, "latency_ms": 5})
     live.handle("turn.finished", {"text": "The test now passes: 修好了", "iterations": 2})
     assert live.log_lines() == [
-        "→ read_file src/io.py  ok · 18,440 chars",
-        "→ bash pytest -q  failed (exit 1) · 3,112 chars",
+        "→ read_file src/io.py  ok · 18,440 chars · x",
+        f"→ bash pytest -q  failed (exit 1) · 3,112 chars · {preview_text('E' * 3112, 60)}",
         f"⟳ context compacted before call 2: {second.stage} · {fmt_int(second.before_tokens)} → "
         f"{fmt_int(second.after_tokens)} est. tokens",
     ]
@@ -397,3 +397,13 @@ def test_n2_exported_notebook_shows_the_numbers_without_widget_state(tmp_path, m
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     plain = "\n".join(o["data"].get("text/plain", "") for o in outputs if "data" in o)
     assert "[ctx " in plain and f"Stage: {want['stage']}" in plain
+
+
+def test_live_turn_view_separates_text_of_separate_model_calls(view):
+    """Streamed text of call 1 and call 2 must not run together in the live log."""
+    live = LiveTurnView()
+    live.handle("request.built", {"turn": 1, "iteration": 1, "view": view})
+    live.handle("model.delta", {"text": "Reading the file."})
+    live.handle("request.built", {"turn": 1, "iteration": 2, "view": view})
+    live.handle("model.delta", {"text": "[demo model] Fixed."})
+    assert live.text == "Reading the file.\n\n[demo model] Fixed."

@@ -112,6 +112,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             return
         it = opt_int(p.get("iteration")) or (max(self.calls) + 1 if self.calls else 1)
         self._iteration = it
+        self._new_call = True  # the next streamed text starts a new paragraph
         self.views[it] = view
         data = from_view(view, turn=opt_int(p.get("turn")) or self.turn, iteration=it,
                          calibrated_tokens=opt_int(p.get("counter_tokens")))
@@ -124,7 +125,12 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self._show_inspector()
 
     def _on_model_delta(self, p: dict[str, Any]) -> None:
-        self.text += str(p.get("text") or "")
+        piece = str(p.get("text") or "")
+        if getattr(self, "_new_call", False) and piece:
+            if self.text and not self.text.endswith("\n"):
+                self.text += "\n\n"  # text of separate model calls must not run together
+            self._new_call = False
+        self.text += piece
         now = time.monotonic()
         if now - self._last_push >= STREAM_INTERVAL:
             self._last_push = now
@@ -158,6 +164,9 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         detail = f" · {fmt_int(chars)} chars" if chars else ""
         if p.get("artifact_id"):
             detail += f" · artifact {p['artifact_id']}"
+        content = p.get("content")
+        if isinstance(content, str) and content.strip():
+            detail += f" · {preview_text(content.strip().splitlines()[0], 60)}"
         line.status, line.color = status + detail, FAILURE_COLOR if failed else ""
         self._render_log()
 
