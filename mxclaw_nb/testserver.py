@@ -64,6 +64,9 @@ class TestServer:
         self.report_usage = report_usage
         self.usage_counter = usage_counter
         self.usage_scale = 1.0
+        # Like a real server: refuse requests whose prompt (counted as for usage, times usage_scale) is longer
+        # than this many tokens, with OpenAI's "context length exceeded" 400 (SPEC C9). None = no limit.
+        self.context_limit: int | None = None
         self.stream_chunk_chars = 24  # text is streamed in pieces of about this size
         self.stream_delay = 0.0  # seconds between streamed chunks (to watch, time out or interrupt a stream)
         self.requests: list[dict] = []
@@ -251,6 +254,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"The model `{body.get('model')}` does not exist or you do not have access to it.",
                         "model_not_found")
             return
+        if srv.context_limit is not None:
+            counted, _ = count_prompt_tokens(body["messages"], srv.usage_counter)
+            prompt = math.ceil(counted * srv.usage_scale)
+            if prompt > srv.context_limit:
+                srv._record(body)
+                self._error(400, f"This model's maximum context length is {srv.context_limit} tokens. However, your "
+                            f"messages resulted in {prompt} tokens. Please reduce the length of the messages.",
+                            "context_length_exceeded")
+                return
         delay, item = srv._next(body)
         if delay and not srv.wait(delay):
             return

@@ -330,3 +330,37 @@ def test_demo_model_runs_offline_through_the_same_path(workspace, tmp_path):
     store = Store(tmp_path / "demo.duckdb")
     assert len(store.requests(agent.session_id)) == result.iterations
     assert store.sql("SELECT count(*) AS n FROM artifacts").iloc[0]["n"] >= 1
+
+
+@pytest.mark.parametrize("counter", ["estimate", "auto"])
+def test_usage_above_the_estimate_needs_calibration(workspace, tmp_path, counter):
+    """Issue 9 / T3: the provider counts 1.3x the C1 estimate and rejects prompts over its window.
+
+    With the estimate alone the threshold (0.8 of the window, in est. tokens) lets real prompts exceed the window,
+    so the C9 retry fires. With the calibrated counter (auto) compaction happens in time and no retry fires.
+    """
+    (workspace / "note.txt").write_text("n" * 300, encoding="utf-8")
+    with TestServer(usage_counter="estimate") as srv:
+        srv.usage_scale = 1.3
+        srv.context_limit = 4_000
+        for _ in range(32):
+            srv.enqueue_tool_calls([("read_file", {"path": "note.txt"})])
+        srv.enqueue_text("read them all")
+        agent = make_agent(srv, workspace, tmp_path, context_window_tokens=4_000, keep_recent_tokens=800,
+                           counter=counter, max_iterations=60)
+        try:
+            result = agent.run("read note.txt many times")
+        except TurnFailed:
+            result = None
+        requests = agent.store.requests(agent.session_id)
+        rejected = requests["error"].fillna("").str.contains("maximum context length")
+        compactions = agent.store.events(agent.session_id, type="context.compacted")
+    if counter == "estimate":
+        assert rejected.any(), "the C1 estimate alone should let a prompt exceed the provider's window"
+        assert requests["retry"].any()
+    else:
+        assert result is not None and result.status == "ok" and not result.retried
+        assert not rejected.any() and not requests["retry"].any()
+        assert len(compactions) >= 1
+        assert (requests["counter"].iloc[1:] == "calibrated").all()
+        assert (requests["prompt_tokens_reported"] <= 4_000).all()
