@@ -378,11 +378,12 @@ def test_n1_storage_error_is_one_paragraph(ip: InteractiveShell, tmp_path: Path)
 
 
 def test_n1_docs_cover_every_command_and_setting() -> None:
-    """docs/magics.md (pasted into the README) documents every command, option and setting."""
+    """The README's magics section documents every command, option and setting."""
     from mxclaw_nb.magics import CONFIG_KEYS
     from mxclaw_nb.magics_commands import _parser
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "magics.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    doc = readme.split("## The `%agent` magics", 1)[1].split("\n## ", 1)[0]
     for name, command in COMMANDS.items():
         assert f"`%agent {name}" in doc, name
         for action in _parser(name, command)._actions:
