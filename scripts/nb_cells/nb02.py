@@ -331,13 +331,16 @@ CELLS = [
 
         view = build_request_view(longer, small_policy, broken_summarizer)
         print(f"stage {view.stage!r} because: {view.error}")
-        print(f"{view.before_tokens:,} -> {view.after_tokens:,} est. tokens")
+        print(f"{view.before_tokens:,} -> {view.after_tokens:,} est. tokens · still over the threshold: {view.over_threshold}")
         table(view, "after")
         """,
         CHECK,
     ),
     md(
         """
+        Here the window starts one message early (#8, the `bash` call) so that it does not begin with that call's
+        result, and it is still over the threshold: the fallback guarantees a valid request, not a small one.
+
         ## 8 · Prompt-too-long retry (C9)
 
         The estimate can be lower than the provider's tokenizer. When the provider answers with an error that

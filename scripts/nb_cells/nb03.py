@@ -47,17 +47,30 @@ CELLS = [
         ## 1 · Warm-up: one transcript, four windows
 
         The article's worked example (a ~72k est. token session) replayed with an 8k tail at four window sizes.
-        `compare` returns one row per simulated model call; here we keep the last call of each policy.
-        `full_tokens` is what sending the whole transcript would cost, `saved_tokens = full - after`.
+        `compare` returns one row per simulated model call (one before each assistant message); `summarize_policies`
+        aggregates them per policy. `saved_share` is the share of est. tokens saved against sending the whole
+        transcript every time.
         """
     ),
     code(
         """
         windows = [{"window": w, "ratio": 0.8, "tail": 8_000} for w in (48_000, 64_000, 80_000, 96_000)]
         one = compare([("worked-example", worked_example())], windows, progress=False)
-        last = one[one["call"] == one["call"].max()]
-        last[["policy", "call", "full_tokens", "threshold", "after_tokens", "saved_tokens", "stage",
-              "kept", "placeholder", "summarized"]].reset_index(drop=True)
+        summarize_policies(one)[["policy", "calls", "compactions", "stage_micro", "stage_summary", "saved_share"]].round(3)
+        """,
+        CHECK,
+    ),
+    md(
+        """
+        Call by call at 64k: the transcript grows (`full_tokens`), the first calls over 51,200 compact. Inside one
+        turn the next call starts from the previous *view* (SPEC C7), so once a summary is pinned the following calls
+        can be `unchanged` while still sending far less than the full transcript.
+        """
+    ),
+    code(
+        """
+        one[one["policy"] == "64k/0.8/8k"][["call", "turn", "full_tokens", "before_tokens", "after_tokens", "stage",
+                                           "kept", "placeholder", "summarized"]].tail(8).reset_index(drop=True)
         """,
         CHECK,
     ),
@@ -174,13 +187,13 @@ CELLS = [
         for name, (key, policies) in sweeps.items():
             runs[name] = compare(real, policies, progress=False)
             table = summarize_policies(runs[name])[COLUMNS]
-            table.insert(0, "value", [p[key] for p in policies])
+            table.insert(0, "value", [f"{p[key]:g}" for p in policies])
             table.insert(0, "sweep", name)
             tables.append(table)
         summary = pd.concat(tables, ignore_index=True)
         seconds = sum(df.attrs["timing"]["seconds"] for df in runs.values())
         print(f"{sum(len(df) for df in runs.values()):,} simulated model calls replayed in {seconds:.1f} s")
-        summary
+        summary.round(3)
         """
     ),
     md(
@@ -196,7 +209,7 @@ CELLS = [
         colors = stage_colors()
         fig, axes = plt.subplots(2, 3, figsize=(13, 6.4), layout="constrained", sharey="row")
         for col, (name, table) in enumerate(summary.groupby("sweep", sort=False)):
-            x = [str(v) for v in table["value"]]
+            x = list(table["value"])
             top, bottom = axes[0, col], axes[1, col]
             top.plot(x, table["saved_share"] * 100, marker="o", label="all calls", color="#1e88e5")
             top.plot(x, table["saved_share_compacted"] * 100, marker="s", label="compacted calls", color="#90caf9")
