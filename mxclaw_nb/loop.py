@@ -45,6 +45,7 @@ class StoreLike(Protocol):
                      iteration: int | None = None) -> None: ...
     def append_request(self, session_id: str, record: dict[str, Any]) -> None: ...
     def load_transcript(self, session_id: str) -> list[Message]: ...
+    def batch(self) -> Any: ...
 
 
 class ProviderLike(Protocol):
@@ -141,10 +142,12 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 break
             result.iterations += 1
             it = result.iterations
-            view, completion = _call_model(ctx, session_id, view_input, seqs, turn, it, result)
+            view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result)
             assistant = dict(completion.message)
             assistant.setdefault("role", "assistant")
-            new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
+            with ctx.store.batch():  # one commit for the call's record and its answer (store overhead, S1)
+                ctx.store.append_request(session_id, record)
+                new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
             calls = assistant.get("tool_calls") or []
             if not calls:
                 result.text = assistant.get("content") or ""
@@ -170,7 +173,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
 
 
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: list[int | None], turn: int,
-                it: int, result: TurnResult) -> tuple[RequestView, Any]:
+                it: int, result: TurnResult) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""
     from mxclaw_nb.provider import ProviderError
 
@@ -205,13 +208,12 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             raise TurnFailed(str(exc)) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
-        ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, seqs, usage=usage,
-                                                             latency_ms=latency, retry=retry))
+        record = _request_record(view, ctx.provider, turn, it, seqs, usage=usage, latency_ms=latency, retry=retry)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         ctx.emit("model.completed", {"usage": None if usage is None else {
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
             "latency_ms": latency, "turn": turn, "iteration": it})
-        return view, completion
+        return view, completion, record
 
 
 def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> tuple[Message, int]:

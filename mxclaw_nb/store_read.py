@@ -27,7 +27,7 @@ SELECT s.id, s.created_at, s.workspace, s.model, s.source, s.title,
        coalesce(r.model_calls, 0) AS model_calls, coalesce(e.compactions, 0) AS compactions,
        CAST(coalesce(r.saved, 0) AS BIGINT) AS tokens_saved_est
 FROM sessions s
-LEFT JOIN (SELECT session_id, count(DISTINCT turn) AS turns, count(*) AS messages
+LEFT JOIN (SELECT session_id, count(*) FILTER (WHERE role = 'user') AS turns, count(*) AS messages
            FROM messages GROUP BY session_id) m ON m.session_id = s.id
 LEFT JOIN (SELECT session_id, count(*) AS model_calls,
                   sum(greatest(coalesce(before_tokens, 0) - coalesce(after_tokens, 0), 0)) AS saved

@@ -72,6 +72,8 @@ def test_reasoning_is_stored_but_never_sent(test_server, workspace, tmp_path):
     agent.run("two")
     assert "secret chain of thought" not in json.dumps(test_server.requests[1])
     assert any(m.get("reasoning") == "secret chain of thought" for m in agent.transcript())
+    row = agent.store.sessions().set_index("id").loc[agent.session_id]
+    assert row["turns"] == 2 and row["model_calls"] == 2  # a turn is one user submission (SPEC 0)
 
 
 def test_streamed_deltas_reach_subscribers(test_server, workspace, tmp_path):
