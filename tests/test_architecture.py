@@ -95,7 +95,7 @@ def test_the_walker_sees_the_package() -> None:
     names = {module_name(p) for p in product_files()}
     assert {"mxclaw_nb.context.pipeline", "mxclaw_nb.messages"} <= names
     pipeline = [i.target for i in imports_of(PACKAGE / "context" / "pipeline.py")]
-    assert "mxclaw_nb.context.repair" in pipeline and "mxclaw_nb.messages" in pipeline
+    assert "mxclaw_nb.context.summary" in pipeline and "mxclaw_nb.messages" in pipeline
 
 
 def test_context_and_messages_import_only_the_standard_library_and_themselves() -> None:

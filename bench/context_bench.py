@@ -1,0 +1,226 @@
+"""Benchmark of the context engine (issue 2): build_request_view vs LangChain trim_messages vs exact o200k_base.
+
+Why: the loop rebuilds the request view before every model call, so the engine must be cheap when a
+turn appends one message to a long session (target: <= 5 ms at 10k messages with a TokenCache kept
+across calls), and a cold build must not be slower than the simplest alternative people use —
+LangChain's `trim_messages` with `count_tokens_approximately` — on the same transcript. Exact counting
+with tiktoken `o200k_base` (offline data from bpe-openai) is shown beside them for scale: it is what an
+exact counter costs. One run prints everything: median times over several repetitions, peak memory
+(tracemalloc), for synthetic transcripts of 1k, 10k and 100k messages, on the common path (window
+large enough that nothing is compacted) and on a compaction path (128k window, 8k tail).
+
+Usage: .venv/bin/python bench/context_bench.py [--sizes 1000 10000 100000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, estimate_messages  # noqa: E402
+from mxclaw_nb.examples import synthetic_transcript  # noqa: E402
+
+REPS = {1_000: 21, 10_000: 11, 100_000: 3}
+COMPACT_WINDOW, KEEP_RECENT = 128_000, 8_000
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(CPU ms of this process, wall ms) of one call, garbage collected before and GC off while timing."""
+    gc.collect()
+    gc.disable()
+    try:
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        return (time.process_time() - c0) * 1_000, (time.perf_counter() - t0) * 1_000
+    finally:
+        gc.enable()
+
+
+def median_ms(fn: Callable[[], Any], reps: int) -> float:
+    """Median CPU time of `fn` in ms (CPU time of this process: robust to other load on a shared machine)."""
+    return statistics.median(_timed(fn)[0] for _ in range(reps))
+
+
+def paired_ms(fns: dict[str, Callable[[], Any]], reps: int) -> dict[str, dict[str, float]]:
+    """Interleaved runs of several functions (a, b, a, b, ...), so load changes hit them alike."""
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            c, w = _timed(fn)
+            cpu[name].append(c)
+            wall[name].append(w)
+    return {k: {"cpu_ms": statistics.median(cpu[k]), "wall_ms": statistics.median(wall[k])} for k in fns}
+
+
+def peak_mib(fn: Callable[[], Any]) -> float:
+    """Peak traced memory of one call of `fn`, MiB."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def incremental_ms(msgs: list[dict], policy: ContextPolicy, reps: int) -> tuple[float, float]:
+    """Median time of a rebuild after appending one message, with one TokenCache kept across calls."""
+    grown, cache = list(msgs), TokenCache()
+    build_request_view(grown, policy, cache=cache)
+    times = []
+    for k in range(max(reps, 15)):
+        grown.append({"role": "user", "content": f"follow-up {k}: and the next module?"})
+        times.append(_timed(lambda: build_request_view(grown, policy, cache=cache))[0])
+    grown.append({"role": "user", "content": "one more"})
+    peak = peak_mib(lambda: build_request_view(grown, policy, cache=cache))
+    return statistics.median(times), peak
+
+
+def exact_encoding() -> tuple[Any, str]:
+    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else built here."""
+    try:
+        from mxclaw_nb.tokenizers import exact_encoding as project_encoding
+    except ImportError:
+        project_encoding = None
+    if project_encoding is not None:
+        enc = project_encoding("o200k_base")
+        if enc is not None:
+            return enc, "mxclaw_nb.tokenizers"
+    import base64
+    import gzip
+    from importlib import resources
+    from unittest import mock
+
+    import tiktoken
+    import tiktoken_ext.openai_public as public
+
+    data = gzip.decompress(resources.files("bpe_openai.data").joinpath("o200k_base.tiktoken.gz").read_bytes())
+    ranks = {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in data.splitlines() if line)}
+    with mock.patch.object(public, "load_tiktoken_bpe", lambda *a, **k: ranks):
+        return tiktoken.Encoding(**public.o200k_base()), "bench loader (bpe-openai data)"
+
+
+def langchain_figures(msgs: list[dict], common: ContextPolicy, compact: ContextPolicy, reps: int
+                      ) -> dict[str, Any]:
+    """trim_messages with count_tokens_approximately, interleaved with cold engine builds on the same transcript."""
+    from langchain_core.messages import convert_to_messages, trim_messages
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    lc = convert_to_messages(msgs)
+
+    def trim() -> list[Any]:
+        return trim_messages(lc, max_tokens=compact.threshold, token_counter=count_tokens_approximately,
+                             strategy="last", include_system=True, start_on="human", allow_partial=False)
+
+    timings = paired_ms({"trim": trim, "convert": lambda: convert_to_messages(msgs),
+                         "engine_common": lambda: build_request_view(msgs, common),
+                         "engine_compaction": lambda: build_request_view(msgs, compact)}, reps)
+    return {"kept": len(trim()), "trim_peak_mib": peak_mib(trim), **{k: v for k, v in timings.items()}}
+
+
+def tiktoken_figures(msgs: list[dict], policy: ContextPolicy, reps: int) -> dict[str, Any]:
+    """Exact o200k_base: counting every message, and a cold build with the exact counter in the policy."""
+    from mxclaw_nb.context.counters import FunctionCounter
+
+    enc, source = exact_encoding()
+    encode = enc.encode_ordinary
+    counter = FunctionCounter("o200k_base", lambda text: len(encode(text)))
+    exact_policy = ContextPolicy(policy.context_window_tokens, policy.threshold_ratio, policy.keep_recent_tokens,
+                                 counter=counter)
+    total = [0]
+
+    def count_all() -> None:
+        total[0] = sum(counter.count(m) for m in msgs)
+
+    reps = max(1, reps // 3)
+    return {"source": source, "count_ms": median_ms(count_all, reps), "exact_tokens": total[0],
+            "build_cold_ms": median_ms(lambda: build_request_view(msgs, exact_policy), reps)}
+
+
+def run(size: int, with_tiktoken: bool) -> dict[str, Any]:
+    msgs = synthetic_transcript(size)
+    reps = REPS.get(size, 5)
+    est = estimate_messages(msgs)
+    common = ContextPolicy(-(-est * 2 // 1_000) * 1_000, 0.8, KEEP_RECENT)  # everything fits: nothing compacted
+    compact = ContextPolicy(COMPACT_WINDOW, 0.8, KEEP_RECENT)
+    row: dict[str, Any] = {"messages": size, "estimate": est}
+    lc = langchain_figures(msgs, common, compact, reps)
+    row["langchain"] = {"trim_ms": lc["trim"]["cpu_ms"], "convert_ms": lc["convert"]["cpu_ms"],
+                        "trim_peak_mib": lc["trim_peak_mib"], "kept": lc["kept"], "timings": lc}
+    for name, policy in (("common", common), ("compaction", compact)):
+        view = build_request_view(msgs, policy)
+        incr, incr_peak = incremental_ms(msgs, policy, reps)
+        row[name] = {"window": policy.context_window_tokens, "stage": view.stage, "sent": len(view.messages),
+                     "cold_ms": lc[f"engine_{name}"]["cpu_ms"], "cold_wall_ms": lc[f"engine_{name}"]["wall_ms"],
+                     "incremental_ms": incr, "cold_peak_mib": peak_mib(lambda p=policy: build_request_view(msgs, p)),
+                     "incremental_peak_mib": incr_peak}
+    if with_tiktoken:
+        row["tiktoken"] = tiktoken_figures(msgs, compact, reps)
+    return row
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(f"{'messages':>9} {'path':<11} {'stage':<10} {'cold ms':>9} {'+1 msg ms':>10} "
+          f"{'cold MiB':>9} {'+1 MiB':>7}  | {'trim ms':>8} {'convert ms':>10} {'trim MiB':>8}"
+          f"  | {'o200k count ms':>14} {'o200k build ms':>14}")
+    for row in rows:
+        lc, tk = row["langchain"], row.get("tiktoken", {})
+        for name in ("common", "compaction"):
+            r = row[name]
+            extra = (f"  | {lc['trim_ms']:8.1f} {lc['convert_ms']:10.1f} {lc['trim_peak_mib']:8.1f}"
+                     f"  | {tk.get('count_ms', float('nan')):14.1f} {tk.get('build_cold_ms', float('nan')):14.1f}"
+                     if name == "compaction" else "")
+            print(f"{row['messages']:>9,} {name:<11} {r['stage']:<10} {r['cold_ms']:9.1f} {r['incremental_ms']:10.2f} "
+                  f"{r['cold_peak_mib']:9.1f} {r['incremental_peak_mib']:7.1f}{extra}")
+    by_size = {row["messages"]: row for row in rows}
+    if 10_000 in by_size:
+        row = by_size[10_000]
+        incr = row["common"]["incremental_ms"]
+        print(f"\ntarget: incremental rebuild at 10k messages <= 5 ms: {incr:.2f} ms -> "
+              f"{'MET' if incr <= 5 else 'MISSED'}")
+    for row in rows:
+        trim = row["langchain"]["trim_ms"]
+        for name in ("common", "compaction"):
+            cold = row[name]["cold_ms"]
+            print(f"target: cold build ({name}) no slower than trim_messages at {row['messages']:,}: {cold:.1f} ms "
+                  f"vs {trim:.1f} ms -> {'MET' if cold <= trim else 'MISSED'}")
+    print("\nAll times are medians of CPU time of this process (time.process_time; wall clock in --json); "
+          "engine and trim runs are interleaved. "
+          "common = window 2x the transcript's estimate (the usual case: nothing compacted); compaction = "
+          f"{COMPACT_WINDOW:,} window, ratio 0.8, {KEEP_RECENT:,} tail. '+1 msg' = rebuild after appending one "
+          "message with a TokenCache kept across calls. trim = LangChain trim_messages(strategy='last', "
+          "count_tokens_approximately) to the same threshold, on messages converted once beforehand "
+          "(convert ms = convert_to_messages). o200k = exact tiktoken counts of every message / a cold build "
+          "with the exact counter in the policy.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table (optionally also write JSON)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--no-tiktoken", action="store_true", help="skip the exact o200k_base figures")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    rows = []
+    for size in args.sizes:
+        rows.append(run(size, not args.no_tiktoken))
+        print(f"... {size:,} messages done", file=sys.stderr)
+    report(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
