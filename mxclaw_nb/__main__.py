@@ -43,9 +43,11 @@ def _printer(kind: str, payload: dict[str, Any]) -> None:
 def demo(args: argparse.Namespace) -> int:
     """Run the offline demo agent for a few turns and print per-call context figures."""
     from mxclaw_nb.agent import Agent
+    from mxclaw_nb.provider import demo_provider
 
     db = args.db or str(Path(tempfile.mkdtemp(prefix="mxclaw-demo-")) / "demo.duckdb")
-    agent = Agent(db=db, approval="allow", counter=args.counter, env={"MXCLAW_DB": db})
+    # Always the offline demo model, even when a key is configured; MXCLAW_CONTEXT_WINDOW still applies.
+    agent = Agent(db=db, provider=demo_provider(), approval="allow", counter=args.counter)
     print(f"mxclaw_nb demo · {agent.label} · session {agent.session_id[:8]} · store {agent.store.path}")
     print(f"workspace (a fresh copy of the sample project): {agent.workspace}\n")
     agent.subscribe(_printer)
