@@ -15,11 +15,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any, Protocol
 
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
+from mxclaw_nb.context.incremental import Planned, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
-from mxclaw_nb.context.repair import plan_repair
 from mxclaw_nb.context.summary import build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
@@ -69,15 +70,9 @@ class ContextPolicy:
         return estimate_sent(sent_message) if self.counter is None else int(self.counter.count(sent_message))
 
 
-def _counted(policy: ContextPolicy, cache: TokenCache | None, message: Message) -> tuple[int, Message]:
-    def compute(m: Message) -> tuple[int, Message]:
-        sent = sanitize(m)
-        return policy.count(sent), sent
-
-    if cache is None:
-        return compute(message)
-    key = None if policy.counter is None else policy.counter
-    return cache.lookup(message, key, compute)
+def _counter_of(policy: ContextPolicy) -> Callable[[Message], int]:
+    """Per-message count of a sent message: C1 directly (no dispatch), else the policy's counter."""
+    return estimate_sent if policy.counter is None else policy.count
 
 
 def build_request_view(
@@ -91,64 +86,66 @@ def build_request_view(
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("messages must be a list of message dicts")
     inputs = list(messages)
-    plan = plan_repair(inputs)
-    steps = [(s.source, s.message) for s in plan.steps]
-    tokens: list[int] = []
-    sent: list[Message] = []
-    for src, msg in steps:
-        n, out = _counted(policy, cache if src is not None else None, msg)
-        tokens.append(n)
-        sent.append(out)
-    build = _Builder(inputs, steps, plan.dropped, tokens, sent, policy, plan.changed)
-    if not steps:
+    planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
+    if not planned.steps:
         raise ValueError("nothing to send: the transcript has no usable messages")
+    build = _Builder(inputs, planned, policy)
     if build.before <= policy.threshold:
-        return build.finish("unchanged", list(range(len(steps))), None)
+        return build.finish("unchanged", None, None)
     return build.compact(summarize)
 
 
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
-    def __init__(self, inputs: list[Any], steps: list[tuple[int | None, Message]], dropped: dict[int, str],
-                 tokens: list[int], sent: list[Message], policy: ContextPolicy, repaired: bool) -> None:
-        self.inputs, self.steps, self.dropped = inputs, steps, dropped
-        self.tokens, self.sent, self.policy, self.repaired = tokens, sent, policy, repaired
-        self.before = sum(tokens)
-        self.actions = ["kept" if src is not None else "synthetic" for src, _ in steps]
-        self.systems = [k for k, (_, m) in enumerate(steps) if m.get("role") in SYSTEM_ROLES]
-        self.conversation = [k for k, (_, m) in enumerate(steps) if m.get("role") not in SYSTEM_ROLES]
+    def __init__(self, inputs: list[Any], planned: Planned, policy: ContextPolicy) -> None:
+        self.inputs, self.steps, self.dropped = inputs, planned.steps, planned.dropped
+        # copies: the stages below rewrite entries, and the cache keeps the planned lists for the next build
+        self.tokens, self.sent, self.policy = list(planned.tokens), list(planned.sent), policy
+        self.before = sum(self.tokens)
+        sources = list(map(itemgetter(0), self.steps))
+        self.actions = ["kept"] * len(self.steps)
+        k = -1
+        while None in sources[k + 1:]:  # synthetic repair results (rare): found at C speed
+            k = sources.index(None, k + 1)
+            self.actions[k] = "synthetic"
+        self.repaired = bool(self.dropped) or k >= 0
+        self.systems: list[int] = []
+        self.conversation: list[int] = []
         self.tail: int | None = None  # index into self.conversation
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
+        self.systems = [k for k, (_, m) in enumerate(self.steps) if m.get("role") in SYSTEM_ROLES]
+        self.conversation = [k for k, (_, m) in enumerate(self.steps) if m.get("role") not in SYSTEM_ROLES]
         conv = self.conversation
-        self.tail = safe_tail_start([self.steps[k][1] for k in conv], [self.tokens[k] for k in conv],
+        conv_messages = list(map(itemgetter(1), map(self.steps.__getitem__, conv)))
+        self.tail = safe_tail_start(conv_messages, list(map(self.tokens.__getitem__, conv)),
                                     self.policy.keep_recent_tokens)
         old = conv[: self.tail]
         replaced, chars = 0, 0
-        for k in old:
-            text = placeholder_for(self.steps[k][1])
+        micro_tokens: dict[int, int] = {}
+        for k, msg in zip(old, conv_messages, strict=False):
+            text = placeholder_for(msg)
             if text is not None:
-                chars += len(content_text(self.steps[k][1].get("content")))
+                chars += len(content_text(msg.get("content")))
                 self.sent[k] = {**self.sent[k], "content": text}
                 self.actions[k] = "placeholder"
+                micro_tokens[k] = self.policy.count(self.sent[k])
                 replaced += 1
-        micro_tokens = {k: self.policy.count(self.sent[k]) for k, a in enumerate(self.actions) if a == "placeholder"}
-        order = self.systems + conv
-        after_micro = sum(micro_tokens.get(k, self.tokens[k]) for k in order)
+        order = self.systems + conv  # every step: the micro view drops nothing
+        after_micro = self.before + sum(n - self.tokens[k] for k, n in micro_tokens.items())
         if after_micro <= self.policy.threshold or not old:
             stage = "micro" if replaced else "unchanged"
             summary = None
             if replaced:
                 summary = micro_summary(replaced, chars, self.before, after_micro, self.policy.counter_name)
             return self.finish(stage, order, summary, micro_tokens)
-        for k in old:  # the summary path sends old messages as summarized, not as placeholders
+        for k in old:  # the summary path does not send old messages (their placeholders are moot)
             self.actions[k] = "summarized"
-            self.sent[k] = sanitize(self.steps[k][1])
         try:
             if summarize is None:
                 raise RuntimeError("no summariser configured")
-            text = summarize([self.steps[k][1] for k in old])
+            text = summarize(conv_messages[: self.tail])
             if not isinstance(text, str):
                 raise TypeError(f"summariser returned {type(text).__name__}, not str")
         except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
@@ -167,10 +164,29 @@ class _Builder:
         note = fallback_message()
         return self.finish("fallback", systems + [None] + tail, note["content"], extra=note, error=error)
 
-    def finish(self, stage: str, order: list[int | None], summary: str | None,
+    def finish(self, stage: str, order: list[int | None] | None, summary: str | None,
                override: dict[int, int] | None = None, extra: Message | None = None,
                error: str | None = None) -> RequestView:
-        override = override or {}
+        """`order` lists the step sent at each position (None = `extra`); None means every step, in order."""
+        if order is None:  # the common, unchanged path: plain copies, no per-message Python work
+            order = list(range(len(self.steps)))
+            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), list(order)
+        else:
+            out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
+        after = sum(sent_tokens)
+        tail_start = None
+        if self.tail is not None and self.tail < len(self.conversation):
+            tail_start = self.steps[self.conversation[self.tail]][0]
+        trace = Trace(self.inputs, self.steps, self.dropped, self.tokens, self.actions, sent_of_step,
+                      list(order), sent_tokens)  # type: ignore[arg-type]
+        return RequestView(
+            messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
+            threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
+            counter=self.policy.counter_name, tail_start=tail_start, over_threshold=after > self.policy.threshold,
+            repaired=self.repaired, error=error, trace=trace)
+
+    def _arrange(self, order: list[int | None], override: dict[int, int], extra: Message | None
+                 ) -> tuple[list[Message], list[int], list[int | None]]:
         out: list[Message] = []
         sent_tokens: list[int] = []
         sent_of_step: list[int | None] = [None] * len(self.steps)
@@ -183,26 +199,13 @@ class _Builder:
             sent_of_step[k] = len(out)
             out.append(self.sent[k])
             sent_tokens.append(override.get(k, self.tokens[k]))
-        after = sum(sent_tokens)
-        tail_start = None
-        if self.tail is not None and self.tail < len(self.conversation):
-            tail_start = self.steps[self.conversation[self.tail]][0]
-        trace = Trace(self.inputs, self.steps, self.dropped, self.tokens, self.actions, sent_of_step,
-                      list(order), sent_tokens)
-        return RequestView(
-            messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
-            threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
-            counter=self.policy.counter_name, tail_start=tail_start, over_threshold=after > self.policy.threshold,
-            repaired=self.repaired, error=error, trace=trace)
+        return out, sent_tokens, sent_of_step
 
 
 def build_fallback_view(messages: Sequence[Message], policy: ContextPolicy, reason: str) -> RequestView:
     """C8/C9: the fallback window as a RequestView (with provenance), e.g. for the prompt-too-long retry."""
     inputs = list(messages)
-    plan = plan_repair(inputs)
-    steps = [(s.source, s.message) for s in plan.steps]
-    if not steps:
+    planned = plan_and_count(inputs, _counter_of(policy), None, policy.counter)
+    if not planned.steps:
         raise ValueError("nothing to send: the transcript has no usable messages")
-    pairs = [_counted(policy, None, m) for _, m in steps]
-    build = _Builder(inputs, steps, plan.dropped, [n for n, _ in pairs], [s for _, s in pairs], policy, plan.changed)
-    return build.fallback(reason)
+    return _Builder(inputs, planned, policy).fallback(reason)

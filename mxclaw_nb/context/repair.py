@@ -14,6 +14,7 @@ the estimate is of what will be sent).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, tool_call_name
 
@@ -69,16 +70,24 @@ def _call_ids(message: Message) -> list[tuple[str, str | None]]:
     return out
 
 
-def plan_repair(messages: list[Message]) -> RepairPlan:
-    """Compute the repaired sequence without copying or mutating any message."""
-    steps: list[RepairStep] = []
+Step = tuple[int | None, Message]  # (input position or None when synthetic, message)
+_KNOWN_ROLES = frozenset(ROLES) | SYSTEM_ROLES
+
+
+def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[int, str]]:
+    """The repaired sequence of `messages[start:]` as (source, message) tuples, plus dropped positions.
+
+    `start` must be the position of a message with a known, non-tool role (or 0): the loop is then at the
+    top level there, so a prefix already planned can be reused and only the rest re-planned.
+    """
+    steps: list[Step] = []
     dropped: dict[int, str] = {}
     n = len(messages)
-    i = 0
+    i = start
     while i < n:
         msg = messages[i]
         role = msg.get("role") if isinstance(msg, dict) else None
-        if role not in ROLES and role not in SYSTEM_ROLES:
+        if not isinstance(role, str) or role not in _KNOWN_ROLES:
             dropped[i] = "unknown role" if isinstance(msg, dict) else "not a message"
             i += 1
             continue
@@ -86,7 +95,7 @@ def plan_repair(messages: list[Message]) -> RepairPlan:
             dropped[i] = "orphan tool result (no matching call directly before)"
             i += 1
             continue
-        steps.append(RepairStep(i, msg))
+        steps.append((i, msg))
         i += 1
         calls = _call_ids(msg) if role == "assistant" else []
         if not calls:
@@ -98,15 +107,21 @@ def plan_repair(messages: list[Message]) -> RepairPlan:
             tcid = None if tcid is None else str(tcid)
             if tcid in wanted and tcid not in seen:
                 seen.add(tcid)
-                steps.append(RepairStep(i, messages[i]))
+                steps.append((i, messages[i]))
             else:
                 dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
             i += 1
         for cid, name in calls:
             if cid not in seen:
                 seen.add(cid)
-                steps.append(RepairStep(None, synthetic_result(cid, name)))
-    return RepairPlan(steps, dropped)
+                steps.append((None, synthetic_result(cid, name)))
+    return steps, dropped
+
+
+def plan_repair(messages: list[Message]) -> RepairPlan:
+    """Compute the repaired sequence without copying or mutating any message."""
+    steps, dropped = plan_steps(messages)
+    return RepairPlan([RepairStep(src, msg) for src, msg in steps], dropped)
 
 
 def repair_tool_call_transcript(messages: list[Message]) -> list[Message]:

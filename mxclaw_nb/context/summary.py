@@ -10,7 +10,7 @@ not a replacement for the transcript: audit and search read the stored messages.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mxclaw_nb.messages import (
     SUMMARY_PREFIX,
@@ -44,9 +44,23 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _most_recent(messages: Sequence[Message], wanted: Callable[[Message], bool], text: Callable[[Message], str],
+                 limit: int) -> list[str]:
+    """The last `limit` non-empty texts of wanted messages, oldest first (scanned from the end: O(limit))."""
+    found: list[str] = []
+    for m in reversed(messages):
+        if wanted(m):
+            item = text(m)
+            if item:
+                found.append(item)
+                if len(found) == limit:
+                    break
+    return found[::-1]
+
+
 def _goals(messages: Sequence[Message]) -> list[str]:
-    goals = [clip(content_text(m.get("content")), GOAL_CHARS) for m in messages if m.get("role") == "user"]
-    return [g for g in goals if g][-GOALS_MAX:]
+    return _most_recent(messages, lambda m: m.get("role") == "user",
+                        lambda m: clip(content_text(m.get("content")), GOAL_CHARS), GOALS_MAX)
 
 
 def _paths(messages: Sequence[Message]) -> list[str]:
@@ -75,8 +89,7 @@ def _failure_text(message: Message) -> str:
 
 
 def _failures(messages: Sequence[Message]) -> list[str]:
-    found = [_failure_text(m) for m in messages if m.get("role") == "tool" and is_failure(m)]
-    return [f for f in found if f][-FAILURES_MAX:]
+    return _most_recent(messages, lambda m: m.get("role") == "tool" and is_failure(m), _failure_text, FAILURES_MAX)
 
 
 def _last_state(messages: Sequence[Message]) -> list[str]:

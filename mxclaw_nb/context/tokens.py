@@ -11,7 +11,6 @@ else.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -52,27 +51,55 @@ def count_cjk(text: str) -> int:
     """Number of CJK characters in `text`."""
     if text.isascii():
         return 0
-    return sum(1 for _ in CJK_PATTERN.finditer(text))
+    return len(CJK_PATTERN.findall(text))
 
 
 def estimate_text(text: str) -> int:
     """C1 estimate of a bare string: CJK chars + ceil(other chars / 4)."""
-    cjk = count_cjk(text)
-    return cjk + math.ceil((len(text) - cjk) / 4)
+    if text.isascii():
+        return -(-len(text) // 4)  # exact integer ceil (this runs once per message: keep it lean)
+    cjk = len(CJK_PATTERN.findall(text))
+    return cjk + -(-(len(text) - cjk) // 4)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: dumps() rebuilds per call
+_string = json.encoder.encode_basestring  # JSON string literal, non-ASCII kept (as ensure_ascii=False)
 
 
 def tool_calls_json(tool_calls: Any) -> str:
     """Compact JSON of tool calls as C1 counts it (no spaces, non-ASCII kept)."""
-    return json.dumps(tool_calls, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(tool_calls)
+
+
+_CALL_KEYS, _FUNCTION_KEYS = {"id", "type", "function"}, {"name", "arguments"}
+_CALL_FRAME = len('{"id":,"type":"function","function":{"name":,"arguments":}}')
+
+
+def _calls_json_length(calls: Any) -> int:
+    """len(tool_calls_json(calls)) without building the JSON for the usual well-formed (sanitised) shape."""
+    if calls.__class__ is not list:
+        return len(_COMPACT.encode(calls))
+    n = 1 + len(calls) if calls else 2  # brackets and commas
+    for call in calls:
+        fn = call.get("function") if call.__class__ is dict else None
+        if (fn.__class__ is not dict or call.keys() != _CALL_KEYS or fn.keys() != _FUNCTION_KEYS
+                or call["type"] != "function" or call["id"].__class__ is not str
+                or fn["name"].__class__ is not str or fn["arguments"].__class__ is not str):
+            return len(_COMPACT.encode(calls))
+        n += _CALL_FRAME + len(_string(call["id"])) + len(_string(fn["name"])) + len(_string(fn["arguments"]))
+    return n
 
 
 def estimate_sent(message: Message) -> int:
     """C1 estimate of a message that is already in its sent (sanitised) form."""
     content = message.get("content")
-    tokens = estimate_text(content_text(content)) + IMAGE_TOKENS * image_count(content)
+    if content.__class__ is str:
+        tokens = estimate_text(content)
+    else:
+        tokens = estimate_text(content_text(content)) + IMAGE_TOKENS * image_count(content)
     calls = message.get("tool_calls")
     if calls:
-        tokens += math.ceil(len(tool_calls_json(calls)) / 4)
+        tokens += -(-_calls_json_length(calls) // 4)
     return tokens
 
 
@@ -102,6 +129,7 @@ class TokenCache:
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
+        self.prefix: Any = None  # the last build's repair plan, reused when the transcript only grew
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
                ) -> tuple[int, Message]:

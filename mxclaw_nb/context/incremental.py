@@ -1,0 +1,115 @@
+"""Repair + count a transcript, reusing the previous build's work when the transcript only grew.
+
+Why: inside a turn the loop rebuilds the request view before every model call, and between calls the
+transcript only gains a few messages. Re-planning the C4 repair and re-counting 10k messages each time
+costs tens of milliseconds in Python; the cached prefix makes a rebuild proportional to what was
+appended. The reuse is exact: the repair loop is at its top level at every message with a known
+non-tool role (a tool block never extends past one), so everything planned before the last such
+message of the previous input is final, whatever is appended. Reuse requires the same message objects
+(and the same content / tool-call objects) in the same positions — checked at C speed — and the same
+counter; anything else re-plans from scratch, giving the same result as without a cache.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+from mxclaw_nb.context.repair import Step, plan_steps
+from mxclaw_nb.context.tokens import TokenCache
+from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, sanitize
+
+_TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
+
+
+@dataclass(frozen=True)
+class Planned:
+    """Repaired steps with per-step token counts and sent (sanitised) forms, plus dropped positions."""
+
+    steps: list[Step]
+    dropped: dict[int, str]
+    tokens: list[int]
+    sent: list[Message]
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    inputs: list[Any]
+    contents: list[Any]
+    calls: list[Any]
+    planned: Planned
+    resume: int  # input position where planning may resume
+    resume_step: int  # number of steps planned before `resume`
+    counter_key: Any
+
+
+def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
+    try:
+        return list(map(dict.get, inputs, repeat("content"))), list(map(dict.get, inputs, repeat("tool_calls")))
+    except TypeError:  # a non-dict entry: no reuse (rare, and the plan drops it anyway)
+        return None
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    return all(map(operator.is_, a, b))
+
+
+def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None,
+              counter_key: Any) -> bool:
+    if prev is None or snap is None or prev.counter_key is not counter_key:
+        return False
+    m = len(prev.inputs)
+    return (len(inputs) >= m and _same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
+            and _same(snap[1][:m], prev.calls))
+
+
+def _resume_point(inputs: list[Any], steps: list[Step]) -> tuple[int, int]:
+    for pos in range(len(inputs) - 1, -1, -1):
+        msg = inputs[pos]
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if isinstance(role, str) and role in _TOP_LEVEL_ROLES:
+            for k in range(len(steps) - 1, -1, -1):
+                if steps[k][0] == pos:
+                    return pos, k
+    return 0, 0
+
+
+def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
+                   counter_key: Any) -> Planned:
+    """C4 repair of `inputs` with each step sanitised and counted (`counter` takes the sent form); with a
+    cache, only the grown part is re-planned and only new messages are counted."""
+    prev: _Prefix | None = getattr(cache, "prefix", None)
+    snap = _snapshot(inputs) if cache is not None else None
+    start, steps, dropped, tokens, sent = 0, [], {}, [], []
+    if _reusable(prev, inputs, snap, counter_key):
+        assert prev is not None
+        start, k = prev.resume, prev.resume_step
+        steps, tokens, sent = prev.planned.steps[:k], prev.planned.tokens[:k], prev.planned.sent[:k]
+        dropped = {i: why for i, why in prev.planned.dropped.items() if i < start}
+    new_steps, new_dropped = plan_steps(inputs, start)
+    if cache is None:  # cold: one tight loop (this is the whole cost of a cold build)
+        for _, msg in new_steps:
+            out = sanitize(msg)
+            tokens.append(counter(out))
+            sent.append(out)
+    else:
+        def count(m: Message) -> tuple[int, Message]:
+            out = sanitize(m)
+            return counter(out), out
+
+        for src, msg in new_steps:
+            n, out = count(msg) if src is None else cache.lookup(msg, counter_key, count)
+            tokens.append(n)
+            sent.append(out)
+    steps += new_steps
+    dropped.update(new_dropped)
+    planned = Planned(steps, dropped, tokens, sent)
+    if cache is not None and snap is not None:
+        resume, resume_step = _resume_point(inputs, steps)
+        cache.prefix = _Prefix(inputs, snap[0], snap[1], planned, resume, resume_step, counter_key)
+    elif cache is not None:
+        cache.prefix = None
+    return planned
