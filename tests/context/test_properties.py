@@ -185,3 +185,27 @@ def test_incremental_cache_gives_identical_views(messages: list, policy: Context
         assert json.dumps(warm.messages) == json.dumps(cold.messages)
         assert (warm.stage, warm.before_tokens, warm.after_tokens) == (cold.stage, cold.before_tokens,
                                                                        cold.after_tokens)
+
+
+any_str = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
+raw_call = st.one_of(
+    st.fixed_dictionaries({"id": any_str, "type": st.just("function"),
+                           "function": st.fixed_dictionaries({"name": any_str, "arguments": any_str})}),
+    st.fixed_dictionaries({"id": st.one_of(any_str, st.integers(), st.none())},
+                          optional={"function": st.dictionaries(st.sampled_from(["name", "arguments", "x"]),
+                                                                st.one_of(any_str, st.integers())),
+                                    "type": any_str, "extra": any_str}),
+    any_str,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), any_str), st.lists(raw_call, min_size=1, max_size=4))
+def test_c1_tool_calls_cost_a_quarter_token_per_compact_json_character(text: str | None, calls: list) -> None:
+    """C1: ceil(len(json(tool_calls, separators=(",", ":"), ensure_ascii=False)) / 4) of the sent calls."""
+    from mxclaw_nb.messages import sanitize
+
+    msg = {"role": "assistant", "content": text, "tool_calls": calls}
+    sent_calls = sanitize(msg)["tool_calls"]
+    call_tokens = math.ceil(len(json.dumps(sent_calls, separators=(",", ":"), ensure_ascii=False)) / 4)
+    assert estimate_tokens(msg) == estimate_tokens({"role": "assistant", "content": text}) + call_tokens
