@@ -8,8 +8,8 @@ commits every append immediately so a killed process loses nothing already appen
 
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
 `store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
-docs/store-schema.md. The artifact preview text (A1 format) and `read_artifact` live elsewhere;
-this store keeps whole artifact texts, scoped to their session.
+the README section "The store: tables and columns". The artifact preview text (A1 format) and
+`read_artifact` live elsewhere; this store keeps whole artifact texts, scoped to their session.
 """
 
 from __future__ import annotations

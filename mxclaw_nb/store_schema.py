@@ -7,7 +7,7 @@ file upgrades it and migrating twice changes nothing. A file recorded at a versi
 not know came from a newer mxclaw_nb: we refuse it rather than guess (pattern: simonw/llm
 `llm/migrations.py`). Migrations only ever add; they never rewrite transcript rows (SPEC S2).
 
-The column meanings are documented in docs/store-schema.md; keep the two in step.
+The column meanings are documented in the README section "The store: tables and columns"; keep the two in step.
 """
 
 from __future__ import annotations

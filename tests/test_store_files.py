@@ -17,7 +17,7 @@ from mxclaw_nb.store import Store, StoreError
 from mxclaw_nb.store_schema import MIGRATIONS, current_version, migrate
 
 WORKER = Path(__file__).parent / "helpers" / "store_worker.py"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "store-schema.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def run_worker(*args: str) -> list[dict]:
@@ -29,7 +29,8 @@ def run_worker(*args: str) -> list[dict]:
 def documented_columns() -> dict[str, list[tuple[str, str]]]:
     tables: dict[str, list[tuple[str, str]]] = {}
     current = None
-    for line in DOCS.read_text(encoding="utf-8").splitlines():
+    section = README.read_text(encoding="utf-8").split("## The store: tables and columns", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
         if line.startswith("### `"):
             current = line.split("`")[1]
             tables[current] = []
