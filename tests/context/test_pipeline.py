@@ -188,3 +188,47 @@ def test_cache_gives_the_same_view_as_no_cache() -> None:
         cold = build_request_view(msgs, policy)
         warm = build_request_view(msgs, policy, cache=cache)
         assert json.dumps(warm.messages) == json.dumps(cold.messages) and warm.stage == cold.stage
+
+
+def test_cache_incremental_dangling_call_then_its_result_arrives() -> None:
+    """C4 + cache: the synthetic result of a dangling call is replaced once the real result is appended."""
+    msgs = [SYSTEM, {"role": "user", "content": "go"}, call("c1")]
+    cache = TokenCache()
+    first = build_request_view(msgs, POLICY, cache=cache)
+    assert "interrupted" in first.messages[-1]["content"]
+    msgs.append({"role": "tool", "tool_call_id": "c1", "content": "real result"})
+    second = build_request_view(msgs, POLICY, cache=cache)
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": "c1", "content": "real result"}
+    assert not second.repaired
+    msgs.append({"role": "tool", "tool_call_id": "c1", "content": "duplicate"})
+    third = build_request_view(msgs, POLICY, cache=cache)
+    assert third.messages == second.messages and [r.action for r in third.provenance.before][-1] == "dropped"
+
+
+def test_cache_reuse_only_for_a_grown_identical_prefix() -> None:
+    """Cache: a shorter, different or edited transcript, or another counter, gives the same view as no cache."""
+    base = [SYSTEM, *failing_steps(0, 2), *step(5, "x" * 2_000)]
+    cache = TokenCache()
+    build_request_view(base, POLICY, cache=cache)
+    variants = [base[:4], [copy.deepcopy(m) for m in base], list(reversed(base)), [*base[:2], *base[3:]]]
+    edited = list(base)
+    edited[2] = {**edited[2], "content": "changed"}
+    variants.append(edited)
+    for variant in variants:
+        warm = build_request_view(variant, POLICY, cache=cache)
+        assert json.dumps(warm.messages) == json.dumps(build_request_view(variant, POLICY).messages)
+    base[1]["content"] = "edited in place " * 50  # same dict, new content object: detected
+    warm = build_request_view(base, POLICY, cache=cache)
+    assert warm.before_tokens == build_request_view(base, POLICY).before_tokens
+
+
+def test_cache_with_a_different_counter_recounts() -> None:
+    """Cache: switching the policy's counter never serves counts made by another counter."""
+    from mxclaw_nb.context.counters import FunctionCounter
+
+    msgs = [SYSTEM, {"role": "user", "content": "hello world"}]
+    cache = TokenCache()
+    build_request_view(msgs, POLICY, cache=cache)
+    by_words = ContextPolicy(8_000, 0.8, 1_000, counter=FunctionCounter("words", lambda t: len(t.split())))
+    warm = build_request_view(msgs, by_words, cache=cache)
+    assert warm.before_tokens == build_request_view(msgs, by_words).before_tokens
