@@ -56,17 +56,15 @@ def synthetic_result(call_id: str, name: str | None) -> Message:
     }
 
 
-def _call_ids(message: Message) -> list[tuple[str, str | None]]:
-    calls = message.get("tool_calls")
-    if not calls:
-        return []
+def _call_ids(calls: Any) -> list[tuple[str, Any]]:
+    """(sent id, call) per tool call; the name is looked up only for a call that needs a synthetic result."""
     if not isinstance(calls, list):
         calls = [calls]
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, Any]] = []
     for k, call in enumerate(calls):
         cid = call.get("id") if isinstance(call, dict) else None
         # Same fallback id as messages.sanitize, so the synthetic result pairs with the sent call.
-        out.append((str(cid) if cid else fallback_call_id(call, k), tool_call_name(call)))
+        out.append((str(cid) if cid else fallback_call_id(call, k), call))
     return out
 
 
@@ -97,9 +95,12 @@ def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[in
             continue
         steps.append((i, msg))
         i += 1
-        calls = _call_ids(msg) if role == "assistant" else []
-        if not calls:
+        if role != "assistant":
             continue
+        raw_calls = msg.get("tool_calls")
+        if not raw_calls:
+            continue
+        calls = _call_ids(raw_calls)
         wanted = {cid for cid, _ in calls}
         seen: set[str] = set()
         while i < n and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
@@ -111,10 +112,10 @@ def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[in
             else:
                 dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
             i += 1
-        for cid, name in calls:
+        for cid, call in calls:
             if cid not in seen:
                 seen.add(cid)
-                steps.append((None, synthetic_result(cid, name)))
+                steps.append((None, synthetic_result(cid, tool_call_name(call))))
     return steps, dropped
 
 
