@@ -30,6 +30,7 @@ NAMES = {
     "03": "03-compaction-experiments",
     "04": "04-cross-session-analysis",
 }
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -56,10 +57,28 @@ def build(key: str) -> nbformat.NotebookNode:
 def execute(nb: nbformat.NotebookNode, timeout: int = 600) -> float:
     """Run the notebook in a fresh python3 kernel with notebooks/ as the working folder; seconds taken."""
     started = time.perf_counter()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
     client.execute()
     return time.perf_counter() - started
+
+
+def static_widgets(nb: nbformat.NotebookNode) -> int:
+    """Keep only the static HTML/text of widget outputs; returns how many were changed.
+
+    A saved widget view needs the saved widget state, megabytes of JSON that only a live kernel can use;
+    every mxclaw_nb widget also carries `text/html` and `text/plain` renderings of the same numbers, which
+    GitHub, nbconvert and JupyterLab show as they are. Re-running a cell brings the live widget back.
+    """
+    changed = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if WIDGET_VIEW in data and ("text/html" in data or "text/plain" in data):
+                del data[WIDGET_VIEW]
+                changed += 1
+    nb.metadata.pop("widgets", None)
+    return changed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         nb = build(key)
         note = "not executed"
         if not args.no_execute:
-            note = f"executed in {execute(nb):.1f} s"
+            note = f"executed in {execute(nb):.1f} s, {static_widgets(nb)} widget outputs kept as static HTML"
         path = NOTEBOOKS / f"{NAMES[key]}.ipynb"
         nbformat.write(nb, path)
         print(f"{path.relative_to(ROOT)}: {len(nb.cells)} cells, {note}")

@@ -393,7 +393,7 @@ CELLS = [
         """
         calls = store.requests(agent.session_id)
         calls["failed"] = calls["error"].notna()
-        calls[["turn", "iteration", "stage", "retry", "estimate_tokens", "failed"]].tail(3)
+        calls[["turn", "iteration", "stage", "retry", "failed"]].tail(3)
         """,
         CHECK,
     ),
@@ -407,7 +407,8 @@ CELLS = [
         """
         sent = server.requests[-1]["messages"]
         print(f"sent {len(sent)} messages on the retry; the transcript has {len(agent.transcript())}")
-        pd.DataFrame({"role": [m["role"] for m in sent], "content": [str(m.get("content"))[:70] for m in sent]})
+        pd.DataFrame({"role": [m["role"] for m in sent],
+                      "first line": [str(m.get("content")).splitlines()[0][:60] for m in sent]})
         """,
         CHECK,
     ),

@@ -201,7 +201,9 @@ CELLS = [
         Columns: `sessions_compacted` — conversations with at least one compaction; `stage_*` — simulated calls
         reaching each stage; `saved_share` — est. tokens saved over all calls (and over compacted calls only);
         `fact_survival` — share of facts from compacted messages (paths, error lines, numbers, commands) still
-        visible in the view; `over_threshold` — calls still over the threshold after every allowed step.
+        visible in the view; `over_threshold` — calls still over the threshold after every allowed step (at a 2k
+        window the system prompt plus the safe tail alone often exceed 1,600 est. tokens: the engine keeps them
+        anyway, because it never drops the system messages or splits the tail).
         """
     ),
     code(
@@ -229,9 +231,11 @@ CELLS = [
     ),
     md(
         """
-        Reading the plots: a smaller window compacts more often and saves more; a lower ratio compacts earlier
-        (more calls compacted, each saving less); a bigger tail keeps more verbatim, so more calls must go on from
-        placeholders to the summary stage, and each saves less. Fact survival shows the price:
+        Reading the plots (on the shared transcripts): a smaller window compacts more often and saves more; a lower
+        ratio compacts earlier (more calls compacted, each saving less); a bigger tail keeps more verbatim, so
+        placeholders alone rarely suffice, more calls go on to the summary stage, and less is saved. What a bigger
+        tail buys is visible in fact survival: more of the paths, errors, numbers and commands from compacted
+        messages are still in front of the model.
         """
     ),
     code(
