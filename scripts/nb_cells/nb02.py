@@ -144,6 +144,7 @@ CELLS = [
         """,
         CHECK,
     ),
+    code("ContextGauge(view)  # far below the red threshold line: nothing to do"),
     md(
         """
         ## 3 · Safe tail (C3)
@@ -175,6 +176,19 @@ CELLS = [
         tails
         """,
         CHECK,
+    ),
+    md(
+        """
+        In a real request view the tail is where compaction stops: the inspector's header says where it starts,
+        and every message from there on is `kept`. Here with a 1,000-token window and a 500-token tail budget:
+        """
+    ),
+    code(
+        """
+        view = build_request_view(conv, ContextPolicy(context_window_tokens=1_000, keep_recent_tokens=500))
+        print(f"stage {view.stage!r} · tail starts at #{view.tail_start}")
+        CompactionInspector(view)
+        """
     ),
     md(
         """
@@ -233,6 +247,7 @@ CELLS = [
         """,
         CHECK,
     ),
+    code("CompactionInspector(view)  # filter the action column for synthetic / dropped"),
     md(
         """
         ## 5 · Microcompaction (C5)
@@ -336,6 +351,7 @@ CELLS = [
         """,
         CHECK,
     ),
+    code("show(view)"),
     md(
         """
         Here the window starts one message early (#8, the `bash` call) so that it does not begin with that call's
@@ -416,8 +432,8 @@ CELLS = [
         """
         events = store.events(agent.session_id, type="context.compacted")
         display(events[["turn", "iteration", "type", "payload"]])
-        retry_call = calls[calls["retry"]].iloc[-1]
-        CompactionInspector(retry_call)
+        retry_call = calls[calls["retry"]].iloc[-1]  # a stored request row is enough for both widgets
+        display(ContextGauge.from_request(retry_call), CompactionInspector(retry_call))
         """
     ),
     code(
@@ -471,9 +487,39 @@ CELLS = [
         print(tool_rows["content"].iloc[0][-160:])
         """
     ),
+    code("ContextGauge(turn.views[-1])  # the orange tool-results layer holds the preview, not the 77 KB log"),
     md(
         """
-        ## 10 · Frozen context (F1)
+        ## 10 · Again before every call (C7), and events (C10)
+
+        Tool results grow the request *inside* a turn, so the check runs before every model call, and a turn can
+        compact several times. Two more demo turns push this session past its 12,800-token threshold (16k window);
+        each compaction is stored as a `context.compacted` event and marked on the session's timeline. Live figures
+        here are *calibrated*: once the provider has reported usage, the agent counts with a counter anchored on those
+        reports (SPEC T3), and `tokens_are` says so.
+        """
+    ),
+    code(
+        """
+        from mxclaw_nb.widgets import TokenTimeline
+
+        for prompt in ["Look at the build log and tell me what the slowest step was.",
+                       "Summarize what you changed and what you checked, with file names."]:
+            print(demo.run(prompt))
+        TokenTimeline(store=store, session_id=demo.session_id)
+        """
+    ),
+    code(
+        """
+        events = store.events(demo.session_id, type="context.compacted")
+        payloads = pd.json_normalize(events["payload"].map(json.loads))
+        pd.concat([events[["turn", "iteration"]], payloads[["stage", "before_tokens", "after_tokens", "tokens_are"]],
+                   payloads["summary"].str.slice(0, 60)], axis=1)
+        """
+    ),
+    md(
+        """
+        ## 11 · Frozen context (F1)
 
         On a session's first turn the agent reads `AGENTS.md`, `.mx-claw/AGENTS.md`, the verification policy in
         `.mx-claw/project.json`, the skill catalog and the user/project memory, and stores them as system messages.
@@ -490,6 +536,7 @@ CELLS = [
                        "first line": m["content"].splitlines()[0][:70]} for m in systems])
         """
     ),
+    code("ContextGauge(demo.dry_run('What next'))  # the frozen layers sit at the left of every bar, kept on every path"),
     code(
         """
         agents_md = demo.workspace / "AGENTS.md"
@@ -503,7 +550,7 @@ CELLS = [
     ),
     md(
         """
-        ## 11 · The article's worked example
+        ## 12 · The article's worked example
 
         The design article walks through one request: a **64,000**-token window, ratio **0.8** (threshold
         **51,200**), an **8,000**-token safe tail, and a ~72,000-token transcript made of ~10k of system messages,
