@@ -169,7 +169,7 @@ CELLS = [
 
         Any OpenAI-compatible Chat Completions endpoint works. Configure it with environment variables **before**
         starting Jupyter, or with `%config` in the notebook (`%agent config` lists every setting and where its value
-        comes from). The model needs tool calling (function calling) support.
+        comes from). The model needs tool calling (function calling) support. Local servers need no key.
 
         | setting (`%config AgentMagics.…`) | environment variable | meaning |
         |---|---|---|
@@ -203,18 +203,21 @@ CELLS = [
         %config AgentMagics.context_window_tokens = 16384
         ```
 
-        **Ollama** (`ollama pull qwen2.5-coder`; Ollama ignores the key but the client needs one)
+        **Ollama** (`OLLAMA_CONTEXT_LENGTH=32768 ollama serve`, then `ollama pull qwen2.5-coder`)
 
         ```python
-        import os
-        os.environ["OPENAI_API_KEY"] = "ollama"
         %config AgentMagics.base_url = "http://127.0.0.1:11434/v1"
         %config AgentMagics.model = "qwen2.5-coder"
+        %config AgentMagics.context_window_tokens = 32768
         ```
 
-        Set the window to what the server really allows (`-c` for llama.cpp, `num_ctx` for Ollama, `--max-model-len`
-        for vLLM): the threshold is computed from it. Remove the `%config AgentMagics.model = "mxclaw-demo"` line
-        above (or set `model` to your model) to leave the demo, and keep `approval` at `"ask"`.
+        **From Python**: `Agent(base_url="http://127.0.0.1:8000/v1", api_key="...", model="...",
+        context_window_tokens=32768)` takes the same settings as arguments.
+
+        Set the window to what the server really allows (`--max-model-len` for vLLM, `-c` for llama.cpp,
+        `OLLAMA_CONTEXT_LENGTH` or a Modelfile's `num_ctx` for Ollama, whose default is much smaller than the
+        models' own windows): the threshold is computed from it. Remove the `%config AgentMagics.model =
+        "mxclaw-demo"` line above (or set `model` to your model) to leave the demo, and keep `approval` at `"ask"`.
 
         ## Next
 
