@@ -15,7 +15,7 @@ CELLS = [
         Everything the agent does is stored in one DuckDB file: `sessions`, `messages` (the transcript, append-only),
         `events` (e.g. `context.compacted`), `artifacts` and `requests` (one row per model call, with the est. tokens
         before and after compaction, the stage and the provider-reported usage). Column reference:
-        `docs/store-schema.md`.
+        the README, section *The store: tables and columns*.
 
         This notebook fills a store with several sessions — live runs of the offline demo agent under different
         windows, plus imported real transcripts — and answers questions across all of them with SQL:
