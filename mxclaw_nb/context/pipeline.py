@@ -124,7 +124,11 @@ class _Builder:
         old = conv[: self.tail]
         replaced, chars = 0, 0
         micro_tokens: dict[int, int] = {}
-        for k, msg in zip(old, conv_messages, strict=False):
+        # Placeholders cost >= 0, so micro can at best remove every old tool result; when even that leaves
+        # the view over the threshold the summary path is certain and the placeholders need not be made.
+        best = self.before - sum(max(self.tokens[k], 0) for k, m in zip(old, conv_messages, strict=False)
+                                 if m.get("role") == "tool")
+        for k, msg in zip(old, conv_messages, strict=False) if best <= self.policy.threshold else ():
             text = placeholder_for(msg)
             if text is not None:
                 chars += len(content_text(msg.get("content")))

@@ -66,7 +66,7 @@ def _goals(messages: Sequence[Message]) -> list[str]:
 def _paths(messages: Sequence[Message]) -> list[str]:
     seen: dict[str, None] = {}
     for m in messages:
-        if m.get("role") != "assistant":
+        if m.get("role") != "assistant" or not m.get("tool_calls"):
             continue
         for call in tool_call_list(m):
             if tool_call_name(call) not in FILE_WRITING_TOOLS:
