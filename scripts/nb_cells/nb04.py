@@ -307,4 +307,19 @@ CELLS = [
         so sessions can move between machines.
         """
     ),
+    md(
+        """
+        ## 7 · The same from the magic
+
+        With the extension loaded, `%agent sql` runs a query on the store the magics use (here the same file, through
+        `MXCLAW_DB`) and returns the DataFrame; `x = %agent sql ...` keeps it.
+        """
+    ),
+    code(
+        """
+        %load_ext mxclaw_nb
+        %config AgentMagics.model = "mxclaw-demo"
+        %agent sql SELECT type, count(*) AS events, count(DISTINCT session_id) AS sessions FROM events GROUP BY type ORDER BY events DESC
+        """
+    ),
 ]
