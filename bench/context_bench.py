@@ -193,8 +193,10 @@ def report(rows: list[dict[str, Any]]) -> None:
         trim = row["langchain"]["trim_ms"]
         for name in ("common", "compaction"):
             cold = row[name]["cold_ms"]
-            print(f"target: cold build ({name}) no slower than trim_messages at {row['messages']:,}: {cold:.1f} ms "
-                  f"vs {trim:.1f} ms -> {'MET' if cold <= trim else 'MISSED'}")
+            both = trim + row["langchain"]["convert_ms"]
+            print(f"target: cold build ({name}, {row[name]['stage']}) no slower than trim_messages at "
+                  f"{row['messages']:,}: {cold:.1f} ms vs {trim:.1f} ms -> {'MET' if cold <= trim else 'MISSED'}"
+                  f"  (vs convert_to_messages + trim from the same dicts: {both:.1f} ms)")
     print("\nAll times are medians of CPU time of this process (time.process_time; wall clock in --json); "
           "engine and trim runs are interleaved. "
           "common = window 2x the transcript's estimate (the usual case: nothing compacted); compaction = "
