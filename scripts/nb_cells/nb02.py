@@ -25,7 +25,8 @@ CELLS = [
         the design article (64k window, 0.8 ratio, 8k tail). Everything runs offline: the engine is pure
         Python, and the one section that needs a "provider" uses a local test server on 127.0.0.1.
 
-        All token figures are **estimates** ("est."), computed with the conservative C1 rule, not a tokenizer.
+        Unless marked otherwise, token figures are **estimates** ("est."), computed with the conservative C1 rule,
+        not a tokenizer.
         """
     ),
     SETUP_NOTE,
@@ -179,6 +180,14 @@ CELLS = [
     ),
     md(
         """
+        With a 100-token budget the last message (400 est. tokens) is kept anyway (a), and since it is a tool
+        result the tail grows back to the `bash` call that produced it (b). With 500 the tail adds the short user
+        request #4 but not the 159-token assistant message #3; with 1,000 it takes #3 too and stops before the
+        500-token tool result #2.
+        """
+    ),
+    md(
+        """
         In a real request view the tail is where compaction stops: the inspector's header says where it starts,
         and every message from there on is `kept`. Here with a 1,000-token window and a 500-token tail budget:
         """
@@ -192,11 +201,6 @@ CELLS = [
     ),
     md(
         """
-        With a 100-token budget the last message (400 est. tokens) is kept anyway (a), and since it is a tool
-        result the tail grows back to the `bash` call that produced it (b). With 500 the tail adds the short user
-        request #4 but not the 159-token assistant message #3; with 1,000 it takes #3 too and stops before the
-        500-token tool result #2.
-
         ## 4 · Repair (C4)
 
         Interrupted kernels and imported logs leave broken histories: a call without a result, a result whose call

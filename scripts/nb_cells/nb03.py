@@ -62,9 +62,10 @@ CELLS = [
     ),
     md(
         """
-        Call by call at 64k: the transcript grows (`full_tokens`), the first calls over 51,200 compact. Inside one
-        turn the next call starts from the previous *view* (SPEC C7), so once a summary is pinned the following calls
-        can be `unchanged` while still sending far less than the full transcript.
+        Call by call at 64k: the transcript grows (`full_tokens`) and the first call over 51,200 is compacted
+        (`micro`). Inside one turn the next call starts from the previous *view* (SPEC C7): the placeholders (or a
+        pinned summary) carry over, so the following calls are `unchanged` while still sending ~20k est. tokens less
+        than the full transcript. The next user message (turn 5) rebuilds the view from the full transcript.
         """
     ),
     code(
