@@ -247,6 +247,9 @@ CELLS = [
         """
         view = build_request_view(broken, ContextPolicy(context_window_tokens=2_000))
         print("stage:", view.stage, "· repaired:", view.repaired)
+        for record in view.provenance.before:
+            if record.reason:
+                print(f"  #{record.position} dropped: {record.reason}")
         table(view)[["position", "role", "tool", "action", "failure", "preview"]]
         """,
         CHECK,
