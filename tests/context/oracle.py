@@ -255,3 +255,17 @@ def check_provenance(messages: Sequence[Any], view: RequestView) -> None:
         if rec.source is not None and rec.action == "kept":
             assert sanitize(messages[rec.source]) == view.messages[pos]
     assert sum(r.tokens for r in view.provenance.after) == view.after_tokens
+
+
+def micro_figures(messages: Sequence[Any], keep_recent_tokens: int) -> tuple[int, int]:
+    """(before, after microcompaction) estimates per the SPEC, for a transcript that needs no repair."""
+    steps = oracle_repair(messages)
+    assert all(src is not None for src, _ in steps), "use a transcript that needs no synthetic results"
+    systems = [m for _, m in steps if m.get("role") in SYSTEMS]
+    conv = [m for _, m in steps if m.get("role") not in SYSTEMS]
+    before = sum(estimate_tokens(m) for _, m in steps)
+    if not conv:
+        return before, before
+    tail = oracle_tail_start(conv, [estimate_tokens(m) for m in conv], keep_recent_tokens)
+    micro = [*systems, *(_placeholdered(m) if j < tail else m for j, m in enumerate(conv))]
+    return before, sum(estimate_tokens(m) for m in micro)

@@ -26,7 +26,7 @@ from mxclaw_nb.context import (
     repair_tool_call_transcript,
 )
 
-from .oracle import build_and_check, check_pairing, check_sent_shape
+from .oracle import build_and_check, check_pairing, check_sent_shape, micro_figures
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                          HealthCheck.data_too_large])
@@ -40,6 +40,7 @@ short_text = st.one_of(
 )
 big_text = st.builds(lambda ch, n: ch * n, st.sampled_from(["x", "长", "é", "line\n"]), st.integers(0, 6_000))
 text = st.one_of(short_text, big_text)
+tool_output = st.one_of(text, st.builds(lambda n: "output line\n" * n, st.integers(100, 1_500)))  # compactable
 image = st.just({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
 part = st.one_of(st.builds(lambda t: {"type": "text", "text": t}, text), image, st.integers(), st.none(),
                  st.builds(lambda t: {"text": t}, short_text), st.just({"type": "text", "text": None}))
@@ -79,7 +80,7 @@ def call_block(draw: st.DrawFn) -> list[dict]:
                                                         "arguments": draw(args)}} for i in ids]
     msgs = [{"role": "assistant", "content": draw(st.one_of(st.none(), short_text)), "tool_calls": calls}]
     result_ids = draw(st.lists(st.one_of(st.sampled_from(ids), IDS), max_size=4))
-    msgs += [{"role": "tool", "tool_call_id": i, "content": draw(text), **draw(extras)} for i in result_ids]
+    msgs += [{"role": "tool", "tool_call_id": i, "content": draw(tool_output), **draw(extras)} for i in result_ids]
     return msgs
 
 
@@ -92,6 +93,19 @@ policies = st.builds(ContextPolicy, st.integers(50, 30_000), st.sampled_from([0.
                      st.integers(0, 4_000))
 
 
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list, ContextPolicy]:
+    """A transcript and a policy: half fully random, half sized to the transcript so that every stage
+    (unchanged, micro, summary under and over the threshold, fallback) is reached often."""
+    messages = draw(transcripts)
+    if draw(st.booleans()):
+        return messages, draw(policies)
+    total = max(1, estimate_messages([m for m in messages if isinstance(m, dict)]))
+    ratio = draw(st.sampled_from([0.5, 0.8, 1.0]))
+    window = max(1, int(total * draw(st.one_of(st.floats(0.05, 1.3), st.floats(0.3, 0.9))) / ratio))
+    return messages, ContextPolicy(window, ratio, int(total * draw(st.floats(0, 0.3))))
+
+
 def boom(old: list[dict]) -> str:
     raise RuntimeError("compactor failed")
 
@@ -101,9 +115,10 @@ def has_usable(messages: list) -> bool:
 
 
 @FAST
-@given(transcripts, policies, st.sampled_from([None, boom, lambda old: "custom summary 摘要"]))
-def test_invariants_hold_for_random_broken_transcripts(messages: list, policy: ContextPolicy, summarize) -> None:
+@given(cases(), st.sampled_from([None, None, boom, lambda old: "custom summary 摘要"]))
+def test_invariants_hold_for_random_broken_transcripts(case: tuple[list, ContextPolicy], summarize) -> None:
     """DESIGN invariants + C0 stage order on random partly broken transcripts, at random policies."""
+    messages, policy = case
     if not has_usable(messages):
         return  # covered by the ValueError test below
     view = build_and_check(messages, policy, summarize)
@@ -124,11 +139,12 @@ def test_value_error_exactly_when_nothing_usable(messages: list) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(transcripts, policies, st.lists(st.one_of(user, assistant, tool, call_block().map(tuple)), max_size=5))
-def test_c7_iterations_keep_invariants_and_pin_earlier_system_messages(messages: list, policy: ContextPolicy,
+@given(cases(), st.lists(st.one_of(user, assistant, tool, call_block().map(tuple)), max_size=5))
+def test_c7_iterations_keep_invariants_and_pin_earlier_system_messages(case: tuple[list, ContextPolicy],
                                                                          appended: list) -> None:
     """C7: the next iteration's input is the current view + new messages; invariants hold again and the
     system messages of the first view (incl. a summary) are still sent, in order, unless C8 applies."""
+    messages, policy = case
     if not has_usable(messages):
         return
     flat = [m for a in appended for m in (a if isinstance(a, tuple) else [a])]
@@ -171,9 +187,10 @@ def test_c1_request_estimate_is_additive(messages: list) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(transcripts, policies)
-def test_incremental_cache_gives_identical_views(messages: list, policy: ContextPolicy) -> None:
+@given(cases())
+def test_incremental_cache_gives_identical_views(case: tuple[list, ContextPolicy]) -> None:
     """Issue 2 item 4: growing a transcript one message at a time with one TokenCache = cold builds."""
+    messages, policy = case
     cache = TokenCache()
     grown: list = []
     for m in messages:
@@ -209,3 +226,34 @@ def test_c1_tool_calls_cost_a_quarter_token_per_compact_json_character(text: str
     sent_calls = sanitize(msg)["tool_calls"]
     call_tokens = math.ceil(len(json.dumps(sent_calls, separators=(",", ":"), ensure_ascii=False)) / 4)
     assert estimate_tokens(msg) == estimate_tokens({"role": "assistant", "content": text}) + call_tokens
+
+
+@st.composite
+def agent_session(draw: st.DrawFn) -> list[dict]:
+    """A well-formed agent session: goals, calls, big/short/failed results, notes (no repair needed)."""
+    msgs: list[dict] = [{"role": "system", "content": draw(text)}]
+    for k in range(draw(st.integers(1, 12))):
+        msgs.append({"role": "user", "content": draw(short_text)})
+        msgs.append({"role": "assistant", "content": draw(st.one_of(st.none(), short_text)), "tool_calls": [
+            {"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": draw(args)}}]})
+        result = draw(st.one_of(tool_output, tool_output, st.just("ok")))
+        msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": result, **draw(extras)})
+        if draw(st.booleans()):
+            msgs.append({"role": "assistant", "content": draw(text)})
+    return msgs
+
+
+@FAST
+@given(agent_session(), st.integers(0, 3_000), st.data())
+def test_c5_micro_is_chosen_exactly_when_placeholders_suffice(messages: list, keep: int, data) -> None:
+    """C0/C5: with the threshold between the micro view and the full view, the stage is `micro`; below the
+    micro view, the summary path runs (C6); the view follows the SPEC in both cases."""
+    before, after_micro = micro_figures(messages, keep)
+    if after_micro >= before:
+        return  # nothing replaceable before the tail
+    threshold = data.draw(st.integers(after_micro, before - 1), label="threshold")
+    view = build_and_check(messages, ContextPolicy(threshold, 1.0, keep))
+    assert view.stage == "micro" and view.after_tokens == after_micro
+    if after_micro > 1:
+        below = build_and_check(messages, ContextPolicy(after_micro - 1, 1.0, keep))
+        assert below.stage == "summary"
