@@ -34,12 +34,61 @@ CELLS = [
         from IPython.display import Markdown, display
 
         from mxclaw_nb.analysis import compare, conversations, summarize_comparison, summarize_policies
-        from mxclaw_nb.analysis.plots import plot_fact_survival, plot_stage_counts, plot_tokens_saved, stage_colors
+        from mxclaw_nb.analysis.plots import plot_fact_survival, stage_colors
         from mxclaw_nb.examples import synthetic_transcript, worked_example
 
         pd.set_option("display.precision", 3)
         COLUMNS = ["policy", "sessions", "sessions_compacted", "compactions", "stage_micro", "stage_summary",
                    "stage_fallback", "saved_share", "saved_share_compacted", "fact_survival", "over_threshold"]
+        """
+    ),
+    md(
+        """
+        Two helpers used for both data sets: `sweep` changes one number of a base policy at a time and replays
+        every conversation under each policy (`compare`), `plot_sweeps` draws tokens saved and stages reached.
+        """
+    ),
+    code(
+        """
+        def sweep(source, base, windows, ratios, tails):
+            \"\"\"Replay `source` under one-number changes of `base`: (compare frames by sweep, one summary table).\"\"\"
+            sweeps = {  # the window sweep keeps the tail at the same share of the window
+                "window": ("window", [{**base, "window": w, "tail": w * base["tail"] // base["window"]} for w in windows]),
+                "threshold ratio": ("ratio", [{**base, "ratio": r} for r in ratios]),
+                "tail budget": ("tail", [{**base, "tail": t} for t in tails]),
+            }
+            runs, tables = {}, []
+            for name, (key, policies) in sweeps.items():
+                runs[name] = compare(source, policies, progress=False)
+                table = summarize_policies(runs[name])[COLUMNS]
+                table.insert(0, "value", [f"{p[key]:g}" for p in policies])
+                table.insert(0, "sweep", name)
+                tables.append(table)
+            return runs, pd.concat(tables, ignore_index=True)
+
+
+        def plot_sweeps(summary, title):
+            \"\"\"Top: share of est. tokens saved; bottom: compacted calls by stage; one column per sweep.\"\"\"
+            colors = stage_colors()
+            fig, axes = plt.subplots(2, 3, figsize=(13, 6.4), layout="constrained", sharey="row")
+            for col, (name, table) in enumerate(summary.groupby("sweep", sort=False)):
+                x = list(table["value"])
+                top, bottom = axes[0, col], axes[1, col]
+                top.plot(x, table["saved_share"] * 100, marker="o", label="all calls", color="#1e88e5")
+                top.plot(x, table["saved_share_compacted"] * 100, marker="s", label="compacted calls", color="#90caf9")
+                top.set_title(f"sweep: {name}")
+                base = [0] * len(table)
+                for stage in ("micro", "summary", "fallback"):
+                    values = list(table[f"stage_{stage}"])
+                    bottom.bar(x, values, bottom=base, color=colors[stage], label=stage)
+                    base = [b + v for b, v in zip(base, values)]
+                bottom.set_xlabel(name)
+            axes[0, 0].set_ylabel("est. tokens saved (%)")
+            axes[1, 0].set_ylabel("compacted model calls")
+            axes[0, 0].legend(frameon=False)
+            axes[1, 0].legend(frameon=False)
+            fig.suptitle(title)
+            plt.show()
         """
     ),
     md(
@@ -113,22 +162,20 @@ CELLS = [
         \"\"\")
         """
     ),
-    code(
+    md(
         """
-        stored_policies = [{"window": w, "ratio": 0.8, "tail": w // 4} for w in (8_000, 12_000, 16_000, 24_000, 32_000)]
-        stored = compare(store, stored_policies, progress=False)
-        summarize_policies(stored)[COLUMNS]
+        The sweep around the demo model's own setting scaled down a little: base **12k window / 0.8 / 3k tail**.
         """
     ),
     code(
         """
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained")
-        plot_tokens_saved(stored, ax=axes[0])
-        plot_stage_counts(stored, ax=axes[1])
-        axes[0].set_title("demo sessions: tokens saved (est.)")
-        plt.show()
+        stored_runs, stored_summary = sweep(store, {"window": 12_000, "ratio": 0.8, "tail": 3_000},
+                                            windows=(8_000, 12_000, 16_000, 24_000), ratios=(0.6, 0.7, 0.8, 0.9),
+                                            tails=(1_000, 2_000, 3_000, 6_000))
+        stored_summary.round(3)
         """
     ),
+    code('plot_sweeps(stored_summary, "two demo sessions (stored)")'),
     md(
         """
         ## 3 · Real transcripts
@@ -179,19 +226,8 @@ CELLS = [
     code(
         """
         BASE = {"window": 4_000, "ratio": 0.8, "tail": 1_000}
-        sweeps = {
-            "window": ("window", [{**BASE, "window": w, "tail": w // 4} for w in (2_000, 3_000, 4_000, 6_000, 8_000, 16_000)]),
-            "threshold ratio": ("ratio", [{**BASE, "ratio": r} for r in (0.5, 0.6, 0.7, 0.8, 0.9)]),
-            "tail budget": ("tail", [{**BASE, "tail": t} for t in (250, 500, 1_000, 2_000, 3_000)]),
-        }
-        runs, tables = {}, []
-        for name, (key, policies) in sweeps.items():
-            runs[name] = compare(real, policies, progress=False)
-            table = summarize_policies(runs[name])[COLUMNS]
-            table.insert(0, "value", [f"{p[key]:g}" for p in policies])
-            table.insert(0, "sweep", name)
-            tables.append(table)
-        summary = pd.concat(tables, ignore_index=True)
+        runs, summary = sweep(real, BASE, windows=(2_000, 3_000, 4_000, 6_000, 8_000, 16_000),
+                              ratios=(0.5, 0.6, 0.7, 0.8, 0.9), tails=(250, 500, 1_000, 2_000, 3_000))
         seconds = sum(df.attrs["timing"]["seconds"] for df in runs.values())
         print(f"{sum(len(df) for df in runs.values()):,} simulated model calls replayed in {seconds:.1f} s")
         summary.round(3)
@@ -209,25 +245,7 @@ CELLS = [
     ),
     code(
         """
-        colors = stage_colors()
-        fig, axes = plt.subplots(2, 3, figsize=(13, 6.4), layout="constrained", sharey="row")
-        for col, (name, table) in enumerate(summary.groupby("sweep", sort=False)):
-            x = list(table["value"])
-            top, bottom = axes[0, col], axes[1, col]
-            top.plot(x, table["saved_share"] * 100, marker="o", label="all calls", color="#1e88e5")
-            top.plot(x, table["saved_share_compacted"] * 100, marker="s", label="compacted calls", color="#90caf9")
-            top.set_title(f"sweep: {name}")
-            base = [0] * len(table)
-            for stage in ("micro", "summary", "fallback"):
-                values = list(table[f"stage_{stage}"])
-                bottom.bar(x, values, bottom=base, color=colors[stage], label=stage)
-                base = [b + v for b, v in zip(base, values)]
-            bottom.set_xlabel(name)
-        axes[0, 0].set_ylabel("est. tokens saved (%)")
-        axes[1, 0].set_ylabel("compacted model calls")
-        axes[0, 0].legend(frameon=False)
-        axes[1, 0].legend(frameon=False)
-        plt.show()
+        plot_sweeps(summary, "shared real transcripts" if origin.get(real[0][0]) != "synthetic" else "synthetic transcripts")
         """
     ),
     md(
