@@ -14,6 +14,7 @@ import base64
 import mimetypes
 import os
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,8 +93,10 @@ class Agent:
         self.tools = default_registry()
         self._subscribers: list[Subscriber] = []
         self._cache = TokenCache()
-        self.session_id = session_id or self.store.create_session(
-            workspace=str(self.workspace), model=self.provider.model, source="demo" if self.is_demo else "agent")
+        # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
+        # never leaves empty sessions behind.
+        self.session_id = session_id or uuid.uuid4().hex
+        self._session_stored = False  # checked against the store on the first turn
         ToolContext(self.workspace, self.session_id, approval=approval)  # validate approval/workspace early
 
     # -- configuration -------------------------------------------------------------------------
@@ -135,8 +138,7 @@ class Agent:
     # -- sessions ------------------------------------------------------------------------------
     def new_session(self) -> str:
         """Start a new session (fresh frozen context and calibration); returns its id."""
-        self.session_id = self.store.create_session(workspace=str(self.workspace), model=self.provider.model,
-                                                    source="demo" if self.is_demo else "agent")
+        self.session_id, self._session_stored = uuid.uuid4().hex, False
         self.calibrated = CalibratedCounter()
         self._cache = TokenCache()
         return self.session_id
@@ -181,6 +183,11 @@ class Agent:
 
     def _ensure_preamble(self) -> list[Message]:
         """F1: on a session's first turn, read and store the system prompt and frozen context."""
+        if not self._session_stored and self.store.sql(
+                "SELECT count(*) AS n FROM sessions WHERE id = ?", [self.session_id]).iloc[0]["n"] == 0:
+            self.store.create_session(session_id=self.session_id, workspace=str(self.workspace),
+                                      model=self.provider.model, source="demo" if self.is_demo else "agent")
+        self._session_stored = True
         transcript = self.store.load_transcript(self.session_id)
         if not transcript:
             for message in session_preamble(self.workspace, home=self.home):

@@ -366,3 +366,15 @@ def test_usage_above_the_estimate_needs_calibration(workspace, tmp_path, counter
         assert len(compactions) >= 1
         assert (requests["counter"].iloc[1:] == "calibrated").all()
         assert (requests["prompt_tokens_reported"] <= 4_000).all()
+
+
+def test_a_session_row_is_written_with_the_first_turn_only(test_server, workspace, tmp_path):
+    """Looking around (dry run, transcript) leaves no empty sessions behind; the first turn stores the session."""
+    agent = make_agent(test_server, workspace, tmp_path)
+    agent.dry_run("what would be sent?")
+    assert agent.transcript() == [] and agent.store.sessions().empty
+    agent.run("hi")
+    sessions = agent.store.sessions()
+    assert list(sessions["id"]) == [agent.session_id] and sessions.iloc[0]["turns"] == 1
+    agent.new_session()
+    assert len(agent.store.sessions()) == 1
