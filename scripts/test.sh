@@ -16,7 +16,8 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest -p no:cacheprovider "$@" tests notebooks --nbval-lax
+.venv/bin/python -m pytest -p no:cacheprovider "$@" tests notebooks --nbval-lax --nbval-current-env \
+  --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
