@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from mxclaw_nb.context.repair import Step, plan_steps
@@ -90,11 +91,10 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         steps, tokens, sent = prev.planned.steps[:k], prev.planned.tokens[:k], prev.planned.sent[:k]
         dropped = {i: why for i, why in prev.planned.dropped.items() if i < start}
     new_steps, new_dropped = plan_steps(inputs, start)
-    if cache is None:  # cold: one tight loop (this is the whole cost of a cold build)
-        for _, msg in new_steps:
-            out = sanitize(msg)
-            tokens.append(counter(out))
-            sent.append(out)
+    if cache is None:  # cold: map() keeps the per-message overhead minimal (this is most of a cold build)
+        new_sent = list(map(sanitize, map(itemgetter(1), new_steps)))
+        tokens += map(counter, new_sent)
+        sent += new_sent
     else:
         def count(m: Message) -> tuple[int, Message]:
             out = sanitize(m)
