@@ -111,3 +111,26 @@ def test_c9_prompt_too_long_is_recognised(message: str) -> None:
 def test_c9_other_errors_are_not_prompt_too_long(message: str | None) -> None:
     """C9: anything else fails the turn normally (no retry)."""
     assert not is_prompt_too_long(message)
+
+
+def test_c9_fallback_view_for_the_retry_matches_fallback_window() -> None:
+    """C9: the prompt-too-long retry sends the C8 window, as a RequestView with provenance and the reason."""
+    from mxclaw_nb.context import build_fallback_view
+
+    msgs = session()
+    view = build_fallback_view(msgs, ContextPolicy(1_000_000, 0.8, 8_000), "provider said: context length exceeded")
+    assert view.stage == "fallback" and view.error == "provider said: context length exceeded"
+    assert view.messages == fallback_window(msgs)
+    assert view.event()["stage"] == "fallback" and view.event()["summary"].startswith("[fallback context window]")
+    assert [r.action for r in view.provenance.after] == ["kept", "kept", "summary"] + ["kept"] * 6
+    check_pairing(view.messages)
+    with pytest.raises(ValueError, match="nothing to send"):
+        build_fallback_view([], ContextPolicy(1_000, 0.8, 100), "x")
+
+
+def test_c8_fallback_tokens_are_estimates_of_what_is_sent() -> None:
+    """C8/C10: after_tokens of a fallback view is the estimate of the sent window."""
+    from mxclaw_nb.context import estimate_messages
+
+    view = build_request_view(session(), ContextPolicy(2_000, 0.8, 300), summarize=boom)
+    assert view.after_tokens == estimate_messages(view.messages) < view.before_tokens

@@ -232,3 +232,21 @@ def test_cache_with_a_different_counter_recounts() -> None:
     by_words = ContextPolicy(8_000, 0.8, 1_000, counter=FunctionCounter("words", lambda t: len(t.split())))
     warm = build_request_view(msgs, by_words, cache=cache)
     assert warm.before_tokens == build_request_view(msgs, by_words).before_tokens
+
+
+def test_layers_of_a_view_add_up_to_its_tokens() -> None:
+    """The article's context layers (for the gauge): every sent message has one layer; totals match after_tokens."""
+    from mxclaw_nb.context import LAYERS, layer_tokens, message_layer
+
+    msgs = [{"role": "system", "content": "[system prompt] be helpful"},
+            {"role": "system", "content": "[project instructions] AGENTS.md ..."},
+            {"role": "system", "content": "[skill index] review: ..."},
+            {"role": "system", "content": "[memory snapshot] user prefers uv"},
+            *failing_steps(0, 3), {"role": "assistant", "content": "done"}]
+    view = build_request_view(msgs, POLICY)
+    assert view.stage == "summary"
+    layers = [message_layer(m) for m in view.messages]
+    assert layers[:5] == ["system prompt", "project instructions", "skill index", "memory snapshot", "summaries"]
+    totals = layer_tokens(view.messages, [r.tokens for r in view.provenance.after])
+    assert set(totals) == set(LAYERS) and sum(totals.values()) == view.after_tokens
+    assert totals["summaries"] == view.provenance.after[4].tokens
