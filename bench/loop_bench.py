@@ -31,6 +31,7 @@ def one_run(n_messages: int, iterations: int, root: Path, window: int = 128_000)
         agent = Agent(workspace=ws, db=str(root / f"bench-{n_messages}-{time.monotonic_ns()}.duckdb"),
                       base_url=srv.base_url, api_key="k", model="bench-model", approval="allow",
                       context_window_tokens=window)
+        agent.store.create_session(session_id=agent.session_id, source="bench")
         agent.store.append_messages(agent.session_id, synthetic_transcript(n_messages), turn=0)
         for _ in range(iterations - 1):
             srv.enqueue_tool_calls([("list_dir", {"path": "."})])
