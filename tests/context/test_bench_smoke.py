@@ -21,8 +21,10 @@ def test_context_bench_runs_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     out = tmp_path / "figures.json"
     assert bench.main(["--sizes", "400", "--no-tiktoken", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "trim_messages" in printed and "target: cold build (common" in printed
+    assert "trim_messages" in printed and "400 messages, common (unchanged)" in printed
+    assert "400 messages, compaction (" in printed
     row = json.loads(out.read_text())[0]
     assert row["messages"] == 400 and row["common"]["stage"] == "unchanged"
-    assert row["common"]["incremental_ms"] > 0 and row["langchain"]["trim_ms"] > 0
-    assert row["langchain"]["kept"] <= 400
+    assert row["compaction"]["stage"] != "unchanged" and row["compaction"]["sent"] <= 400
+    assert row["common"]["incremental_ms"] > 0 and row["compaction"]["trim_ms"] > 0
+    assert row["common"]["kept"] == 400 and row["compaction"]["kept"] < 400
