@@ -25,12 +25,13 @@ from mxclaw_nb.analysis import (
     summarize_policies,
 )
 from mxclaw_nb.analysis.facts import Fact, number_tokens, path_tokens
-from mxclaw_nb.analysis.plots import comparison_widget, plot_comparison, plot_estimate_error, stage_colors, timeline
+from mxclaw_nb.analysis.plots import plot_comparison, plot_estimate_error, stage_colors
 from mxclaw_nb.analysis.replay import as_requests
 from mxclaw_nb.context import STAGES, ContextPolicy, build_request_view
 from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, synthetic_transcript, worked_example
 from mxclaw_nb.store import Store
 from mxclaw_nb.tokenizers import exact_counter
+from mxclaw_nb.widgets.compare import comparison_widget, timeline
 from tests.conftest import SHARED_TRANSCRIPTS
 
 TIGHT = {"window": 40_000, "ratio": 0.8, "keep_recent": 8_000}  # the worked example reaches C6 under this

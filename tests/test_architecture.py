@@ -22,12 +22,8 @@ UI_PREFIXES = ("mxclaw_nb.widgets", "mxclaw_nb.magics")
 UI_LIBRARIES = ("IPython", "ipywidgets")
 # Documented exceptions: (importing module, imported module), all lazy (inside a function).
 # - the package's IPython extension hook delegates to the magics (DESIGN: __init__ holds load_ipython_extension);
-# - analysis.plots builds an optional widget on request (reported to the lead: move to widgets/ or magics).
 ALLOWED_LAZY_UI = {
     ("mxclaw_nb", "mxclaw_nb.magics"),
-    ("mxclaw_nb.analysis.plots", "mxclaw_nb.widgets.style"),
-    ("mxclaw_nb.analysis.plots", "mxclaw_nb.widgets.timeline"),
-    ("mxclaw_nb.analysis.plots", "ipywidgets"),
 }
 
 

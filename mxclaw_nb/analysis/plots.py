@@ -4,8 +4,8 @@ Why: a comparison of several policies over hundreds of sessions is read at a gla
 These functions turn ``compare`` / ``estimate_honesty`` frames into small matplotlib figures: share of
 tokens saved, stages reached, fact survival by kind, and the estimate/exact ratio per content kind.
 They use matplotlib's object API (``Figure``, no pyplot state), like the widgets, so they work
-headless and in any notebook; colours come from ``mxclaw_nb.widgets.style`` when it is importable
-(one palette everywhere), with a built-in fallback otherwise.
+headless and in any notebook; colours come from ``mxclaw_nb.palette`` (one palette everywhere). The
+ipywidgets views of these results live in ``mxclaw_nb.widgets.compare`` (analysis never imports UI).
 """
 
 from __future__ import annotations
@@ -17,19 +17,15 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mxclaw_nb.analysis.facts import FACT_KINDS
+from mxclaw_nb.palette import STAGE_COLORS
 
-_FALLBACK_STAGES = {"unchanged": "#9e9e9e", "micro": "#ffb300", "summary": "#43a047", "fallback": "#f4511e"}
 _KIND_COLORS = {"path": "#3949ab", "error": "#e53935", "number": "#00897b", "command": "#8d6e63", "all": "#212121"}
 _SAVED_COLORS = ("#1e88e5", "#90caf9")
 
 
 def stage_colors() -> dict[str, str]:
-    """Stage -> colour, from the widgets' style module when available."""
-    try:
-        from mxclaw_nb.widgets.style import STAGE_COLORS
-    except ImportError:  # widgets are optional for analysis
-        return dict(_FALLBACK_STAGES)
-    return {**_FALLBACK_STAGES, **STAGE_COLORS}
+    """Stage -> colour (the project's palette)."""
+    return dict(STAGE_COLORS)
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (6.0, 3.2)) -> tuple[Figure, Axes]:
@@ -123,36 +119,3 @@ def plot_comparison(df: pd.DataFrame) -> Figure:
     plot_stage_counts(summary, axes[1])
     plot_fact_survival(summary, axes[2])
     return fig
-
-
-def timeline(df: pd.DataFrame, session_id: str | None = None, policy: str | None = None) -> Any:
-    """The widgets' ``TokenTimeline`` for one replayed session (and policy, for a ``compare`` frame)."""
-    from mxclaw_nb.analysis.replay import as_requests
-    from mxclaw_nb.widgets.timeline import TokenTimeline
-
-    if policy is not None:
-        df = df[df["policy"] == policy]
-    sid = session_id if session_id is not None else str(df["session_id"].iloc[0])
-    label = f" · {policy}" if policy else ""
-    return TokenTimeline(as_requests(df, sid), title=f"replay of {sid[:24]}{label} · est. tokens per model call")
-
-
-def comparison_widget(df: pd.DataFrame) -> Any:
-    """An ipywidgets box: the comparison figure above the per-policy summary table."""
-    import base64
-    import io
-
-    import ipywidgets as widgets
-
-    from mxclaw_nb.analysis.compare import summarize_policies
-
-    buf = io.BytesIO()
-    plot_comparison(df).savefig(buf, format="png")
-    image = widgets.Image(value=buf.getvalue(), format="png")
-    table = summarize_policies(df).round(3).to_html(index=False, classes="mx-table", border=0)
-    timing = df.attrs.get("timing", {})
-    caption = (f"{timing.get('sessions', df['session_id'].nunique())} sessions · "
-               f"{timing.get('ms_per_session_policy', float('nan')):.1f} ms per session and policy")
-    box = widgets.VBox([widgets.HTML(f"<b>policy comparison</b> · {caption}"), image, widgets.HTML(table)])
-    box.png = base64.b64encode(buf.getvalue()).decode("ascii")  # for static exports
-    return box
