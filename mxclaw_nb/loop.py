@@ -116,7 +116,7 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "prompt_tokens_reported": getattr(usage, "prompt_tokens", None) if usage else None,
         "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
         "latency_ms": latency_ms, "error": error, "summary": view.summary,
-        "provenance": view.provenance.to_records(), "retry": retry,
+        "provenance": view.provenance.to_columns(), "retry": retry,
         # kept in `extra`: where the safe tail started, and the transcript seq of each input position, so a
         # stored provenance row can be resolved to its stored message even after compaction inside a turn.
         "tail_start": view.tail_start, "input_seqs": seqs,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mxclaw_nb import Agent
+from mxclaw_nb.context import provenance_rows
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.messages import FALLBACK_PREFIX, SUMMARY_PREFIX
 from mxclaw_nb.store import Store
@@ -108,7 +109,7 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
     # each stored request can resolve its provenance rows to stored messages, even mid-turn (input_seqs)
     for _, row in agent.store.requests(agent.session_id).iterrows():
         extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else row["extra"]
-        prov = json.loads(row["provenance"]) if isinstance(row["provenance"], str) else row["provenance"]
+        prov = provenance_rows(json.loads(row["provenance"]))  # stored in the compact columns form
         seqs = extra["input_seqs"]
         for rec in prov["before"]:
             if rec["position"] is not None and rec["action"] in ("placeholder", "summarized") and rec["role"] == "tool":

@@ -14,11 +14,19 @@ from mxclaw_nb.context.repair import repair_tool_call_transcript
 from mxclaw_nb.context.summary import build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
 from mxclaw_nb.context.tokens import TokenCache, estimate_messages, estimate_text, estimate_tokens
-from mxclaw_nb.context.view import ACTIONS, STAGES, MessageRecord, Provenance, RequestView, SentRecord
+from mxclaw_nb.context.view import (
+    ACTIONS,
+    STAGES,
+    MessageRecord,
+    Provenance,
+    RequestView,
+    SentRecord,
+    provenance_rows,
+)
 
 __all__ = [
     "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "MessageRecord", "Provenance", "RequestView", "SentRecord",
     "TokenCache", "build_fallback_view", "build_request_view", "build_structured_summary", "estimate_messages",
     "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long", "layer_tokens", "message_layer",
-    "placeholder_for", "repair_tool_call_transcript", "safe_tail_start",
+    "placeholder_for", "provenance_rows", "repair_tool_call_transcript", "safe_tail_start",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.context import LAYERS, RequestView, estimate_messages, message_layer
+from mxclaw_nb.context import LAYERS, RequestView, estimate_messages, message_layer, provenance_rows
 from mxclaw_nb.messages import Message
 
 BEFORE_COLUMNS = ["position", "role", "tool", "tokens_before", "tokens_after", "action", "failure", "preview"]
@@ -102,7 +102,8 @@ def from_request(row: Mapping[str, Any] | pd.Series) -> CallData:
     if not isinstance(prov, Mapping):
         raise ValueError("the request's provenance must be a JSON object with 'before' and 'after' lists")
     extra = _json(get("extra"), "extra") or {}
-    before, after = list(prov.get("before") or []), list(prov.get("after") or [])
+    rows = provenance_rows(dict(prov))  # the loop stores the compact columns form; records form also accepted
+    before, after = rows["before"], rows["after"]
     stage = str(get("stage") or "unchanged")
     tail = opt_int(get("tail_start"))
     if tail is None and isinstance(extra, Mapping):

@@ -250,3 +250,20 @@ def test_layers_of_a_view_add_up_to_its_tokens() -> None:
     totals = layer_tokens(view.messages, [r.tokens for r in view.provenance.after])
     assert set(totals) == set(LAYERS) and sum(totals.values()) == view.after_tokens
     assert totals["summaries"] == view.provenance.after[4].tokens
+
+
+def test_provenance_columns_form_round_trips_to_the_records_form():
+    """C10 storage: the compact columns form stored per request expands to exactly the records form."""
+    import json
+
+    from mxclaw_nb.context import provenance_rows
+    from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
+
+    view = build_request_view(worked_example(), ContextPolicy(**WORKED_EXAMPLE_POLICY))
+    records = view.provenance.to_records()
+    columns = json.loads(json.dumps(view.provenance.to_columns()))
+    assert provenance_rows(columns) == json.loads(json.dumps(records))
+    assert provenance_rows(records) == records
+    assert len(json.dumps(columns)) < len(json.dumps(records)) * 0.7
+    with pytest.raises(ValueError):
+        provenance_rows(["not", "a", "dict"])
