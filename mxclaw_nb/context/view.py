@@ -182,8 +182,9 @@ class RequestView:
 
 
 def _is_summary(message: Message) -> bool:
-    text = content_text(message.get("content"))
-    return message.get("role") == "system" and text.startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
+    if message.get("role") != "system":  # cheap test first: this runs for every sent message
+        return False
+    return content_text(message.get("content")).startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
 
 
 def _build_provenance(view: RequestView, t: Trace) -> Provenance:
