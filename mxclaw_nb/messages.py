@@ -133,6 +133,12 @@ def fallback_call_id(call: Any, k: int) -> str:
 
 
 def _normalize_call(call: Any, k: int) -> dict[str, Any]:
+    if call.__class__ is dict:  # the usual, well-formed shape: a plain copy (this runs for every call sent)
+        fn = call.get("function")
+        if fn.__class__ is dict:
+            call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
+            if call_id.__class__ is str and call_id and name.__class__ is str and args.__class__ is str:
+                return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
     if not isinstance(call, dict):
         return {"id": fallback_call_id(call, k), "type": "function",
                 "function": {"name": "unknown", "arguments": str(call)}}

@@ -16,12 +16,11 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
-from operator import itemgetter
 from typing import Any
 
-from mxclaw_nb.context.repair import Step, plan_steps
-from mxclaw_nb.context.tokens import TokenCache
-from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, sanitize
+from mxclaw_nb.context.repair import Step, plan_counted
+from mxclaw_nb.context.tokens import TokenCache, estimate_sent
+from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
 
 _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
 
@@ -78,6 +77,10 @@ def _resume_point(inputs: list[Any], steps: list[Step]) -> tuple[int, int]:
     return 0, 0
 
 
+def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Message], tuple[int, Message]]:
+    return lambda _message: (counter(out), out)
+
+
 def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
                    counter_key: Any) -> Planned:
     """C4 repair of `inputs` with each step sanitised and counted (`counter` takes the sent form); with a
@@ -90,20 +93,18 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         start, k = prev.resume, prev.resume_step
         steps, tokens, sent = prev.planned.steps[:k], prev.planned.tokens[:k], prev.planned.sent[:k]
         dropped = {i: why for i, why in prev.planned.dropped.items() if i < start}
-    new_steps, new_dropped = plan_steps(inputs, start)
-    if cache is None:  # cold: map() keeps the per-message overhead minimal (this is most of a cold build)
-        new_sent = list(map(sanitize, map(itemgetter(1), new_steps)))
+    new_steps, new_dropped, new_sent, new_estimates = plan_counted(inputs, start)
+    sent += new_sent
+    if counter is estimate_sent:  # C1: the plan estimated every step already (faster than any cache lookup)
+        tokens += new_estimates
+        if cache is not None:
+            cache.hits += len(steps)
+            cache.misses += len(new_steps)
+    elif cache is None:
         tokens += map(counter, new_sent)
-        sent += new_sent
     else:
-        def count(m: Message) -> tuple[int, Message]:
-            out = sanitize(m)
-            return counter(out), out
-
-        for src, msg in new_steps:
-            n, out = count(msg) if src is None else cache.lookup(msg, counter_key, count)
-            tokens.append(n)
-            sent.append(out)
+        for (src, msg), out in zip(new_steps, new_sent, strict=True):
+            tokens.append(counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0])
     steps += new_steps
     dropped.update(new_dropped)
     planned = Planned(steps, dropped, tokens, sent)

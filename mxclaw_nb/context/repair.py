@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, tool_call_name
+from mxclaw_nb.context.tokens import _string as _json_string
+from mxclaw_nb.context.tokens import estimate_sent, estimate_text
+from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, sanitize, tool_call_name
 
 SYNTHETIC_TEXT = (
     "Tool failed: the {name} call ({call_id}) was interrupted and no result was recorded. "
@@ -70,6 +72,7 @@ def _call_ids(calls: Any) -> list[tuple[str, Any]]:
 
 Step = tuple[int | None, Message]  # (input position or None when synthetic, message)
 _KNOWN_ROLES = frozenset(ROLES) | SYSTEM_ROLES
+_CALL_FRAME = len('{"id":,"type":"function","function":{"name":,"arguments":}}')
 
 
 def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[int, str]]:
@@ -78,14 +81,28 @@ def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[in
     `start` must be the position of a message with a known, non-tool role (or 0): the loop is then at the
     top level there, so a prefix already planned can be reused and only the rest re-planned.
     """
+    steps, dropped, _, _ = plan_counted(messages, start)
+    return steps, dropped
+
+
+def plan_counted(messages: list[Any], start: int = 0
+                 ) -> tuple[list[Step], dict[int, str], list[Message], list[int]]:
+    """`plan_steps` plus, per step, its sent form (`sanitize`) and its C1 estimate (`estimate_sent`).
+
+    One pass, because this is most of a cold build: the usual shapes (string content; well-formed tool
+    calls; a result whose id was issued) are sanitised and estimated inline, everything else goes through
+    `sanitize` and `estimate_sent` themselves. A property test holds the inline paths to those two.
+    """
     steps: list[Step] = []
     dropped: dict[int, str] = {}
+    sent: list[Message] = []
+    tokens: list[int] = []
     n = len(messages)
     i = start
     while i < n:
         msg = messages[i]
         role = msg.get("role") if isinstance(msg, dict) else None
-        if not isinstance(role, str) or role not in _KNOWN_ROLES:
+        if role.__class__ is not str and not isinstance(role, str) or role not in _KNOWN_ROLES:
             dropped[i] = "unknown role" if isinstance(msg, dict) else "not a message"
             i += 1
             continue
@@ -95,28 +112,97 @@ def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[in
             continue
         steps.append((i, msg))
         i += 1
-        if role != "assistant":
-            continue
-        raw_calls = msg.get("tool_calls")
+        content = msg.get("content")
+        raw_calls = msg.get("tool_calls") if role == "assistant" else None
+        if content.__class__ is str and msg.get("name") is None:
+            if not raw_calls:
+                sent.append({"role": role, "content": content})
+                tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
+                continue
+            out_calls = _plain_calls(raw_calls)
+            if out_calls is not None:
+                calls_sent, length = out_calls
+                sent.append({"role": role, "content": content, "tool_calls": calls_sent})
+                tokens.append(((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
+                              + ((length + 3) >> 2))
+                if len(calls_sent) == 1:  # the usual block: one call, its result right after it, then no tool
+                    cid = calls_sent[0]["id"]
+                    result = messages[i] if i < n else None
+                    if (result.__class__ is dict and result.get("tool_call_id") == cid
+                            and result.get("role") == "tool" and result.get("content").__class__ is str
+                            and result.get("name") is None):
+                        content = result["content"]
+                        steps.append((i, result))
+                        sent.append({"role": "tool", "content": content, "tool_call_id": cid})
+                        tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
+                        i += 1
+                        following = messages[i] if i < n else None
+                        if not isinstance(following, dict) or following.get("role") != "tool":
+                            continue
+                        i -= 1  # more results follow: the general loop below re-pairs the block's results
+                        steps.pop()
+                        sent.pop()
+                        tokens.pop()
+            else:
+                _append_generic(msg, sent, tokens)
+        else:
+            _append_generic(msg, sent, tokens)
         if not raw_calls:
             continue
         calls = _call_ids(raw_calls)
         wanted = {cid for cid, _ in calls}
         seen: set[str] = set()
-        while i < n and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
-            tcid = messages[i].get("tool_call_id")
+        while i < n:
+            result = messages[i]
+            if not isinstance(result, dict) or result.get("role") != "tool":
+                break
+            tcid = result.get("tool_call_id")
             tcid = None if tcid is None else str(tcid)
             if tcid in wanted and tcid not in seen:
                 seen.add(tcid)
-                steps.append((i, messages[i]))
+                steps.append((i, result))
+                content = result.get("content")
+                if content.__class__ is str and result.get("name") is None:
+                    sent.append({"role": "tool", "content": content, "tool_call_id": tcid})
+                    tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
+                else:
+                    _append_generic(result, sent, tokens)
             else:
                 dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
             i += 1
         for cid, call in calls:
             if cid not in seen:
                 seen.add(cid)
-                steps.append((None, synthetic_result(cid, tool_call_name(call))))
-    return steps, dropped
+                synthetic = synthetic_result(cid, tool_call_name(call))
+                steps.append((None, synthetic))
+                _append_generic(synthetic, sent, tokens)
+    return steps, dropped, sent, tokens
+
+
+def _append_generic(message: Message, sent: list[Message], tokens: list[int]) -> None:
+    out = sanitize(message)
+    sent.append(out)
+    tokens.append(estimate_sent(out))
+
+
+def _plain_calls(raw_calls: Any) -> tuple[list[Message], int] | None:
+    """Sent copies and compact-JSON length of a list of well-formed calls (string id, name, arguments),
+    or None for any other shape (then `sanitize` decides)."""
+    if raw_calls.__class__ is not list:
+        return None
+    out: list[Message] = []
+    length = 1 + len(raw_calls)  # brackets and commas
+    for call in raw_calls:
+        fn = call.get("function") if call.__class__ is dict else None
+        if fn.__class__ is not dict:
+            return None
+        cid, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
+        if cid.__class__ is not str or not cid or name.__class__ is not str or args.__class__ is not str:
+            return None
+        out.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
+        # JSON escaping is per character: one literal of the three strings has their escaped lengths + 2
+        length += _CALL_FRAME + 4 + len(_json_string(cid + name + args))
+    return out, length
 
 
 def plan_repair(messages: list[Message]) -> RepairPlan:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -45,20 +46,58 @@ CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x30000, 0x323AF),  # Han extensions G-H
 )
 CJK_PATTERN = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES) + "]")
+# Counting fast, at C speed, without a per-character class test: a string without characters above U+FFFF
+# is encoded as UTF-16 and the high byte of each code unit is looked up. 248 high bytes decide alone
+# (U+4E00-U+4EFF is all CJK, U+0000-U+00FF none); for the 6 whose 256 characters are partly CJK
+# (U+2E.., U+2F.., U+4D.., U+A9.., U+FE.., U+FF..) a class of just those sub-ranges counts the rest.
+# Anything else (characters above U+FFFF, lone surrogates) uses the one-character class.
+def _high_byte_sets() -> tuple[bytes, bytes, list[tuple[int, int]]]:
+    whole, part, sub = [], [], []
+    for high in range(256):
+        lo, hi = high << 8, (high << 8) | 0xFF
+        inside = [(max(a, lo), min(b, hi)) for a, b in CJK_RANGES if a <= hi and b >= lo]
+        if sum(b - a + 1 for a, b in inside) == 256:
+            whole.append(high)
+        elif inside:
+            part.append(high)
+            sub += inside
+    non_cjk = bytes(b for b in range(256) if b not in whole and b not in part)
+    return non_cjk, bytes(part), sub
+
+
+_NON_CJK_HIGH, _PARTIAL_HIGH, _PARTIAL_RANGES = _high_byte_sets()
+_PARTIAL_CHARS = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _PARTIAL_RANGES) + "]").findall
+_CJK_CHARS = CJK_PATTERN.findall
+_HIGH = 3 if sys.byteorder == "little" else 2  # first high byte after the 2-byte BOM of str.encode("utf-16")
+
+
+def _count_cjk(text: str) -> int:
+    """CJK characters in a non-ASCII string (the same answer as len(CJK_PATTERN.findall(text)))."""
+    try:
+        units = text.encode("utf-16")
+    except UnicodeEncodeError:  # a lone surrogate
+        return len(_CJK_CHARS(text))
+    if len(units) != 2 * len(text) + 2:  # a character above U+FFFF (two code units)
+        return len(_CJK_CHARS(text))
+    candidates = units[_HIGH::2].translate(None, _NON_CJK_HIGH)
+    if not candidates:
+        return 0
+    n = len(candidates.translate(None, _PARTIAL_HIGH))
+    return n if n == len(candidates) else n + len(_PARTIAL_CHARS(text))
 
 
 def count_cjk(text: str) -> int:
     """Number of CJK characters in `text`."""
     if text.isascii():
         return 0
-    return len(CJK_PATTERN.findall(text))
+    return _count_cjk(text)
 
 
 def estimate_text(text: str) -> int:
     """C1 estimate of a bare string: CJK chars + ceil(other chars / 4)."""
     if text.isascii():
         return -(-len(text) // 4)  # exact integer ceil (this runs once per message: keep it lean)
-    cjk = len(CJK_PATTERN.findall(text))
+    cjk = _count_cjk(text)
     return cjk + -(-(len(text) - cjk) // 4)
 
 
@@ -71,7 +110,6 @@ def tool_calls_json(tool_calls: Any) -> str:
     return _COMPACT.encode(tool_calls)
 
 
-_CALL_KEYS, _FUNCTION_KEYS = {"id", "type", "function"}, {"name", "arguments"}
 _CALL_FRAME = len('{"id":,"type":"function","function":{"name":,"arguments":}}')
 
 
@@ -81,12 +119,17 @@ def _calls_json_length(calls: Any) -> int:
         return len(_COMPACT.encode(calls))
     n = 1 + len(calls) if calls else 2  # brackets and commas
     for call in calls:
-        fn = call.get("function") if call.__class__ is dict else None
-        if (fn.__class__ is not dict or call.keys() != _CALL_KEYS or fn.keys() != _FUNCTION_KEYS
-                or call["type"] != "function" or call["id"].__class__ is not str
-                or fn["name"].__class__ is not str or fn["arguments"].__class__ is not str):
+        # exactly the keys id/type/function and name/arguments, all strings (len + get: cheaper than keys())
+        if call.__class__ is not dict or len(call) != 3:
             return len(_COMPACT.encode(calls))
-        n += _CALL_FRAME + len(_string(call["id"])) + len(_string(fn["name"])) + len(_string(fn["arguments"]))
+        cid, fn = call.get("id"), call.get("function")
+        if cid.__class__ is not str or fn.__class__ is not dict or len(fn) != 2 or call.get("type") != "function":
+            return len(_COMPACT.encode(calls))
+        name, args = fn.get("name"), fn.get("arguments")
+        if name.__class__ is not str or args.__class__ is not str:
+            return len(_COMPACT.encode(calls))
+        # JSON escaping is per character, so one literal of the three strings has their escaped lengths + 2
+        n += _CALL_FRAME + 4 + len(_string(cid + name + args))
     return n
 
 

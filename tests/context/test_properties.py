@@ -26,7 +26,7 @@ from mxclaw_nb.context import (
     repair_tool_call_transcript,
 )
 
-from .oracle import build_and_check, check_pairing, check_sent_shape, micro_figures
+from .oracle import build_and_check, check_pairing, check_sent_shape, micro_figures, oracle_repair
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                          HealthCheck.data_too_large])
@@ -257,3 +257,44 @@ def test_c5_micro_is_chosen_exactly_when_placeholders_suffice(messages: list, ke
     if after_micro > 1:
         below = build_and_check(messages, ContextPolicy(after_micro - 1, 1.0, keep))
         assert below.stage == "summary"
+
+
+odd_assistant = st.builds(lambda c, calls, e: with_extras({"role": "assistant", "content": c, "tool_calls": calls}, e),
+                          st.one_of(st.none(), any_str, content), st.one_of(st.lists(raw_call, max_size=3), raw_call),
+                          extras)
+
+
+@FAST
+@given(st.builds(lambda a, b: a + b, transcripts, st.lists(odd_assistant, max_size=4)))
+def test_one_pass_plan_sanitises_and_estimates_exactly_like_the_reference(messages: list) -> None:
+    """C1/C4: the cold build's one-pass plan (inline fast paths for the usual shapes) gives, for every
+    step, exactly `sanitize(message)` (same keys, same order) and `estimate_sent` of it, in fresh dicts."""
+    from mxclaw_nb.context.repair import plan_counted, plan_steps
+    from mxclaw_nb.context.tokens import estimate_sent
+    from mxclaw_nb.messages import sanitize
+
+    steps, dropped, sent, tokens = plan_counted(messages)
+    assert [src for src, _ in steps] == [src for src, _ in oracle_repair(messages)]
+    assert (steps, dropped) == plan_steps(messages)
+    assert len(steps) == len(sent) == len(tokens)
+    for (_, message), out, n in zip(steps, sent, tokens, strict=True):
+        assert json.dumps(out) == json.dumps(sanitize(message))
+        assert n == estimate_sent(out) == estimate_tokens(message)
+        assert out is not message
+        originals = message.get("tool_calls") if message.get("role") == "assistant" else None
+        originals = originals if isinstance(originals, list) else [originals]
+        for call, original in zip(out.get("tool_calls") or [], originals, strict=False):
+            assert call is not original
+            assert not isinstance(original, dict) or call["function"] is not original.get("function")
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet=CJK + "abc，（）\ufff0\uffef\u2e7f\u2e80\u4dc0\u4dbf\ud800", max_size=80),
+                 st.text(alphabet=st.characters(min_codepoint=0x1000, max_codepoint=0x3_2400), max_size=60)))
+def test_c1_cjk_count_matches_the_one_character_class(text: str) -> None:
+    """C1: the fast CJK count (BMP-only class, Latin-1 shortcut) counts exactly what CJK_PATTERN matches."""
+    from mxclaw_nb.context.tokens import CJK_PATTERN, count_cjk, estimate_text
+
+    assert count_cjk(text) == len(CJK_PATTERN.findall(text))
+    cjk = len(CJK_PATTERN.findall(text))
+    assert estimate_text(text) == cjk + math.ceil((len(text) - cjk) / 4)

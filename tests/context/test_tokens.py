@@ -11,6 +11,7 @@ import json
 import pytest
 
 from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, estimate_messages, estimate_tokens
+from mxclaw_nb.context.counters import FunctionCounter
 
 
 def user(content: object) -> dict:
@@ -96,16 +97,37 @@ def test_c1_estimate_of_view_matches_sent_messages_in_pipeline() -> None:
 
 
 def test_token_cache_recounts_only_new_messages() -> None:
-    """Issue 2 item 4: a kept TokenCache makes a rebuild after one append count just the new message."""
+    """Issue 2 item 4: a kept TokenCache makes a rebuild after one append estimate just the grown part
+    (the new message, and at most the last message before it, where repair planning resumes)."""
     msgs = [user(f"message {k}") for k in range(50)]
     cache = TokenCache()
     policy = ContextPolicy(100_000, 0.8, 1_000)
     first = build_request_view(msgs, policy, cache=cache)
-    assert cache.misses == 50
+    assert (cache.hits, cache.misses) == (0, 50)
     msgs.append(user("one more"))
     second = build_request_view(msgs, policy, cache=cache)
-    assert cache.misses == 51, "only the appended message is counted again"
+    assert cache.misses - 50 <= 2 and cache.hits >= 49, "only the grown part is estimated again"
     assert second.before_tokens == first.before_tokens + estimate_tokens(msgs[-1])
+
+
+def test_token_cache_counts_only_new_messages_with_a_counter() -> None:
+    """With a real counter (slow: a tokenizer) a kept cache calls it once per new message, even when the
+    transcript is a new list (no prefix to reuse: the per-message entries answer)."""
+    calls: list[str] = []
+
+    def count(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    msgs = [user(f"message {k}") for k in range(50)]
+    cache = TokenCache()
+    policy = ContextPolicy(100_000, 0.8, 1_000, counter=FunctionCounter("chars", count))
+    build_request_view(msgs, policy, cache=cache)
+    assert len(calls) == 50
+    grown = [*msgs, user("one more")]  # a new list of the same dicts: per-message entries, not the prefix
+    view = build_request_view(grown, policy, cache=cache)
+    assert calls[50:] == ["one more"]
+    assert view.before_tokens == build_request_view(grown, policy).before_tokens
 
 
 def test_token_cache_notices_replaced_content() -> None:
