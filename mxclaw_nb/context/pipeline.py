@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import itemgetter, not_
 from typing import Any, Protocol
 
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
@@ -111,24 +112,36 @@ class _Builder:
             self.actions[k] = "synthetic"
         self.repaired = bool(self.dropped) or k >= 0
         self.systems: list[int] = []
-        self.conversation: list[int] = []
+        self.conversation: Sequence[int] = []
         self.tail: int | None = None  # index into self.conversation
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
-        self.systems = [k for k, (_, m) in enumerate(self.steps) if m.get("role") in SYSTEM_ROLES]
-        self.conversation = [k for k, (_, m) in enumerate(self.steps) if m.get("role") not in SYSTEM_ROLES]
-        conv = self.conversation
-        conv_messages = list(map(itemgetter(1), map(self.steps.__getitem__, conv)))
-        self.tail = safe_tail_start(conv_messages, list(map(self.tokens.__getitem__, conv)),
-                                    self.policy.keep_recent_tokens)
+        # Whole-list operations (map/compress run at C speed): this path sees every message of the transcript.
+        step_messages = list(map(itemgetter(1), self.steps))
+        roles = list(map(dict.get, step_messages, repeat("role")))
+        is_system = list(map(SYSTEM_ROLES.__contains__, roles))
+        n = len(roles)
+        self.systems = list(compress(range(n), is_system))
+        lead = len(self.systems)
+        if not lead or self.systems[-1] == lead - 1:  # the usual shape: system messages first, then the rest
+            conv: Sequence[int] = range(lead, n)
+            conv_messages, conv_roles, conv_tokens = step_messages[lead:], roles[lead:], self.tokens[lead:]
+        else:
+            conv = list(compress(range(n), map(not_, is_system)))
+            conv_messages = list(map(step_messages.__getitem__, conv))
+            conv_roles = list(map(roles.__getitem__, conv))
+            conv_tokens = list(map(self.tokens.__getitem__, conv))
+        self.conversation = conv
+        self.tail = safe_tail_start(conv_messages, conv_tokens, self.policy.keep_recent_tokens)
         old = conv[: self.tail]
         replaced, chars = 0, 0
         micro_tokens: dict[int, int] = {}
         # Placeholders cost >= 0, so micro can at best remove every old tool result; when even that leaves
         # the view over the threshold the summary path is certain and the placeholders need not be made.
-        best = self.before - sum(max(self.tokens[k], 0) for k, m in zip(old, conv_messages, strict=False)
-                                 if m.get("role") == "tool")
-        for k, msg in zip(old, conv_messages, strict=False) if best <= self.policy.threshold else ():
+        is_tool = list(map("tool".__eq__, conv_roles[: self.tail]))
+        best = self.before - sum(map(max, compress(conv_tokens, is_tool), repeat(0)))
+        for k in compress(old, is_tool) if best <= self.policy.threshold else ():
+            msg = step_messages[k]
             text = placeholder_for(msg)
             if text is not None:
                 chars += len(content_text(msg.get("content")))
@@ -136,16 +149,20 @@ class _Builder:
                 self.actions[k] = "placeholder"
                 micro_tokens[k] = self.policy.count(self.sent[k])
                 replaced += 1
-        order = self.systems + conv  # every step: the micro view drops nothing
         after_micro = self.before + sum(n - self.tokens[k] for k, n in micro_tokens.items())
         if after_micro <= self.policy.threshold or not old:
             stage = "micro" if replaced else "unchanged"
             summary = None
             if replaced:
                 summary = micro_summary(replaced, chars, self.before, after_micro, self.policy.counter_name)
-            return self.finish(stage, order, summary, micro_tokens)
-        for k in old:  # the summary path does not send old messages (their placeholders are moot)
-            self.actions[k] = "summarized"
+            # every step, systems first: the micro view drops nothing
+            return self.finish(stage, self.systems + list(conv), summary, micro_tokens)
+        # the summary path does not send old messages (their placeholders are moot)
+        if isinstance(old, range):
+            self.actions[old.start:old.stop] = ["summarized"] * len(old)
+        else:
+            for k in old:
+                self.actions[k] = "summarized"
         try:
             if summarize is None:
                 raise RuntimeError("no summariser configured")
@@ -154,7 +171,7 @@ class _Builder:
                 raise TypeError(f"summariser returned {type(text).__name__}, not str")
         except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
             return self.fallback(f"{type(exc).__name__}: {exc}")
-        return self.finish("summary", self.systems + [None] + conv[self.tail:], text,
+        return self.finish("summary", self.systems + [None] + list(conv[self.tail:]), text,
                            extra={"role": "system", "content": text})
 
     def fallback(self, error: str) -> RequestView:
@@ -172,17 +189,21 @@ class _Builder:
                override: dict[int, int] | None = None, extra: Message | None = None,
                error: str | None = None) -> RequestView:
         """`order` lists the step sent at each position (None = `extra`); None means every step, in order."""
+        sent_of_step: Sequence[int | None]
+        sent_sources: Sequence[int | None]
         if order is None:  # the common, unchanged path: plain copies, no per-message Python work
-            order = list(range(len(self.steps)))
-            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), list(order)
+            # step k is sent at position k: a range says so without an int object per message
+            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), range(len(self.steps))
+            sent_sources = sent_of_step
         else:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
+            sent_sources = list(order)
         after = sum(sent_tokens)
         tail_start = None
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.steps[self.conversation[self.tail]][0]
         trace = Trace(self.inputs, self.steps, self.dropped, self.tokens, self.actions, sent_of_step,
-                      list(order), sent_tokens)  # type: ignore[arg-type]
+                      sent_sources, sent_tokens)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from operator import eq
 
 from mxclaw_nb.messages import (
     SUMMARY_PREFIX,
@@ -65,8 +67,8 @@ def _goals(messages: Sequence[Message]) -> list[str]:
 
 def _paths(messages: Sequence[Message]) -> list[str]:
     seen: dict[str, None] = {}
-    for m in messages:
-        if m.get("role") != "assistant" or not m.get("tool_calls"):
+    for m in compress(messages, map(dict.get, messages, repeat("tool_calls"))):  # at C speed: a long history
+        if m.get("role") != "assistant":
             continue
         for call in tool_call_list(m):
             if tool_call_name(call) not in FILE_WRITING_TOOLS:
@@ -89,7 +91,9 @@ def _failure_text(message: Message) -> str:
 
 
 def _failures(messages: Sequence[Message]) -> list[str]:
-    return _most_recent(messages, lambda m: m.get("role") == "tool" and is_failure(m), _failure_text, FAILURES_MAX)
+    # only tool results can be failures: pick them out at C speed before the per-message test
+    results = list(compress(messages, map(eq, map(dict.get, messages, repeat("role")), repeat("tool"))))
+    return _most_recent(results, is_failure, _failure_text, FAILURES_MAX)
 
 
 def _last_state(messages: Sequence[Message]) -> list[str]:
@@ -107,7 +111,8 @@ def _section(title: str, items: list[str]) -> list[str]:
 
 def build_structured_summary(old_messages: Sequence[Message]) -> str:
     """SPEC C6: the `[compressed conversation context]` text for messages before the safe tail."""
-    old = [m for m in old_messages if isinstance(m, dict)]
+    old = old_messages if all(map(isinstance, old_messages, repeat(dict))) else [
+        m for m in old_messages if isinstance(m, dict)]
     lines = [SUMMARY_PREFIX, "Older transcript messages were summarized."]
     lines += _section("Goals:", _goals(old))
     lines += _section("Files and tools touched:", _paths(old))

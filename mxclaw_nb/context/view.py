@@ -111,8 +111,8 @@ class Trace:
     dropped: dict[int, str]
     tokens: list[int]  # per step, before
     actions: list[str]  # per step
-    sent_of_step: list[int | None]  # per step: position in the sent list
-    sent_sources: list[int | None]  # per sent message: step index, None for engine-made messages
+    sent_of_step: Sequence[int | None]  # per step: position in the sent list (a range when unchanged)
+    sent_sources: Sequence[int | None]  # per sent message: step index, None for engine-made messages
     sent_tokens: list[int]
 
 
