@@ -105,13 +105,14 @@ class _Chain:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
         trace = _trace(view)
         self.pos_map = [None if s is None else self.pos_map[s] for s in view.sources] + list(range(start, end))
-        self.synthetic = {p for p, k in enumerate(trace.sent_sources) if k is not None and trace.steps[k][0] is None}
+        self.synthetic = {p for p, k in enumerate(trace.sent_sources)
+                          if k is not None and trace.step_sources[k] is None}
 
     def record(self, view: RequestView) -> int:
         """Fold one view's decisions into the state; return the synthetic results it sends."""
         trace = _trace(view)
         synthetic = 0
-        for k, (src, _) in enumerate(trace.steps):
+        for k, src in enumerate(trace.step_sources):
             action = trace.actions[k]
             if src is None or src in self.synthetic:
                 synthetic += trace.sent_of_step[k] is not None

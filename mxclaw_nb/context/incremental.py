@@ -13,26 +13,16 @@ counter; anything else re-plans from scratch, giving the same result as without 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from mxclaw_nb.context.repair import Step, plan_counted
+from mxclaw_nb.context.repair import Planned, plan_counted
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
 
 _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
-
-
-@dataclass(frozen=True)
-class Planned:
-    """Repaired steps with per-step token counts and sent (sanitised) forms, plus dropped positions."""
-
-    steps: list[Step]
-    dropped: dict[int, str]
-    tokens: list[int]
-    sent: list[Message]
 
 
 @dataclass(frozen=True)
@@ -66,15 +56,21 @@ def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], li
             and _same(snap[1][:m], prev.calls))
 
 
-def _resume_point(inputs: list[Any], steps: list[Step]) -> tuple[int, int]:
+def _resume_point(inputs: list[Any], sources: Sequence[int | None]) -> tuple[int, int]:
     for pos in range(len(inputs) - 1, -1, -1):
         msg = inputs[pos]
         role = msg.get("role") if isinstance(msg, dict) else None
         if isinstance(role, str) and role in _TOP_LEVEL_ROLES:
-            for k in range(len(steps) - 1, -1, -1):
-                if steps[k][0] == pos:
+            for k in range(len(sources) - 1, -1, -1):
+                if sources[k] == pos:
                     return pos, k
     return 0, 0
+
+
+def _joined(head: Sequence[int | None], tail: Sequence[int | None]) -> Sequence[int | None]:
+    if isinstance(head, range) and isinstance(tail, range) and (not head or head.stop == tail.start):
+        return range(head.start if head else tail.start, tail.stop)
+    return [*head, *tail]
 
 
 def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Message], tuple[int, Message]]:
@@ -87,29 +83,26 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     cache, only the grown part is re-planned and only new messages are counted."""
     prev: _Prefix | None = getattr(cache, "prefix", None)
     snap = _snapshot(inputs) if cache is not None else None
-    start, steps, dropped, tokens, sent = 0, [], {}, [], []
-    if _reusable(prev, inputs, snap, counter_key):
-        assert prev is not None
-        start, k = prev.resume, prev.resume_step
-        steps, tokens, sent = prev.planned.steps[:k], prev.planned.tokens[:k], prev.planned.sent[:k]
-        dropped = {i: why for i, why in prev.planned.dropped.items() if i < start}
-    new_steps, new_dropped, new_sent, new_estimates = plan_counted(inputs, start)
-    sent += new_sent
-    if counter is estimate_sent:  # C1: the plan estimated every step already (faster than any cache lookup)
-        tokens += new_estimates
-        if cache is not None:
-            cache.hits += len(steps)
-            cache.misses += len(new_steps)
-    elif cache is None:
-        tokens += map(counter, new_sent)
-    else:
-        for (src, msg), out in zip(new_steps, new_sent, strict=True):
-            tokens.append(counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0])
-    steps += new_steps
-    dropped.update(new_dropped)
-    planned = Planned(steps, dropped, tokens, sent)
+    reuse = prev if _reusable(prev, inputs, snap, counter_key) else None
+    new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
+    tokens = new.tokens
+    if counter is not estimate_sent:  # C1 comes with the plan; another counter counts the sent forms
+        if cache is None:
+            tokens = list(map(counter, new.sent))
+        else:
+            tokens = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
+                      for src, msg, out in zip(new.sources, new.messages, new.sent, strict=True)]
+    planned = Planned(new.sources, new.messages, new.dropped, new.sent, tokens)
+    if reuse is not None:
+        k, old = reuse.resume_step, reuse.planned
+        planned = Planned(_joined(old.sources[:k], new.sources), old.messages[:k] + new.messages,
+                          {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped},
+                          old.sent[:k] + new.sent, old.tokens[:k] + tokens)
+    if cache is not None and counter is estimate_sent:
+        cache.hits += reuse.resume_step if reuse is not None else 0
+        cache.misses += len(new.messages)
     if cache is not None and snap is not None:
-        resume, resume_step = _resume_point(inputs, steps)
+        resume, resume_step = _resume_point(inputs, planned.sources)
         cache.prefix = _Prefix(inputs, snap[0], snap[1], planned, resume, resume_step, counter_key)
     elif cache is not None:
         cache.prefix = None

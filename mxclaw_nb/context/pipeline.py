@@ -16,12 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import compress, repeat
-from operator import itemgetter, not_
+from operator import not_
 from typing import Any, Protocol
 
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
-from mxclaw_nb.context.incremental import Planned, plan_and_count
+from mxclaw_nb.context.incremental import plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
+from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
@@ -88,7 +89,7 @@ def build_request_view(
         raise ValueError("messages must be a list of message dicts")
     inputs = list(messages)
     planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
-    if not planned.steps:
+    if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
     build = _Builder(inputs, planned, policy)
     if build.before <= policy.threshold:
@@ -100,14 +101,15 @@ class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
     def __init__(self, inputs: list[Any], planned: Planned, policy: ContextPolicy) -> None:
-        self.inputs, self.steps, self.dropped = inputs, planned.steps, planned.dropped
+        self.inputs, self.dropped = inputs, planned.dropped
+        self.sources, self.step_messages = planned.sources, planned.messages
         # copies: the stages below rewrite entries, and the cache keeps the planned lists for the next build
         self.tokens, self.sent, self.policy = list(planned.tokens), list(planned.sent), policy
         self.before = sum(self.tokens)
-        sources = list(map(itemgetter(0), self.steps))
-        self.actions = ["kept"] * len(self.steps)
+        sources = self.sources
+        self.actions = ["kept"] * len(sources)
         k = -1
-        while None in sources[k + 1:]:  # synthetic repair results (rare): found at C speed
+        while not isinstance(sources, range) and None in sources[k + 1:]:  # synthetic results: at C speed
             k = sources.index(None, k + 1)
             self.actions[k] = "synthetic"
         self.repaired = bool(self.dropped) or k >= 0
@@ -117,7 +119,7 @@ class _Builder:
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
         # Whole-list operations (map/compress run at C speed): this path sees every message of the transcript.
-        step_messages = list(map(itemgetter(1), self.steps))
+        step_messages = self.step_messages
         roles = list(map(dict.get, step_messages, repeat("role")))
         is_system = list(map(SYSTEM_ROLES.__contains__, roles))
         n = len(roles)
@@ -176,12 +178,12 @@ class _Builder:
 
     def fallback(self, error: str) -> RequestView:
         """C8 on the repaired steps: first two systems + fixed note + last six conversation messages."""
-        msgs = [m for _, m in self.steps]
+        msgs = list(self.step_messages)
         systems, tail = fallback_indices(msgs)
         keep = set(systems) | set(tail)
-        for k in range(len(self.steps)):
-            self.sent[k] = sanitize(self.steps[k][1])
-            self.actions[k] = ("synthetic" if self.steps[k][0] is None else "kept") if k in keep else "dropped"
+        for k, (src, msg) in enumerate(zip(self.sources, msgs, strict=True)):
+            self.sent[k] = sanitize(msg)
+            self.actions[k] = ("synthetic" if src is None else "kept") if k in keep else "dropped"
         note = fallback_message()
         return self.finish("fallback", systems + [None] + tail, note["content"], extra=note, error=error)
 
@@ -193,7 +195,7 @@ class _Builder:
         sent_sources: Sequence[int | None]
         if order is None:  # the common, unchanged path: plain copies, no per-message Python work
             # step k is sent at position k: a range says so without an int object per message
-            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), range(len(self.steps))
+            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), range(len(self.sources))
             sent_sources = sent_of_step
         else:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
@@ -201,9 +203,9 @@ class _Builder:
         after = sum(sent_tokens)
         tail_start = None
         if self.tail is not None and self.tail < len(self.conversation):
-            tail_start = self.steps[self.conversation[self.tail]][0]
-        trace = Trace(self.inputs, self.steps, self.dropped, self.tokens, self.actions, sent_of_step,
-                      sent_sources, sent_tokens)
+            tail_start = self.sources[self.conversation[self.tail]]
+        trace = Trace(self.inputs, self.sources, self.step_messages, self.dropped, self.tokens, self.actions,
+                      sent_of_step, sent_sources, sent_tokens)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
@@ -214,7 +216,7 @@ class _Builder:
                  ) -> tuple[list[Message], list[int], list[int | None]]:
         out: list[Message] = []
         sent_tokens: list[int] = []
-        sent_of_step: list[int | None] = [None] * len(self.steps)
+        sent_of_step: list[int | None] = [None] * len(self.sources)
         for k in order:
             if k is None:
                 assert extra is not None
@@ -231,6 +233,6 @@ def build_fallback_view(messages: Sequence[Message], policy: ContextPolicy, reas
     """C8/C9: the fallback window as a RequestView (with provenance), e.g. for the prompt-too-long retry."""
     inputs = list(messages)
     planned = plan_and_count(inputs, _counter_of(policy), None, policy.counter)
-    if not planned.steps:
+    if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
     return _Builder(inputs, planned, policy).fallback(reason)

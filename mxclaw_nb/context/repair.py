@@ -13,6 +13,7 @@ the estimate is of what will be sent).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,20 +82,42 @@ def plan_steps(messages: list[Any], start: int = 0) -> tuple[list[Step], dict[in
     `start` must be the position of a message with a known, non-tool role (or 0): the loop is then at the
     top level there, so a prefix already planned can be reused and only the rest re-planned.
     """
-    steps, dropped, _, _ = plan_counted(messages, start)
-    return steps, dropped
+    plan = plan_counted(messages, start)
+    return list(zip(plan.sources, plan.messages, strict=True)), plan.dropped
 
 
-def plan_counted(messages: list[Any], start: int = 0
-                 ) -> tuple[list[Step], dict[int, str], list[Message], list[int]]:
+@dataclass(frozen=True)
+class Planned:
+    """The repaired sequence as parallel per-step lists, plus the dropped input positions.
+
+    `sources` holds each step's input position (None for a synthetic result); when repair changed
+    nothing it is a `range` and `messages` a slice of the input, so a clean transcript costs no object
+    per step beyond its sent copy.
+    """
+
+    sources: Sequence[int | None]
+    messages: list[Message]  # the step's message as given (a synthetic result for a None source)
+    dropped: dict[int, str]
+    sent: list[Message]  # sanitised: what is sent for the step
+    tokens: list[int]  # the C1 estimate of `sent` (plan_counted); a counter's counts (plan_and_count)
+
+    @property
+    def steps(self) -> list[Step]:
+        """(source, message) per step."""
+        return list(zip(self.sources, self.messages, strict=True))
+
+
+def plan_counted(messages: list[Any], start: int = 0) -> Planned:
     """`plan_steps` plus, per step, its sent form (`sanitize`) and its C1 estimate (`estimate_sent`).
 
     One pass, because this is most of a cold build: the usual shapes (string content; well-formed tool
     calls; a result whose id was issued) are sanitised and estimated inline, everything else goes through
     `sanitize` and `estimate_sent` themselves. A property test holds the inline paths to those two.
+    Steps are not materialised in the loop: only what repair drops and the synthetic results it inserts
+    (before which input position) are noted, and the step lists are derived from them at the end.
     """
-    steps: list[Step] = []
     dropped: dict[int, str] = {}
+    inserted: list[tuple[int, Message]] = []  # (input position it precedes, synthetic result)
     sent: list[Message] = []
     tokens: list[int] = []
     n = len(messages)
@@ -110,7 +133,6 @@ def plan_counted(messages: list[Any], start: int = 0
             dropped[i] = "orphan tool result (no matching call directly before)"
             i += 1
             continue
-        steps.append((i, msg))
         i += 1
         content = msg.get("content")
         raw_calls = msg.get("tool_calls") if role == "assistant" else None
@@ -132,7 +154,6 @@ def plan_counted(messages: list[Any], start: int = 0
                             and result.get("role") == "tool" and result.get("content").__class__ is str
                             and result.get("name") is None):
                         content = result["content"]
-                        steps.append((i, result))
                         sent.append({"role": "tool", "content": content, "tool_call_id": cid})
                         tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
                         i += 1
@@ -140,7 +161,6 @@ def plan_counted(messages: list[Any], start: int = 0
                         if not isinstance(following, dict) or following.get("role") != "tool":
                             continue
                         i -= 1  # more results follow: the general loop below re-pairs the block's results
-                        steps.pop()
                         sent.pop()
                         tokens.pop()
             else:
@@ -160,7 +180,6 @@ def plan_counted(messages: list[Any], start: int = 0
             tcid = None if tcid is None else str(tcid)
             if tcid in wanted and tcid not in seen:
                 seen.add(tcid)
-                steps.append((i, result))
                 content = result.get("content")
                 if content.__class__ is str and result.get("name") is None:
                     sent.append({"role": "tool", "content": content, "tool_call_id": tcid})
@@ -174,9 +193,25 @@ def plan_counted(messages: list[Any], start: int = 0
             if cid not in seen:
                 seen.add(cid)
                 synthetic = synthetic_result(cid, tool_call_name(call))
-                steps.append((None, synthetic))
+                inserted.append((i, synthetic))
                 _append_generic(synthetic, sent, tokens)
-    return steps, dropped, sent, tokens
+    if not dropped and not inserted:
+        return Planned(range(start, n), messages[start:], dropped, sent, tokens)
+    sources: list[int | None] = []
+    step_messages: list[Message] = []
+    pending = iter(inserted)
+    nxt = next(pending, None)
+    for pos in range(start, n + 1):
+        while nxt is not None and nxt[0] == pos:
+            sources.append(None)
+            step_messages.append(nxt[1])
+            nxt = next(pending, None)
+        if pos < n and pos not in dropped:
+            sources.append(pos)
+            step_messages.append(messages[pos])
+    return Planned(sources, step_messages, dropped, sent, tokens)
+
+
 
 
 def _append_generic(message: Message, sent: list[Message], tokens: list[int]) -> None:

@@ -107,13 +107,19 @@ class Trace:
     """The pipeline's raw decision, from which provenance rows are derived on demand."""
 
     inputs: Sequence[Any]
-    steps: list[tuple[int | None, Message]]  # (input position or None if synthetic, message)
+    step_sources: Sequence[int | None]  # per repaired step: input position, None for a synthetic result
+    step_messages: Sequence[Message]  # per repaired step: the message as given
     dropped: dict[int, str]
     tokens: list[int]  # per step, before
     actions: list[str]  # per step
     sent_of_step: Sequence[int | None]  # per step: position in the sent list (a range when unchanged)
     sent_sources: Sequence[int | None]  # per sent message: step index, None for engine-made messages
     sent_tokens: list[int]
+
+    @property
+    def steps(self) -> list[tuple[int | None, Message]]:
+        """(input position or None if synthetic, message) per repaired step."""
+        return list(zip(self.step_sources, self.step_messages, strict=True))
 
 
 def _preview(text: str) -> str:
@@ -152,7 +158,7 @@ class RequestView:
         if self.trace is None:
             return [None] * len(self.messages)
         t = self.trace
-        return [None if k is None else t.steps[k][0] for k in t.sent_sources]
+        return [None if k is None else t.step_sources[k] for k in t.sent_sources]
 
     def next_input(self, appended: Sequence[Message] = ()) -> list[Message]:
         """C7: the input of the next iteration: this view (originals where kept) plus new messages."""
@@ -162,7 +168,7 @@ class RequestView:
         out: list[Message] = []
         for pos, k in enumerate(t.sent_sources):
             kept = k is not None and t.actions[k] in ("kept", "synthetic")
-            out.append(t.steps[k][1] if kept else self.messages[pos])  # type: ignore[index]
+            out.append(t.step_messages[k] if kept else self.messages[pos])  # type: ignore[index]
         return out + list(appended)
 
     def event(self) -> dict[str, Any] | None:
@@ -190,13 +196,13 @@ def _is_summary(message: Message) -> bool:
 def _build_provenance(view: RequestView, t: Trace) -> Provenance:
     names: dict[str, str | None] = {}
     step_names: list[str | None] = []
-    for _, msg in t.steps:
+    for msg in t.step_messages:
         if msg.get("role") == "assistant":
             names = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
         step_names.append(names.get(str(msg.get("tool_call_id"))) if msg.get("role") == "tool" else None)
     rows: list[tuple[tuple[int, int, int], MessageRecord]] = []
     last = -1
-    for k, (src, msg) in enumerate(t.steps):
+    for k, (src, msg) in enumerate(zip(t.step_sources, t.step_messages, strict=True)):
         last = src if src is not None else last
         text = content_text(msg.get("content"))
         sent = t.sent_of_step[k]
@@ -217,7 +223,7 @@ def _build_provenance(view: RequestView, t: Trace) -> Provenance:
         msg = view.messages[pos]
         text = content_text(msg.get("content"))
         action = "summary" if k is None or _is_summary(msg) else t.actions[k]
-        after.append(SentRecord(pos, None if k is None else t.steps[k][0], str(msg.get("role")),
+        after.append(SentRecord(pos, None if k is None else t.step_sources[k], str(msg.get("role")),
                                 None if k is None else step_names[k], t.sent_tokens[pos], action, len(text),
                                 _preview(text)))
     return Provenance(tuple(r for _, r in rows), tuple(after))

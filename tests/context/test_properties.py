@@ -273,7 +273,8 @@ def test_one_pass_plan_sanitises_and_estimates_exactly_like_the_reference(messag
     from mxclaw_nb.context.tokens import estimate_sent
     from mxclaw_nb.messages import sanitize
 
-    steps, dropped, sent, tokens = plan_counted(messages)
+    plan = plan_counted(messages)
+    steps, dropped, sent, tokens = plan.steps, plan.dropped, plan.sent, plan.tokens
     assert [src for src, _ in steps] == [src for src, _ in oracle_repair(messages)]
     assert (steps, dropped) == plan_steps(messages)
     assert len(steps) == len(sent) == len(tokens)
