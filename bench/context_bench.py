@@ -154,14 +154,26 @@ def tiktoken_figures(msgs: list[dict], policy: ContextPolicy, reps: int) -> dict
             "build_cold_ms": median_ms(lambda: build_request_view(msgs, exact_policy), reps)}
 
 
-def run(size: int, with_tiktoken: bool) -> dict[str, Any]:
-    msgs = synthetic_transcript(size)
-    reps = REPS.get(size, 5)
+def shared_transcript() -> list[dict] | None:
+    """All shared real conversations (../shared/transcripts) end to end, as one long transcript: real
+    shapes (JSON tool arguments, system prompts mid-way, dangling calls, reused ids that repair must fix)."""
+    from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS, load_conversations
+
+    if not DEFAULT_TRANSCRIPTS.is_dir():
+        return None
+    return [m for _, conversation in load_conversations(DEFAULT_TRANSCRIPTS) for m in conversation]
+
+
+def run(size: int, with_tiktoken: bool, msgs: list[dict] | None = None, source: str = "synthetic"
+        ) -> dict[str, Any]:
+    msgs = synthetic_transcript(size) if msgs is None else msgs
+    size = len(msgs)
+    reps = REPS.get(size, 21 if size < 5_000 else 11)
     est = estimate_messages(msgs)
     common = ContextPolicy(-(-est * 2 // 1_000) * 1_000, 0.8, KEEP_RECENT)  # everything fits: nothing compacted
     # a real model's window, or half the transcript when that is smaller, so every size reaches compaction
     compact = ContextPolicy(min(COMPACT_WINDOW, est // 2_000 * 1_000), 0.8, KEEP_RECENT)
-    row: dict[str, Any] = {"messages": size, "estimate": est}
+    row: dict[str, Any] = {"messages": size, "source": source, "estimate": est}
     lc = langchain_figures(msgs, {"common": common, "compaction": compact}, reps)
     row["langchain"] = lc
     for name, policy in (("common", common), ("compaction", compact)):
@@ -179,7 +191,7 @@ def run(size: int, with_tiktoken: bool) -> dict[str, Any]:
 
 def report(rows: list[dict[str, Any]]) -> None:
     """Print the table, the targets and what the columns mean."""
-    print(f"{'messages':>9} {'path':<11} {'window':>9} {'stage':<10} {'sent':>6} {'cold ms':>8} {'+1 msg ms':>9} "
+    print(f"{'source':<9} {'messages':>9} {'path':<11} {'window':>9} {'stage':<10} {'sent':>6} {'cold ms':>8} {'+1 msg ms':>9} "
           f"{'cold MiB':>8} {'+1 MiB':>6} | {'trim ms':>8} {'kept':>6} {'trim MiB':>8} | {'convert ms':>10} "
           f"{'o200k count ms':>14} {'o200k build ms':>14}")
     for row in rows:
@@ -188,11 +200,11 @@ def report(rows: list[dict[str, Any]]) -> None:
             r = row[name]
             extra = (f" | {row['langchain']['convert_ms']:10.1f} {tk.get('count_ms', float('nan')):14.1f} "
                      f"{tk.get('build_cold_ms', float('nan')):14.1f}" if name == "compaction" else "")
-            print(f"{row['messages']:>9,} {name:<11} {r['window']:>9,} {r['stage']:<10} {r['sent']:>6,} "
+            print(f"{row['source']:<9} {row['messages']:>9,} {name:<11} {r['window']:>9,} {r['stage']:<10} {r['sent']:>6,} "
                   f"{r['cold_ms']:8.1f} {r['incremental_ms']:9.2f} {r['cold_peak_mib']:8.1f} "
                   f"{r['incremental_peak_mib']:6.1f} | {r['trim_ms']:8.1f} {r['kept']:>6,} {r['trim_peak_mib']:8.1f}"
                   f"{extra}")
-    by_size = {row["messages"]: row for row in rows}
+    by_size = {row["messages"]: row for row in rows if row["source"] == "synthetic"}
     if 10_000 in by_size:
         incr = by_size[10_000]["common"]["incremental_ms"]
         print(f"\ntarget: incremental rebuild at 10k messages <= 5 ms: {incr:.2f} ms -> "
@@ -201,7 +213,8 @@ def report(rows: list[dict[str, Any]]) -> None:
         for name in ("common", "compaction"):
             r = row[name]
             both = r["trim_ms"] + row["langchain"]["convert_ms"]
-            print(f"target: cold build no slower than trim_messages, {row['messages']:,} messages, {name} "
+            print(f"target: cold build no slower than trim_messages, {row['messages']:,} {row['source']} messages, "
+                  f"{name} "
                   f"({r['stage']}): {r['cold_ms']:.1f} ms vs {r['trim_ms']:.1f} ms -> "
                   f"{'MET' if r['cold_ms'] <= r['trim_ms'] else 'MISSED'}  (convert_to_messages + trim: {both:.1f} ms)")
     print("\nAll times are medians of CPU time of this process (time.process_time; wall clock in --json); "
@@ -219,12 +232,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--no-tiktoken", action="store_true", help="skip the exact o200k_base figures")
+    parser.add_argument("--no-shared", action="store_true", help="skip the row of the shared real transcripts")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
         rows.append(run(size, not args.no_tiktoken))
         print(f"... {size:,} messages done", file=sys.stderr)
+    shared = None if args.no_shared else shared_transcript()
+    if shared:
+        rows.append(run(0, not args.no_tiktoken, shared, "shared"))
+        print(f"... shared transcripts ({len(shared):,} messages) done", file=sys.stderr)
     report(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -100,7 +100,9 @@ def is_failure(message: Message) -> bool:
     """True for a tool result that is failure evidence (flagged, or carrying a failure marker)."""
     if message.get("is_error"):
         return True
-    text = content_text(message.get("content"))
+    text = message.get("content")
+    if text.__class__ is not str:
+        text = content_text(text)
     if text.isascii():  # same answer as FAILURE_RE, ~50x faster on long outputs (IGNORECASE regex is slow)
         low = text.lower()
         return "tool failed" in low or "invalid" in low or "permission denied" in low or "forbidden" in low

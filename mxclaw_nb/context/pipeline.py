@@ -140,7 +140,7 @@ class _Builder:
         micro_tokens: dict[int, int] = {}
         # Placeholders cost >= 0, so micro can at best remove every old tool result; when even that leaves
         # the view over the threshold the summary path is certain and the placeholders need not be made.
-        is_tool = list(map("tool".__eq__, conv_roles[: self.tail]))
+        is_tool = [role == "tool" for role in conv_roles[: self.tail]]
         best = self.before - sum(map(max, compress(conv_tokens, is_tool), repeat(0)))
         for k in compress(old, is_tool) if best <= self.policy.threshold else ():
             msg = step_messages[k]

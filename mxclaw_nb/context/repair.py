@@ -134,28 +134,31 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
             i += 1
             continue
         i += 1
-        content = msg.get("content")
+        content, name = msg.get("content"), msg.get("name")
         raw_calls = msg.get("tool_calls") if role == "assistant" else None
-        if content.__class__ is str and msg.get("name") is None:
+        if (content.__class__ is str or content is None) and (name is None or name.__class__ is str):
             if not raw_calls:
-                sent.append({"role": role, "content": content})
-                tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
+                out = {"role": role, "content": "" if content is None else content}
+                if name is not None:
+                    out["name"] = name
+                sent.append(out)
+                tokens.append(0 if content is None else (len(content) + 3) >> 2 if content.isascii()
+                              else estimate_text(content))
                 continue
             out_calls = _plain_calls(raw_calls)
             if out_calls is not None:
                 calls_sent, length = out_calls
-                sent.append({"role": role, "content": content, "tool_calls": calls_sent})
-                tokens.append(((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
-                              + ((length + 3) >> 2))
+                out = {"role": role, "content": content, "tool_calls": calls_sent}
+                if name is not None:
+                    out["name"] = name
+                sent.append(out)
+                tokens.append((0 if content is None else (len(content) + 3) >> 2 if content.isascii()
+                               else estimate_text(content)) + ((length + 3) >> 2))
                 if len(calls_sent) == 1:  # the usual block: one call, its result right after it, then no tool
                     cid = calls_sent[0]["id"]
                     result = messages[i] if i < n else None
-                    if (result.__class__ is dict and result.get("tool_call_id") == cid
-                            and result.get("role") == "tool" and result.get("content").__class__ is str
-                            and result.get("name") is None):
-                        content = result["content"]
-                        sent.append({"role": "tool", "content": content, "tool_call_id": cid})
-                        tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
+                    if result.__class__ is dict and result.get("tool_call_id") == cid and result.get("role") == "tool":
+                        _append_result(result, cid, sent, tokens)
                         i += 1
                         following = messages[i] if i < n else None
                         if not isinstance(following, dict) or following.get("role") != "tool":
@@ -180,12 +183,7 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
             tcid = None if tcid is None else str(tcid)
             if tcid in wanted and tcid not in seen:
                 seen.add(tcid)
-                content = result.get("content")
-                if content.__class__ is str and result.get("name") is None:
-                    sent.append({"role": "tool", "content": content, "tool_call_id": tcid})
-                    tokens.append((len(content) + 3) >> 2 if content.isascii() else estimate_text(content))
-                else:
-                    _append_generic(result, sent, tokens)
+                _append_result(result, tcid, sent, tokens)
             else:
                 dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
             i += 1
@@ -212,6 +210,20 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
     return Planned(sources, step_messages, dropped, sent, tokens)
 
 
+
+
+def _append_result(result: Message, call_id: str, sent: list[Message], tokens: list[int]) -> None:
+    """Sent form and C1 estimate of a paired tool result (`call_id`: its id as a string)."""
+    content, name = result.get("content"), result.get("name")
+    if (content.__class__ is str or content is None) and (name is None or name.__class__ is str):
+        out = {"role": "tool", "content": "" if content is None else content, "tool_call_id": call_id}
+        if name is not None:
+            out["name"] = name
+        sent.append(out)
+        tokens.append(0 if content is None else (len(content) + 3) >> 2 if content.isascii()
+                      else estimate_text(content))
+    else:
+        _append_generic(result, sent, tokens)
 
 
 def _append_generic(message: Message, sent: list[Message], tokens: list[int]) -> None:
