@@ -84,6 +84,9 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     prev: _Prefix | None = getattr(cache, "prefix", None)
     snap = _snapshot(inputs) if cache is not None else None
     reuse = prev if _reusable(prev, inputs, snap, counter_key) else None
+    if reuse is None and cache is not None:
+        # the summary state trusts that messages planned before kept their content and tool calls
+        cache.summary = None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
     tokens = new.tokens
     if counter is not estimate_sent:  # C1 comes with the plan; another counter counts the sent forms

@@ -23,7 +23,7 @@ from mxclaw_nb.context.fallback import fallback_indices, fallback_message
 from mxclaw_nb.context.incremental import plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
 from mxclaw_nb.context.repair import Planned
-from mxclaw_nb.context.summary import build_structured_summary
+from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.context.view import RequestView, Trace
@@ -91,7 +91,7 @@ def build_request_view(
     planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
-    build = _Builder(inputs, planned, policy)
+    build = _Builder(inputs, planned, policy, cache)
     if build.before <= policy.threshold:
         return build.finish("unchanged", None, None)
     return build.compact(summarize)
@@ -100,8 +100,9 @@ def build_request_view(
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
-    def __init__(self, inputs: list[Any], planned: Planned, policy: ContextPolicy) -> None:
-        self.inputs, self.dropped = inputs, planned.dropped
+    def __init__(self, inputs: list[Any], planned: Planned, policy: ContextPolicy,
+                 cache: TokenCache | None = None) -> None:
+        self.inputs, self.dropped, self.cache = inputs, planned.dropped, cache
         self.sources, self.step_messages = planned.sources, planned.messages
         # copies: the stages below rewrite entries, and the cache keeps the planned lists for the next build
         self.tokens, self.sent, self.policy = list(planned.tokens), list(planned.sent), policy
@@ -168,7 +169,14 @@ class _Builder:
         try:
             if summarize is None:
                 raise RuntimeError("no summariser configured")
-            text = summarize(conv_messages[: self.tail])
+            if summarize is build_structured_summary and self.cache is not None:
+                # same text, but only the old messages added since the last call are scanned
+                if self.cache.summary is None:
+                    self.cache.summary = StructuredSummaryState()
+                # plan_and_count drops this state whenever the transcript did not just grow (see there)
+                text = self.cache.summary.summary(conv_messages[: self.tail], unchanged_content=True)
+            else:
+                text = summarize(conv_messages[: self.tail])
             if not isinstance(text, str):
                 raise TypeError(f"summariser returned {type(text).__name__}, not str")
         except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path

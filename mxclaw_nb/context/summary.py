@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
-from operator import eq
+from operator import eq, is_
+from typing import Any
 
 from mxclaw_nb.messages import (
     SUMMARY_PREFIX,
@@ -109,13 +110,62 @@ def _section(title: str, items: list[str]) -> list[str]:
     return [title] + ([f"- {item}" for item in items] if items else [NONE_RECORDED])
 
 
-def build_structured_summary(old_messages: Sequence[Message]) -> str:
-    """SPEC C6: the `[compressed conversation context]` text for messages before the safe tail."""
-    old = old_messages if all(map(isinstance, old_messages, repeat(dict))) else [
-        m for m in old_messages if isinstance(m, dict)]
+def _dicts(messages: Sequence[Any]) -> Sequence[Message]:
+    return messages if all(map(isinstance, messages, repeat(dict))) else [m for m in messages if isinstance(m, dict)]
+
+
+def _text(old: Sequence[Message], paths: list[str], failures: list[str]) -> str:
     lines = [SUMMARY_PREFIX, "Older transcript messages were summarized."]
     lines += _section("Goals:", _goals(old))
-    lines += _section("Files and tools touched:", _paths(old))
-    lines += _section("Failures to avoid:", _failures(old))
+    lines += _section("Files and tools touched:", paths)
+    lines += _section("Failures to avoid:", failures)
     lines += _section("Last useful assistant state:", _last_state(old))
     return "\n".join(lines)
+
+
+def build_structured_summary(old_messages: Sequence[Message]) -> str:
+    """SPEC C6: the `[compressed conversation context]` text for messages before the safe tail."""
+    old = _dicts(old_messages)
+    return _text(old, _paths(old), _failures(old))
+
+
+def _snapshot(messages: Sequence[Message], keys: tuple[str, ...]) -> tuple[list[Any], ...]:
+    return tuple(list(map(dict.get, messages, repeat(key))) for key in keys)
+
+
+class StructuredSummaryState:
+    """`build_structured_summary` for a list of old messages that only grows between calls (same text).
+
+    Inside a loop the messages before the safe tail grow by a few per call; the file paths and the
+    failures of the part already seen are kept, so a call scans only what was added (goals and the last
+    state are read from the end, which is cheap anyway). Reuse needs the same message objects, with the
+    same content, tool calls and error flag objects, in the same positions (checked at C speed);
+    anything else starts again from scratch.
+    """
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._snap: tuple[list[Any], ...] = ()
+        self._paths: dict[str, None] = {}
+        self._failures: list[str] = []
+
+    def summary(self, old_messages: Sequence[Message], *, unchanged_content: bool = False) -> str:
+        """The C6 text of `old_messages`, equal to build_structured_summary(old_messages).
+
+        `unchanged_content=True` says the caller has already checked that the content and tool calls of
+        messages seen before were not replaced (the pipeline's TokenCache does); only the error flags are
+        then compared.
+        """
+        old = list(_dicts(old_messages))
+        n = len(self._messages)
+        keys = ("is_error",) if unchanged_content else ("content", "tool_calls", "is_error")
+        snap = _snapshot(old, keys)
+        if (len(old) < n or len(snap) != len(self._snap) or not all(map(is_, old[:n], self._messages))
+                or not all(all(map(is_, now[:n], before)) for now, before in zip(snap, self._snap, strict=True))):
+            n, self._paths, self._failures = 0, {}, []
+        added = old[n:]
+        for path in _paths(added):
+            self._paths.setdefault(path, None)
+        self._failures = (self._failures + _failures(added))[-FAILURES_MAX:]
+        self._messages, self._snap = old, snap
+        return _text(old, list(self._paths), list(self._failures))

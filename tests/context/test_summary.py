@@ -193,3 +193,58 @@ def test_c6_summarized_messages_are_marked_in_provenance() -> None:
     actions = [r.action for r in view.provenance.before]
     assert actions == ["kept"] * 4 + ["summarized"] * 18 + ["kept"] * 2
     assert [r.action for r in view.provenance.after] == ["kept"] * 4 + ["summary"] + ["kept"] * 2
+
+
+def _session(k: int) -> list[dict]:
+    """An agent session with file writes, failures (flagged and by marker) and notes, k blocks long."""
+    msgs: list[dict] = []
+    for j in range(k):
+        msgs.append(user(f"goal {j}: fix module {j % 5}"))
+        msgs.append(asst(f"editing {j}", (f"c{j}", "edit_file" if j % 3 else "bash", {"path": f"src/m{j % 7}.py"})))
+        failed = j % 4 == 0
+        msgs.append({"role": "tool", "tool_call_id": f"c{j}", "content": f"Tool failed: step {j}" if failed
+                     else f"ok {j}", **({"is_error": True} if j % 9 == 0 else {})})
+        msgs.append(asst(f"state after {j}"))
+    return msgs
+
+
+def test_c6_incremental_summary_state_gives_the_same_text_as_one_shot() -> None:
+    """C6: the per-session summary state (scanning only what was added) writes exactly the one-shot text,
+    for every length of a growing list of old messages, and starts again when the list did not just grow."""
+    from mxclaw_nb.context.summary import StructuredSummaryState
+
+    msgs = _session(40)
+    state = StructuredSummaryState()
+    for n in range(0, len(msgs) + 1, 3):
+        assert state.summary(msgs[:n]) == build_structured_summary(msgs[:n])
+    shorter = msgs[:50]
+    assert state.summary(shorter) == build_structured_summary(shorter)
+    edited = [*msgs[:20], {**msgs[20], "content": "Permission denied: replaced"}, *msgs[21:]]
+    assert state.summary(edited) == build_structured_summary(edited)
+    assert msgs[-2]["role"] == "tool"
+    msgs[-2]["content"] = "Forbidden command, edited in place"  # same dict, new content object
+    assert state.summary(msgs) == build_structured_summary(msgs)
+    assert "Forbidden command, edited in place" in state.summary(msgs)
+
+
+def test_c6_pipeline_summary_with_a_cache_matches_a_cold_build_as_the_session_grows() -> None:
+    """C6/C7 with a kept TokenCache: the summary text of every rebuild equals the cold build's, including
+    after an error flag is set in place on an old result (the state notices and rescans)."""
+    from mxclaw_nb.context import TokenCache
+
+    msgs = _session(60)
+    policy = ContextPolicy(1_000, 0.8, 150)
+    cache = TokenCache()
+    grown: list[dict] = []
+    for m in msgs:
+        grown.append(m)
+        warm = build_request_view(grown, policy, cache=cache)
+        assert warm.summary == build_request_view(grown, policy).summary
+    assert warm.stage == "summary" and cache.summary is not None
+    last_old_ok = max(r.position for r in warm.provenance.before if r.action == "summarized" and r.role == "tool"
+                      and not r.failure)
+    grown[last_old_ok]["is_error"] = True  # the newest old successful result re-flagged as a failure, in place
+    grown.append(user("next"))
+    again = build_request_view(grown, policy, cache=cache)
+    assert again.summary == build_request_view(grown, policy).summary
+    assert f"ok {last_old_ok // 4}" in again.summary.split("Failures to avoid:")[1]
