@@ -223,15 +223,20 @@ class Agent:
     def compact_now(self) -> RequestView:
         """Show what compaction would do to the current transcript now, even under the threshold.
 
-        Uses a threshold of 1 token so the pipeline runs its stages; nothing is stored or changed.
+        The stages run against a threshold of 1 token (so they run even when the transcript fits); the view
+        returned reports the session's real window and threshold, so a gauge or inspector of it reads as
+        any other request. Nothing is stored or changed.
         """
         from dataclasses import replace
 
-        policy = replace(self.current_policy(), context_window_tokens=1, threshold_ratio=1.0)
+        real = self.current_policy()
         messages = self.store.load_transcript(self.session_id)
         if not messages:
             raise ValueError("the session has no messages yet: run a turn first")
-        return build_request_view(messages, policy, self.summarize)
+        forced = build_request_view(messages, replace(real, context_window_tokens=1, threshold_ratio=1.0),
+                                    self.summarize)
+        return replace(forced, threshold=real.threshold, window=real.context_window_tokens,
+                       over_threshold=forced.after_tokens > real.threshold)
 
     def close(self) -> None:
         """Close the store."""

@@ -258,6 +258,8 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     ip.run_line_magic("agent", "config keep_recent_tokens=300")
     compacted, cap = agent(ip, "compact")
     assert compacted.data.stage in ("micro", "summary", "fallback") and "Nothing is stored" in cap.stdout
+    policy = m.get_agent().current_policy()  # the forced run still reports the session's real limits
+    assert (compacted.data.threshold, compacted.data.window) == (policy.threshold, policy.context_window_tokens)
     assert len(m.store().transcript(sid)) == stored_rows  # the transcript is unchanged
     dry, _ = agent(ip, "dry-run and then?")
     assert dry.data.after[-1]["preview"] == "and then?"
