@@ -157,7 +157,8 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
                 if len(calls_sent) == 1:  # the usual block: one call, its result right after it, then no tool
                     cid = calls_sent[0]["id"]
                     result = messages[i] if i < n else None
-                    if result.__class__ is dict and result.get("tool_call_id") == cid and result.get("role") == "tool":
+                    tcid = result.get("tool_call_id") if result.__class__ is dict else None
+                    if tcid.__class__ is str and tcid == cid and result.get("role") == "tool":
                         _append_result(result, cid, sent, tokens)
                         i += 1
                         following = messages[i] if i < n else None
