@@ -74,14 +74,30 @@ class Provenance:
         """JSON-able form: `before` and `after` lists of row dicts."""
         return {"before": [r._asdict() for r in self.before], "after": [r._asdict() for r in self.after]}
 
-    def to_columns(self) -> dict[str, list[Any]]:
+    def to_columns(self) -> dict[str, Any]:
         """Compact JSON-able form stored in `requests.provenance`: column names once, rows as lists.
 
-        Half the size and encoding time of `to_records` (the loop stores one per model call);
-        `provenance_rows` turns either form back into row dicts.
+        An *after* row that only repeats its *before* row (a message sent as it was: same role, tool,
+        tokens, action, length and preview) is stored as the index of that before row; most rows of a
+        long session are such. `provenance_rows` turns this form (and the records form) back into row
+        dicts, so readers never see the difference.
         """
-        return {"before_columns": list(BEFORE_FIELDS), "before": [list(r) for r in self.before],
-                "after_columns": list(AFTER_FIELDS), "after": [list(r) for r in self.after]}
+        before_index = {r.sent_position: k for k, r in enumerate(self.before) if r.sent_position is not None}
+        after: list[Any] = []
+        for r in self.after:
+            k = before_index.get(r.position)
+            if k is not None and r == _sent_from(self.before[k]):
+                after.append(k)
+            else:
+                after.append(list(r))
+        return {"format": 2, "before_columns": list(BEFORE_FIELDS), "before": [list(r) for r in self.before],
+                "after_columns": list(AFTER_FIELDS), "after": after}
+
+
+def _sent_from(before: MessageRecord) -> SentRecord:
+    """The after row of a message sent exactly as it was (see Provenance.to_columns)."""
+    return SentRecord(before.sent_position, before.position, before.role, before.tool_name,  # type: ignore[arg-type]
+                      before.tokens_after, before.action, before.chars, before.preview)
 
 
 def provenance_rows(stored: Any) -> dict[str, list[dict[str, Any]]]:
@@ -94,7 +110,13 @@ def provenance_rows(stored: Any) -> dict[str, list[dict[str, Any]]]:
         columns = stored.get(f"{side}_columns")
         if not isinstance(rows, list):
             raise ValueError(f"the provenance's {side!r} must be a list")
-        out[side] = [dict(zip(columns, row, strict=False)) for row in rows] if columns else [dict(r) for r in rows]
+        if not columns:
+            out[side] = [dict(r) for r in rows]
+            continue
+        if side == "after" and any(isinstance(row, int) for row in rows):  # index k: the row of before row k
+            before = [MessageRecord(*(row.get(f) for f in BEFORE_FIELDS)) for row in out["before"]]
+            rows = [list(_sent_from(before[row])) if isinstance(row, int) else row for row in rows]
+        out[side] = [dict(zip(columns, row, strict=False)) for row in rows]
     return out
 
 
@@ -193,37 +215,66 @@ def _is_summary(message: Message) -> bool:
     return content_text(message.get("content")).startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
 
 
+# A named tuple from a full tuple of its fields, without the generated __new__'s argument binding (what
+# NamedTuple._make does, minus its length check): two rows per message, so it shows.
+_new_row = tuple.__new__
+
+
 def _build_provenance(view: RequestView, t: Trace) -> Provenance:
+    # One pass per table; per message the text, its length and preview are made once and reused for the
+    # after row when the sent content is the same object (the usual case): a stored request carries both
+    # tables, so this runs once per model call.
     names: dict[str, str | None] = {}
+    before: list[MessageRecord] = []
     step_names: list[str | None] = []
-    for msg in t.step_messages:
-        if msg.get("role") == "assistant":
-            names = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
-        step_names.append(names.get(str(msg.get("tool_call_id"))) if msg.get("role") == "tool" else None)
-    rows: list[tuple[tuple[int, int, int], MessageRecord]] = []
-    last = -1
+    shown: list[tuple[Any, int, str]] = []  # per step: (content object, chars, preview)
+    sent_of_step, sent_tokens, tokens, actions = t.sent_of_step, t.sent_tokens, t.tokens, t.actions
     for k, (src, msg) in enumerate(zip(t.step_sources, t.step_messages, strict=True)):
-        last = src if src is not None else last
-        text = content_text(msg.get("content"))
-        sent = t.sent_of_step[k]
-        rows.append(((last, 1 if src is None else 0, k), MessageRecord(
-            src, str(msg.get("role")), step_names[k], t.tokens[k], 0 if sent is None else t.sent_tokens[sent],
-            t.actions[k], sent, msg.get("role") == "tool" and is_failure(msg), src is None, len(text),
-            _preview(text))))
-    for i, reason in t.dropped.items():
-        msg = t.inputs[i]
-        ok = isinstance(msg, dict)
-        text = content_text(msg.get("content")) if ok else str(msg)
-        rows.append(((i, 0, -1), MessageRecord(
-            i, str(msg.get("role")) if ok else "?", None, 0, 0, "dropped", None,
-            ok and msg.get("role") == "tool" and is_failure(msg), False, len(text), _preview(text), reason)))
-    rows.sort(key=lambda r: r[0])
+        role = msg.get("role")
+        content = msg.get("content")
+        text = content if content.__class__ is str else content_text(content)
+        name = None
+        if role == "assistant":
+            names = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
+        elif role == "tool":
+            name = names.get(str(msg.get("tool_call_id")))
+        step_names.append(name)
+        preview = _preview(text)
+        shown.append((content, len(text), preview))
+        sent = sent_of_step[k]
+        before.append(_new_row(MessageRecord, (
+            src, role if role.__class__ is str else str(role), name, tokens[k],
+            0 if sent is None else sent_tokens[sent], actions[k], sent, role == "tool" and is_failure(msg),
+            src is None, len(text), preview, None)))
+    if t.dropped:
+        keyed = [((src if src is not None else -1, 1 if src is None else 0, k), r) for k, (src, r) in
+                 enumerate(zip(t.step_sources, before, strict=True))]
+        last = -1
+        for k, (key, r) in enumerate(keyed):  # a synthetic result sorts right after the step before it
+            last = r.position if r.position is not None else last
+            keyed[k] = ((last, key[1], key[2]), r)
+        for i, reason in t.dropped.items():
+            msg = t.inputs[i]
+            ok = isinstance(msg, dict)
+            text = content_text(msg.get("content")) if ok else str(msg)
+            keyed.append(((i, 0, -1), MessageRecord(
+                i, str(msg.get("role")) if ok else "?", None, 0, 0, "dropped", None,
+                ok and msg.get("role") == "tool" and is_failure(msg), False, len(text), _preview(text), reason)))
+        keyed.sort(key=lambda r: r[0])
+        before = [r for _, r in keyed]
     after = []
     for pos, k in enumerate(t.sent_sources):
         msg = view.messages[pos]
-        text = content_text(msg.get("content"))
-        action = "summary" if k is None or _is_summary(msg) else t.actions[k]
-        after.append(SentRecord(pos, None if k is None else t.step_sources[k], str(msg.get("role")),
-                                None if k is None else step_names[k], t.sent_tokens[pos], action, len(text),
-                                _preview(text)))
-    return Provenance(tuple(r for _, r in rows), tuple(after))
+        content = msg.get("content")
+        if k is not None and shown[k][0] is content:
+            chars, preview = shown[k][1], shown[k][2]
+        else:
+            text = content if content.__class__ is str else content_text(content)
+            chars, preview = len(text), _preview(text)
+        action = "summary" if k is None or _is_summary(msg) else actions[k]
+        role = msg.get("role")
+        after.append(_new_row(SentRecord, (pos, None if k is None else t.step_sources[k],
+                                           role if role.__class__ is str else str(role),
+                                           None if k is None else step_names[k], sent_tokens[pos], action, chars,
+                                           preview)))
+    return Provenance(tuple(before), tuple(after))

@@ -265,5 +265,9 @@ def test_provenance_columns_form_round_trips_to_the_records_form():
     assert provenance_rows(columns) == json.loads(json.dumps(records))
     assert provenance_rows(records) == records
     assert len(json.dumps(columns)) < len(json.dumps(records)) * 0.7
+    unchanged = build_request_view(worked_example(), ContextPolicy(1_000_000, 0.8, 8_000))
+    compact = unchanged.provenance.to_columns()
+    assert all(isinstance(row, int) for row in compact["after"])  # every message sent as it was: indices only
+    assert provenance_rows(json.loads(json.dumps(compact))) == json.loads(json.dumps(unchanged.provenance.to_records()))
     with pytest.raises(ValueError):
         provenance_rows(["not", "a", "dict"])

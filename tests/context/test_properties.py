@@ -299,3 +299,18 @@ def test_c1_cjk_count_matches_the_one_character_class(text: str) -> None:
     assert count_cjk(text) == len(CJK_PATTERN.findall(text))
     cjk = len(CJK_PATTERN.findall(text))
     assert estimate_text(text) == cjk + math.ceil((len(text) - cjk) / 4)
+
+
+@FAST
+@given(cases())
+def test_c10_stored_provenance_expands_to_exactly_the_live_rows(case: tuple[list, ContextPolicy]) -> None:
+    """C10 storage: the compact form stored per request (after rows that repeat their before row kept as an
+    index) expands, after a JSON round trip, to exactly the records form of the live view."""
+    from mxclaw_nb.context import provenance_rows
+
+    messages, policy = case
+    if not has_usable(messages):
+        return
+    view = build_request_view(messages, policy)
+    stored = json.loads(json.dumps(view.provenance.to_columns(), ensure_ascii=False))
+    assert provenance_rows(stored) == json.loads(json.dumps(view.provenance.to_records(), ensure_ascii=False))
