@@ -110,6 +110,8 @@ def _c1_estimate(view: RequestView, cache: TokenCache | None) -> int:
     """The C1 estimate of what is sent (T3 stores it beside the calibrated count), re-counting only new messages."""
     if view.counter == "estimate":
         return view.after_tokens
+    if view.after_estimate is not None:
+        return view.after_estimate
     if cache is None:
         return estimate_messages(view.messages)
     # Sent dicts of kept messages are the same objects from call to call, so an identity cache works.

@@ -95,12 +95,14 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         else:
             tokens = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
                       for src, msg, out in zip(new.sources, new.messages, new.sent, strict=True)]
-    planned = Planned(new.sources, new.messages, new.dropped, new.sent, tokens)
+    estimates = None if tokens is new.tokens else new.tokens
+    planned = Planned(new.sources, new.messages, new.dropped, new.sent, tokens, estimates)
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
         planned = Planned(_joined(old.sources[:k], new.sources), old.messages[:k] + new.messages,
                           {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped},
-                          old.sent[:k] + new.sent, old.tokens[:k] + tokens)
+                          old.sent[:k] + new.sent, old.tokens[:k] + tokens,
+                          None if estimates is None or old.estimates is None else old.estimates[:k] + estimates)
     if cache is not None and counter is estimate_sent:
         cache.hits += reuse.resume_step if reuse is not None else 0
         cache.misses += len(new.messages)

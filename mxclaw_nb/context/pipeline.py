@@ -106,6 +106,7 @@ class _Builder:
         self.sources, self.step_messages = planned.sources, planned.messages
         # copies: the stages below rewrite entries, and the cache keeps the planned lists for the next build
         self.tokens, self.sent, self.policy = list(planned.tokens), list(planned.sent), policy
+        self.estimates = planned.estimates  # C1 per step when the policy counts otherwise (T3 records both)
         self.before = sum(self.tokens)
         sources = self.sources
         self.actions = ["kept"] * len(sources)
@@ -209,6 +210,7 @@ class _Builder:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
             sent_sources = list(order)
         after = sum(sent_tokens)
+        estimate = after if self.policy.counter is None else self._estimate(order, out, override or {})
         tail_start = None
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
@@ -218,7 +220,16 @@ class _Builder:
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
             counter=self.policy.counter_name, tail_start=tail_start, over_threshold=after > self.policy.threshold,
-            repaired=self.repaired, error=error, trace=trace)
+            repaired=self.repaired, error=error, trace=trace, after_estimate=estimate)
+
+    def _estimate(self, order: Sequence[int | None] | None, out: list[Message], override: dict[int, int]) -> int:
+        """C1 estimate of the sent messages (steps sent unchanged reuse the plan's estimate)."""
+        est = self.estimates
+        if est is None:
+            return sum(map(estimate_sent, out))
+        if order is None:
+            return sum(est)
+        return sum(estimate_sent(m) if k is None or k in override else est[k] for k, m in zip(order, out, strict=True))
 
     def _arrange(self, order: list[int | None], override: dict[int, int], extra: Message | None
                  ) -> tuple[list[Message], list[int], list[int | None]]:

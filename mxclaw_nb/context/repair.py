@@ -100,6 +100,7 @@ class Planned:
     dropped: dict[int, str]
     sent: list[Message]  # sanitised: what is sent for the step
     tokens: list[int]  # the C1 estimate of `sent` (plan_counted); a counter's counts (plan_and_count)
+    estimates: list[int] | None = None  # the C1 estimate of `sent` when `tokens` are a counter's (else None)
 
     @property
     def steps(self) -> list[Step]:

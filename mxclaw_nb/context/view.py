@@ -167,6 +167,7 @@ class RequestView:
     over_threshold: bool  # after_tokens > threshold even after every allowed step
     repaired: bool  # repair dropped or synthesised something
     error: str | None = None  # why the compactor failed, on the fallback path
+    after_estimate: int | None = None  # C1 estimate of `messages` (= after_tokens when counter is "estimate")
     trace: Trace | None = field(default=None, repr=False, compare=False)
 
     @property

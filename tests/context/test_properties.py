@@ -314,3 +314,27 @@ def test_c10_stored_provenance_expands_to_exactly_the_live_rows(case: tuple[list
     view = build_request_view(messages, policy)
     stored = json.loads(json.dumps(view.provenance.to_columns(), ensure_ascii=False))
     assert provenance_rows(stored) == json.loads(json.dumps(view.provenance.to_records(), ensure_ascii=False))
+
+
+@FAST
+@given(cases(), st.sampled_from([None, boom]))
+def test_t3_view_carries_the_c1_estimate_of_what_is_sent_under_any_counter(case: tuple[list, ContextPolicy],
+                                                                           summarize) -> None:
+    """T3: with another counter in the policy the view still reports the C1 estimate of its sent messages
+    (the request record stores both), on every path; with the C1 estimate it is after_tokens itself."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context.counters import FunctionCounter
+
+    messages, policy = case
+    if not has_usable(messages):
+        return
+    kwargs = {} if summarize is None else {"summarize": summarize}
+    counted = replace(policy, counter=FunctionCounter("chars", len))
+    cache = TokenCache()
+    for view in (build_request_view(messages, counted, **kwargs),
+                 build_request_view(messages, counted, cache=cache, **kwargs),
+                 build_request_view(messages, counted, cache=cache, **kwargs)):
+        assert view.after_estimate == estimate_messages(view.messages)
+    plain = build_request_view(messages, policy, **kwargs)
+    assert plain.after_estimate == plain.after_tokens == estimate_messages(plain.messages)
