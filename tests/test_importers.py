@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -165,3 +166,54 @@ def test_codex_plain_text_exec_output_and_old_layout(tmp_path: Path) -> None:
     assert errors == [] and conv is not None and conv.id == "old-1"
     assert [m["role"] for m in conv.messages] == ["system", "user", "assistant", "tool"]
     assert conv.messages[0]["content"] == "Be brief." and conv.messages[3]["is_error"] is True
+
+
+def _cc_line(uid: str, parent: str | None, kind: str, content: Any, msg_id: str | None = None) -> str:
+    message: dict[str, Any] = {"role": kind, "content": content}
+    if msg_id:
+        message.update(id=msg_id, model="claude-sonnet-4-20250514")
+    return json.dumps({"type": kind, "uuid": uid, "parentUuid": parent, "isSidechain": False, "sessionId": "s-1",
+                       "message": message})
+
+
+def test_claude_code_follows_the_branch_the_session_ended_on(tmp_path: Path) -> None:
+    """Claude Code logs are trees: an edited/rewound prompt or a regenerated reply leaves a branch behind.
+    The import keeps the branch the session ended on; parallel tool results (parents on their own
+    tool_use lines) and everything else stay, in file order."""
+    def use(tid: str) -> list[dict]:
+        return [{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"echo {tid}"}}]
+
+    def result(tid: str) -> list[dict]:
+        return [{"type": "tool_result", "tool_use_id": tid, "content": f"out {tid}"}]
+
+    lines = [
+        _cc_line("u1", None, "user", "start"),
+        _cc_line("a1", "u1", "assistant", [{"type": "text", "text": "first answer"}], "m1"),
+        _cc_line("u2", "a1", "user", "do X"),                                   # rewound below
+        _cc_line("a2", "u2", "assistant", use("t1"), "m2"),
+        _cc_line("r1", "a2", "user", result("t1")),
+        _cc_line("a3", "r1", "assistant", [{"type": "text", "text": "X done"}], "m3"),
+        _cc_line("u2b", "a1", "user", "do Y instead"),                          # the edit: same parent as u2
+        _cc_line("a4", "u2b", "assistant", use("t2"), "m4"),
+        _cc_line("a4b", "a4", "assistant", use("t3"), "m4"),                   # parallel call, same message
+        _cc_line("r2", "a4", "user", result("t2")),                            # parent: its own tool_use line
+        _cc_line("r3", "a4b", "user", result("t3")),
+        _cc_line("a5", "r3", "assistant", [{"type": "text", "text": "Y done"}], "m5"),
+        _cc_line("u3", "a5", "user", "and now?"),
+        _cc_line("a6", "u3", "assistant", [{"type": "text", "text": "API Error: overloaded"}], "m6"),
+        _cc_line("a6b", "u3", "assistant", [{"type": "text", "text": "the real answer"}], "m7"),  # regenerated
+    ]
+    file = tmp_path / "s-1.jsonl"
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    conv, errors = parse_claude_code(file)
+    assert conv is not None and errors == []
+    flat = [(m["role"], m.get("content"), [c["id"] for c in m.get("tool_calls") or []]) for m in conv.messages]
+    assert flat == [("user", "start", []), ("assistant", "first answer", []), ("user", "do Y instead", []),
+                    ("assistant", None, ["t2", "t3"]), ("tool", "out t2", []), ("tool", "out t3", []),
+                    ("assistant", "Y done", []), ("user", "and now?", []), ("assistant", "the real answer", [])]
+    assert conv.meta["abandoned_lines"] == 5
+    linear = tmp_path / "linear.jsonl"  # the same file without the left branches: nothing is dropped
+    linear.write_text("\n".join(line for line in lines if json.loads(line)["uuid"] not in
+                                {"u2", "a2", "r1", "a3", "a6"}) + "\n", encoding="utf-8")
+    again, _ = parse_claude_code(linear)
+    assert again is not None and again.messages == conv.messages and "abandoned_lines" not in again.meta

@@ -94,6 +94,60 @@ def _assistant_blocks(msg: dict[str, Any], blocks: Any) -> None:
             msg.setdefault("tool_calls", []).append(call)
 
 
+def _is_prompt(obj: dict[str, Any]) -> bool:
+    """A user line that is a prompt (not tool results): what an edit or rewind re-submits."""
+    msg = obj.get("message")
+    blocks = msg.get("content") if isinstance(msg, dict) else None
+    return obj.get("type") == "user" and not (isinstance(blocks, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks))
+
+
+def _abandoned(lines: list[tuple[int, Any, str | None]]) -> set[str]:
+    """uuids of lines on branches the session left: an edited or rewound prompt, a regenerated answer.
+
+    Lines form a tree by ``parentUuid`` (``logicalParentUuid`` across a compaction boundary). The active
+    conversation is the path from the last main-thread user/assistant line to its root. Only forks on that
+    path whose children are two or more prompts, or two or more different assistant replies, are cut:
+    every other child is dropped with everything below it. Anything else (parallel tool results, lines
+    whose parent is not in the file) is kept, in file order, as before.
+    """
+    parent: dict[str, str | None] = {}
+    node: dict[str, dict[str, Any]] = {}
+    children: dict[str, list[str]] = {}
+    leaf = None
+    for _, obj, error in lines:
+        uid = obj.get("uuid") if not error else None
+        if not isinstance(uid, str) or uid in node:
+            continue
+        up = obj.get("parentUuid") or obj.get("logicalParentUuid")
+        parent[uid], node[uid] = (up if isinstance(up, str) else None), obj
+        if isinstance(up, str):
+            children.setdefault(up, []).append(uid)
+        if obj.get("type") in ("user", "assistant") and not obj.get("isSidechain"):
+            leaf = uid
+    path: list[str] = []
+    at = leaf
+    while at is not None and at in node and at not in path:
+        path.append(at)
+        at = parent[at]
+    on_path = set(path)
+    cut: list[str] = []
+    for fork in path:
+        kids = [k for k in children.get(fork, ()) if not node[k].get("isSidechain")]
+        prompts = [k for k in kids if _is_prompt(node[k])]
+        replies = {str((node[k].get("message") or {}).get("id") or k) for k in kids
+                   if node[k].get("type") == "assistant"}
+        if len(prompts) >= 2 or len(replies) >= 2:
+            cut += [k for k in kids if k not in on_path and (k in prompts or node[k].get("type") == "assistant")]
+    dropped: set[str] = set()
+    while cut:
+        uid = cut.pop()
+        if uid not in dropped and uid not in on_path:
+            dropped.add(uid)
+            cut += children.get(uid, ())
+    return dropped
+
+
 def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     """One Claude Code session file -> (Conversation or None when it holds no messages, [(line, error)])."""
     file = Path(path)
@@ -101,7 +155,9 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     errors: Errors = []
     info: dict[str, Any] = {}
     summary, last_id = None, None
-    for line_no, obj, error in _lines(file):
+    lines = list(_lines(file))
+    abandoned = _abandoned(lines)
+    for line_no, obj, error in lines:
         if error:
             errors.append((line_no, error))
             continue
@@ -110,6 +166,9 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
             summary = obj.get("summary")
         if kind not in ("user", "assistant") or obj.get("isSidechain"):
             continue  # snapshots, system notes, summaries, sub-agent (Task) threads: not this conversation
+        if obj.get("uuid") in abandoned:
+            info["abandoned_lines"] = info.get("abandoned_lines", 0) + 1
+            continue  # a branch the session left (edited/rewound prompt, regenerated answer)
         msg = obj.get("message")
         if not isinstance(msg, dict) or "content" not in msg:
             errors.append((line_no, f"a {kind!r} line without a message.content"))
