@@ -47,9 +47,8 @@ def _same(a: list[Any], b: list[Any]) -> bool:
     return all(map(operator.is_, a, b))
 
 
-def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None,
-              counter_key: Any) -> bool:
-    if prev is None or snap is None or prev.counter_key is not counter_key:
+def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> bool:
+    if prev is None or snap is None:
         return False
     m = len(prev.inputs)
     return (len(inputs) >= m and _same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
@@ -83,29 +82,37 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     cache, only the grown part is re-planned and only new messages are counted."""
     prev: _Prefix | None = getattr(cache, "prefix", None)
     snap = _snapshot(inputs) if cache is not None else None
-    reuse = prev if _reusable(prev, inputs, snap, counter_key) else None
+    # The plan (repair, sent forms, C1 estimates) does not depend on the counter, so it is reused even when
+    # the counter changed (the calibrated counter is a new one after every usage report); only the counts
+    # are then redone.
+    reuse = prev if _reusable(prev, inputs, snap) else None
     if reuse is None and cache is not None:
         # the summary state trusts that messages planned before kept their content and tool calls
         cache.summary = None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
-    tokens = new.tokens
-    if counter is not estimate_sent:  # C1 comes with the plan; another counter counts the sent forms
-        if cache is None:
-            tokens = list(map(counter, new.sent))
-        else:
-            tokens = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
-                      for src, msg, out in zip(new.sources, new.messages, new.sent, strict=True)]
-    estimates = None if tokens is new.tokens else new.tokens
-    planned = Planned(new.sources, new.messages, new.dropped, new.sent, tokens, estimates)
+    k = 0
+    sources, messages, dropped, sent, c1 = new.sources, new.messages, new.dropped, new.sent, new.tokens
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
-        planned = Planned(_joined(old.sources[:k], new.sources), old.messages[:k] + new.messages,
-                          {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped},
-                          old.sent[:k] + new.sent, old.tokens[:k] + tokens,
-                          None if estimates is None or old.estimates is None else old.estimates[:k] + estimates)
-    if cache is not None and counter is estimate_sent:
-        cache.hits += reuse.resume_step if reuse is not None else 0
-        cache.misses += len(new.messages)
+        old_c1 = old.tokens if old.estimates is None else old.estimates
+        sources, messages = _joined(old.sources[:k], new.sources), old.messages[:k] + new.messages
+        dropped = {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped}
+        sent, c1 = old.sent[:k] + new.sent, old_c1[:k] + new.tokens
+    if counter is estimate_sent:  # C1 comes with the plan
+        planned = Planned(sources, messages, dropped, sent, c1, None)
+        if cache is not None:
+            cache.hits += k
+            cache.misses += len(new.messages)
+    else:  # another counter counts the sent forms: only new messages, unless the counter changed
+        same = reuse is not None and reuse.counter_key is counter_key
+        first = k if same else 0
+        if cache is None:
+            counted = list(map(counter, sent[first:]))
+        else:
+            counted = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
+                       for src, msg, out in zip(sources[first:], messages[first:], sent[first:], strict=True)]
+        tokens = reuse.planned.tokens[:k] + counted if same and reuse is not None else counted
+        planned = Planned(sources, messages, dropped, sent, tokens, c1)
     if cache is not None and snap is not None:
         resume, resume_step = _resume_point(inputs, planned.sources)
         cache.prefix = _Prefix(inputs, snap[0], snap[1], planned, resume, resume_step, counter_key)

@@ -215,7 +215,7 @@ class _Builder:
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
         trace = Trace(self.inputs, self.sources, self.step_messages, self.dropped, self.tokens, self.actions,
-                      sent_of_step, sent_sources, sent_tokens)
+                      sent_of_step, sent_sources, sent_tokens, None if self.cache is None else self.cache.rows)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,

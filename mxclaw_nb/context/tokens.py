@@ -174,6 +174,7 @@ class TokenCache:
         self.misses = 0
         self.prefix: Any = None  # the last build's repair plan, reused when the transcript only grew
         self.summary: Any = None  # a summary.StructuredSummaryState, made by the first summary build
+        self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
                ) -> tuple[int, Message]:

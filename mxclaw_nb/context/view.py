@@ -65,33 +65,58 @@ class SentRecord(NamedTuple):
 
 @dataclass(frozen=True)
 class Provenance:
-    """Before (transcript) and after (sent) rows of one request view."""
+    """Before (transcript) and after (sent) rows of one request view.
 
-    before: tuple[MessageRecord, ...]
-    after: tuple[SentRecord, ...]
+    Held as columns (one list per field) and turned into rows only when someone reads `before` or
+    `after`: the loop stores every model call's provenance, and per-row tuples for a long session are
+    tens of thousands of objects that only make the garbage collector work (a full collection of a
+    large kernel heap costs ~100 ms). `derived[k]` is the before row that the after row k repeats
+    exactly (a message sent as it was), else None: the stored form keeps just that index.
+    """
+
+    before_columns: tuple[list[Any], ...]
+    after_columns: tuple[list[Any], ...]
+    derived: list[int | None] = field(default_factory=list)
+
+    @classmethod
+    def from_rows(cls, before: Sequence[MessageRecord], after: Sequence[SentRecord]) -> Provenance:
+        """A provenance from row tuples (the columns are their transposition)."""
+        b = tuple(map(list, zip(*before, strict=True))) if before else tuple([] for _ in BEFORE_FIELDS)
+        a = tuple(map(list, zip(*after, strict=True))) if after else tuple([] for _ in AFTER_FIELDS)
+        index = {r.sent_position: k for k, r in enumerate(before) if r.sent_position is not None}
+        derived = [index.get(r.position) if index.get(r.position) is not None
+                   and r == _sent_from(before[index[r.position]]) else None for r in after]
+        return cls(b, a, derived)
+
+    @cached_property
+    def before(self) -> tuple[MessageRecord, ...]:
+        """One row per message of the (repaired) transcript, in input order, dropped ones included."""
+        return tuple(map(MessageRecord._make, zip(*self.before_columns, strict=True)))
+
+    @cached_property
+    def after(self) -> tuple[SentRecord, ...]:
+        """One row per sent message, in sent order."""
+        return tuple(map(SentRecord._make, zip(*self.after_columns, strict=True)))
 
     def to_records(self) -> dict[str, list[dict[str, Any]]]:
         """JSON-able form: `before` and `after` lists of row dicts."""
         return {"before": [r._asdict() for r in self.before], "after": [r._asdict() for r in self.after]}
 
     def to_columns(self) -> dict[str, Any]:
-        """Compact JSON-able form stored in `requests.provenance`: column names once, rows as lists.
+        """Compact JSON-able form stored in `requests.provenance` (format 3): one list per field.
 
-        An *after* row that only repeats its *before* row (a message sent as it was: same role, tool,
-        tokens, action, length and preview) is stored as the index of that before row; most rows of a
-        long session are such. `provenance_rows` turns this form (and the records form) back into row
-        dicts, so readers never see the difference.
+        ``{"format": 3, "before": {field: [...]}, "after_from_before": [...], "after": {field: [...]}}``:
+        `after_from_before[k]` is the before row that sent message k repeats exactly (a message sent as it
+        was: same role, tool, tokens, action, length and preview), else null; `after` holds the columns of
+        the other sent messages only, in order. `provenance_rows` turns this (and the older row forms)
+        back into row dicts, so readers never see the difference.
         """
-        before_index = {r.sent_position: k for k, r in enumerate(self.before) if r.sent_position is not None}
-        after: list[Any] = []
-        for r in self.after:
-            k = before_index.get(r.position)
-            if k is not None and r == _sent_from(self.before[k]):
-                after.append(k)
-            else:
-                after.append(list(r))
-        return {"format": 2, "before_columns": list(BEFORE_FIELDS), "before": [list(r) for r in self.before],
-                "after_columns": list(AFTER_FIELDS), "after": after}
+        derived = self.derived if len(self.derived) == len(self.after_columns[0]) else [None] * len(
+            self.after_columns[0])
+        own = [k for k, d in enumerate(derived) if d is None]
+        before = {f: list(col) for f, col in zip(BEFORE_FIELDS, self.before_columns, strict=True)}
+        after = {f: [col[k] for k in own] for f, col in zip(AFTER_FIELDS, self.after_columns, strict=True)}
+        return {"format": 3, "before": before, "after_from_before": list(derived), "after": after}
 
 
 def _sent_from(before: MessageRecord) -> SentRecord:
@@ -101,9 +126,12 @@ def _sent_from(before: MessageRecord) -> SentRecord:
 
 
 def provenance_rows(stored: Any) -> dict[str, list[dict[str, Any]]]:
-    """Row dicts (`before`, `after`) from a stored provenance in either the columns or the records form."""
+    """Row dicts (`before`, `after`) from a stored provenance: format 3 (columns), format 2 (rows as lists,
+    an index for an after row that repeats its before row) or the records form (row dicts)."""
     if not isinstance(stored, dict):
-        raise ValueError("a provenance must be a JSON object with 'before' and 'after' lists")
+        raise ValueError("a provenance must be a JSON object with 'before' and 'after'")
+    if stored.get("format") == 3:
+        return _rows_from_columns(stored)
     out: dict[str, list[dict[str, Any]]] = {}
     for side in ("before", "after"):
         rows = stored.get(side) or []
@@ -118,6 +146,22 @@ def provenance_rows(stored: Any) -> dict[str, list[dict[str, Any]]]:
             rows = [list(_sent_from(before[row])) if isinstance(row, int) else row for row in rows]
         out[side] = [dict(zip(columns, row, strict=False)) for row in rows]
     return out
+
+
+def _rows_from_columns(stored: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    try:
+        before_cols = [stored["before"][f] for f in BEFORE_FIELDS]
+        derived = stored["after_from_before"]
+        own_cols = [stored["after"][f] for f in AFTER_FIELDS]
+        before = [MessageRecord._make(row) for row in zip(*before_cols, strict=True)]
+        own = iter([SentRecord._make(row) for row in zip(*own_cols, strict=True)])
+        after = [next(own) if k is None else _sent_from(before[k]) for k in derived]
+        if next(own, None) is not None:
+            raise ValueError("more after columns than rows without a before row")
+    except (KeyError, TypeError, IndexError, StopIteration) as exc:
+        raise ValueError(f"a format 3 provenance needs 'before' and 'after' columns and 'after_from_before' "
+                         f"({type(exc).__name__}: {exc})") from None
+    return {"before": [r._asdict() for r in before], "after": [r._asdict() for r in after]}
 
 
 BEFORE_FIELDS = MessageRecord._fields
@@ -137,6 +181,9 @@ class Trace:
     sent_of_step: Sequence[int | None]  # per step: position in the sent list (a range when unchanged)
     sent_sources: Sequence[int | None]  # per sent message: step index, None for engine-made messages
     sent_tokens: list[int]
+    # per-message display facts (chars, preview, failure) kept across builds by the session's TokenCache,
+    # keyed by message identity: a long session's provenance then only looks at new messages' texts
+    memo: dict[int, tuple[Any, ...]] | None = field(default=None, compare=False)
 
     @property
     def steps(self) -> list[tuple[int | None, Message]]:
@@ -206,7 +253,7 @@ class RequestView:
     def provenance(self) -> Provenance:
         """Per-message record of what happened (before rows) and where each sent message came from."""
         if self.trace is None:
-            return Provenance((), ())
+            return Provenance.from_rows((), ())
         return _build_provenance(self, self.trace)
 
 
@@ -216,66 +263,104 @@ def _is_summary(message: Message) -> bool:
     return content_text(message.get("content")).startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
 
 
-# A named tuple from a full tuple of its fields, without the generated __new__'s argument binding (what
-# NamedTuple._make does, minus its length check): two rows per message, so it shows.
-_new_row = tuple.__new__
-
+MEMO_ENTRIES = 500_000  # a provenance memo larger than this is cleared (then refilled by the next build)
 
 def _build_provenance(view: RequestView, t: Trace) -> Provenance:
-    # One pass per table; per message the text, its length and preview are made once and reused for the
-    # after row when the sent content is the same object (the usual case): a stored request carries both
-    # tables, so this runs once per model call.
-    names: dict[str, str | None] = {}
-    before: list[MessageRecord] = []
-    step_names: list[str | None] = []
-    shown: list[tuple[Any, int, str]] = []  # per step: (content object, chars, preview)
-    sent_of_step, sent_tokens, tokens, actions = t.sent_of_step, t.sent_tokens, t.tokens, t.actions
-    for k, (src, msg) in enumerate(zip(t.step_sources, t.step_messages, strict=True)):
+    # Column by column: whole-list copies where a column is one of the trace's lists, one pass over the
+    # steps for what needs the message (role, tool name, failure, length, preview: from the memo when the
+    # message was described before), one pass over the sent messages.
+    memo = t.memo
+    if memo is not None and len(memo) > MEMO_ENTRIES:
+        memo.clear()
+    roles: list[str] = []
+    names: list[str | None] = []
+    failures: list[bool] = []
+    lengths: list[int] = []
+    previews: list[str] = []
+    contents: list[Any] = []
+    calls: dict[str, str | None] = {}
+    for msg in t.step_messages:
         role = msg.get("role")
         content = msg.get("content")
-        text = content if content.__class__ is str else content_text(content)
-        name = None
+        flagged = msg.get("is_error")
+        hit = memo.get(id(msg)) if memo is not None else None
+        if hit is not None and hit[0] is msg and hit[1] is content and hit[2] is flagged:
+            chars, preview, failure = hit[3], hit[4], hit[5]
+        else:
+            text = content if content.__class__ is str else content_text(content)
+            chars, preview, failure = len(text), _preview(text), role == "tool" and is_failure(msg)
+            if memo is not None:
+                memo[id(msg)] = (msg, content, flagged, chars, preview, failure)
         if role == "assistant":
-            names = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
-        elif role == "tool":
-            name = names.get(str(msg.get("tool_call_id")))
-        step_names.append(name)
-        preview = _preview(text)
-        shown.append((content, len(text), preview))
-        sent = sent_of_step[k]
-        before.append(_new_row(MessageRecord, (
-            src, role if role.__class__ is str else str(role), name, tokens[k],
-            0 if sent is None else sent_tokens[sent], actions[k], sent, role == "tool" and is_failure(msg),
-            src is None, len(text), preview, None)))
+            calls = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
+            names.append(None)
+        else:
+            names.append(calls.get(str(msg.get("tool_call_id"))) if role == "tool" else None)
+        roles.append(role if role.__class__ is str else str(role))
+        failures.append(failure)
+        lengths.append(chars)
+        previews.append(preview)
+        contents.append(content)
+    sources, n = t.step_sources, len(t.step_messages)
+    unchanged = isinstance(t.sent_of_step, range)
+    before: tuple[list[Any], ...] = (
+        list(sources), roles, names, list(t.tokens),
+        list(t.sent_tokens) if unchanged else [0 if s is None else t.sent_tokens[s] for s in t.sent_of_step],
+        list(t.actions), list(t.sent_of_step), failures,
+        [False] * n if isinstance(sources, range) else [s is None for s in sources], lengths, previews, [None] * n)
+    row_of_step: Sequence[int] = range(n)
     if t.dropped:
-        keyed = [((src if src is not None else -1, 1 if src is None else 0, k), r) for k, (src, r) in
-                 enumerate(zip(t.step_sources, before, strict=True))]
-        last = -1
-        for k, (key, r) in enumerate(keyed):  # a synthetic result sorts right after the step before it
-            last = r.position if r.position is not None else last
-            keyed[k] = ((last, key[1], key[2]), r)
-        for i, reason in t.dropped.items():
-            msg = t.inputs[i]
-            ok = isinstance(msg, dict)
-            text = content_text(msg.get("content")) if ok else str(msg)
-            keyed.append(((i, 0, -1), MessageRecord(
-                i, str(msg.get("role")) if ok else "?", None, 0, 0, "dropped", None,
-                ok and msg.get("role") == "tool" and is_failure(msg), False, len(text), _preview(text), reason)))
-        keyed.sort(key=lambda r: r[0])
-        before = [r for _, r in keyed]
-    after = []
-    for pos, k in enumerate(t.sent_sources):
-        msg = view.messages[pos]
+        before, row_of_step = _with_dropped(before, t)
+    a_src: list[int | None] = []
+    a_role: list[str] = []
+    a_name: list[str | None] = []
+    a_action: list[str] = []
+    a_chars: list[int] = []
+    a_preview: list[str] = []
+    derived: list[int | None] = []
+    actions = t.actions
+    for msg, k in zip(view.messages, t.sent_sources, strict=True):
         content = msg.get("content")
-        if k is not None and shown[k][0] is content:
-            chars, preview = shown[k][1], shown[k][2]
+        if k is not None and contents[k] is content:
+            chars, preview = lengths[k], previews[k]
         else:
             text = content if content.__class__ is str else content_text(content)
             chars, preview = len(text), _preview(text)
         action = "summary" if k is None or _is_summary(msg) else actions[k]
         role = msg.get("role")
-        after.append(_new_row(SentRecord, (pos, None if k is None else t.step_sources[k],
-                                           role if role.__class__ is str else str(role),
-                                           None if k is None else step_names[k], sent_tokens[pos], action, chars,
-                                           preview)))
-    return Provenance(tuple(before), tuple(after))
+        role = role if role.__class__ is str else str(role)
+        a_src.append(None if k is None else sources[k])
+        a_role.append(role)
+        a_name.append(None if k is None else names[k])
+        a_action.append(action)
+        a_chars.append(chars)
+        a_preview.append(preview)
+        derived.append(row_of_step[k] if k is not None and action == actions[k] and role == roles[k]
+                       and chars == lengths[k] and preview == previews[k] else None)
+    after = (list(range(len(view.messages))), a_src, a_role, a_name, list(t.sent_tokens), a_action, a_chars,
+             a_preview)
+    return Provenance(before, after, derived)
+
+
+def _with_dropped(columns: tuple[list[Any], ...], t: Trace) -> tuple[tuple[list[Any], ...], list[int]]:
+    """The before columns with the rows repair dropped, in input order (a synthetic result right after the
+    step before it); and the row of each step."""
+    rows: list[tuple[tuple[int, int, int], tuple[Any, ...]]] = []
+    last = -1
+    for k, row in enumerate(zip(*columns, strict=True)):
+        src = row[0]
+        last = src if src is not None else last
+        rows.append(((last, 1 if src is None else 0, k), row))
+    for i, reason in t.dropped.items():
+        msg = t.inputs[i]
+        ok = isinstance(msg, dict)
+        text = content_text(msg.get("content")) if ok else str(msg)
+        rows.append(((i, 0, -1), (i, str(msg.get("role")) if ok else "?", None, 0, 0, "dropped", None,
+                                  ok and msg.get("role") == "tool" and is_failure(msg), False, len(text),
+                                  _preview(text), reason)))
+    rows.sort(key=lambda r: r[0])
+    row_of_step = [0] * len(columns[0])
+    for at, (key, _) in enumerate(rows):
+        if key[2] >= 0:
+            row_of_step[key[2]] = at
+    return tuple(map(list, zip(*(row for _, row in rows), strict=True))), row_of_step

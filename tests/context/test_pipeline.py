@@ -267,7 +267,18 @@ def test_provenance_columns_form_round_trips_to_the_records_form():
     assert len(json.dumps(columns)) < len(json.dumps(records)) * 0.7
     unchanged = build_request_view(worked_example(), ContextPolicy(1_000_000, 0.8, 8_000))
     compact = unchanged.provenance.to_columns()
-    assert all(isinstance(row, int) for row in compact["after"])  # every message sent as it was: indices only
+    # every message sent as it was: after rows are indices of before rows, no after columns of their own
+    assert all(isinstance(k, int) for k in compact["after_from_before"]) and compact["after"]["position"] == []
     assert provenance_rows(json.loads(json.dumps(compact))) == json.loads(json.dumps(unchanged.provenance.to_records()))
+    # files written by earlier versions: rows as lists (format 2, an index for a repeated after row)
+    b, a = view.provenance.before, view.provenance.after
+    index = {r.sent_position: k for k, r in enumerate(b) if r.sent_position is not None}
+    old = {"format": 2, "before_columns": list(b[0]._fields), "before": [list(r) for r in b],
+           "after_columns": list(a[0]._fields),
+           "after": [index[r.position] if r.action == "kept" and r.position in index else list(r) for r in a]}
+    assert provenance_rows(json.loads(json.dumps(old))) == json.loads(json.dumps(records))
+    for broken in ({"format": 3, "before": {}}, {"format": 3, **compact, "after_from_before": [99]}):
+        with pytest.raises(ValueError, match="format 3"):
+            provenance_rows(broken)
     with pytest.raises(ValueError):
         provenance_rows(["not", "a", "dict"])

@@ -202,6 +202,7 @@ def test_incremental_cache_gives_identical_views(case: tuple[list, ContextPolicy
         assert json.dumps(warm.messages) == json.dumps(cold.messages)
         assert (warm.stage, warm.before_tokens, warm.after_tokens) == (cold.stage, cold.before_tokens,
                                                                        cold.after_tokens)
+        assert warm.provenance == cold.provenance  # rows from the cache's per-message memo = rows made afresh
 
 
 any_str = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
@@ -311,9 +312,13 @@ def test_c10_stored_provenance_expands_to_exactly_the_live_rows(case: tuple[list
     messages, policy = case
     if not has_usable(messages):
         return
+    from mxclaw_nb.context.view import Provenance
+
     view = build_request_view(messages, policy)
     stored = json.loads(json.dumps(view.provenance.to_columns(), ensure_ascii=False))
     assert provenance_rows(stored) == json.loads(json.dumps(view.provenance.to_records(), ensure_ascii=False))
+    rebuilt = Provenance.from_rows(view.provenance.before, view.provenance.after)  # rows -> the same columns
+    assert rebuilt == view.provenance and rebuilt.to_columns() == view.provenance.to_columns()
 
 
 @FAST
@@ -338,3 +343,29 @@ def test_t3_view_carries_the_c1_estimate_of_what_is_sent_under_any_counter(case:
         assert view.after_estimate == estimate_messages(view.messages)
     plain = build_request_view(messages, policy, **kwargs)
     assert plain.after_estimate == plain.after_tokens == estimate_messages(plain.messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=40))
+def test_incremental_cache_with_a_changing_counter_gives_identical_views(case: tuple[list, ContextPolicy],
+                                                                         switches: list[int]) -> None:
+    """Issue 2 item 4 / T3: one TokenCache across builds whose counter changes from call to call (as the
+    calibrated counter does after every usage report): every view equals a cold build with that counter."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context.counters import FunctionCounter
+
+    messages, policy = case
+    counters = [None, FunctionCounter("chars", len), FunctionCounter("words", lambda t: len(t.split()))]
+    cache = TokenCache()
+    grown: list = []
+    for step, m in enumerate(messages):
+        grown.append(m)
+        if not has_usable(grown):
+            continue
+        counted = replace(policy, counter=counters[switches[step % len(switches)]])
+        warm = build_request_view(grown, counted, cache=cache)
+        cold = build_request_view(grown, counted)
+        assert json.dumps(warm.messages) == json.dumps(cold.messages)
+        assert (warm.stage, warm.before_tokens, warm.after_tokens, warm.after_estimate) == (
+            cold.stage, cold.before_tokens, cold.after_tokens, cold.after_estimate)

@@ -181,3 +181,22 @@ def test_c2_at_threshold_is_unchanged_one_above_compacts() -> None:
     assert at.stage == "unchanged" and at.summary is None and at.event() is None and at.after_tokens == total
     over = build_request_view(base, ContextPolicy(total - 1, 1.0, 1))
     assert over.stage == "micro" and over.event() is not None
+
+
+def test_provenance_memo_notices_in_place_edits() -> None:
+    """C10: provenance rows reuse per-message facts from the cache's memo, but an old message whose content
+    is replaced or whose error flag is set in place is described afresh."""
+    msgs = [user("start"), {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "all good"}]
+    cache = TokenCache()
+    policy = ContextPolicy(100_000, 0.8, 1_000)
+    first = build_request_view(msgs, policy, cache=cache).provenance.before[2]
+    assert (first.failure, first.preview) == (False, "all good") and len(cache.rows) == 3
+    msgs[2]["is_error"] = True
+    msgs.append(user("again"))
+    assert build_request_view(msgs, policy, cache=cache).provenance.before[2].failure is True
+    msgs[2]["content"] = "Permission denied: /etc"
+    msgs.append(user("once more"))
+    row = build_request_view(msgs, policy, cache=cache).provenance.before[2]
+    assert (row.preview, row.chars) == ("Permission denied: /etc", 23)
