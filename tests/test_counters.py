@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -290,3 +291,21 @@ def test_t2_malformed_tool_calls_are_still_counted():
     c = CalibratedCounter().observe([odd], 100)
     assert c.count(odd) >= estimate_tokens(odd)
     assert c.count(dict(odd)) == c.count(odd)
+
+
+def test_calibrated_counts_the_same_message_object_and_an_equal_copy_alike() -> None:
+    """T2: the calibrated counter finds a message of the last report by identity (the loop re-sends the same
+    dicts) or by content (an equal copy), with the same count; a message replaced in place is not anchored."""
+    sent = [{"role": "system", "content": "rules " * 50}, {"role": "user", "content": "fix the tests please"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "pytest"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "3 failed " * 40}]
+    counter = CalibratedCounter().observe(sent, 400)
+    again = counter.observe(sent, 410)  # the next report re-uses the identity entries of this one
+    for c in (counter, again):
+        for m in sent:
+            assert c.count(m) == c.count(copy.deepcopy(m))
+    edited = sent[3]
+    edited["content"] = "2 failed, 1 passed " * 20  # same dict, new content object: not what was reported
+    assert again.count(edited) == again.count(copy.deepcopy(edited))
+    assert again.count(edited) == math.ceil(EstimateCounter().count(edited) * again.factor - 1e-9)

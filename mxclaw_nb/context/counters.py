@@ -151,6 +151,10 @@ class _Report:
     base_total: int
     reported: int
     index: dict[tuple, int]
+    # the same facts by object identity (message, its content, base count, key): the loop sends the same
+    # dicts again for every message it did not change, so neither counting nor the next report needs to
+    # build the content keys of a long history again
+    by_id: dict[int, tuple[dict, Any, int, tuple]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -229,7 +233,11 @@ class CalibratedCounter:
         """Calibrated tokens of one message (anchored share when last reported, else base * factor)."""
         report = self.last_report
         if report is not None and report.base_total > 0 and isinstance(message, dict):
-            base = report.index.get(_message_key(message))
+            hit = report.by_id.get(id(message))
+            if hit is not None and hit[0] is message and hit[1] is message.get("content"):
+                base: int | None = hit[2]
+            else:
+                base = report.index.get(_message_key(message))
             if base is not None:
                 return math.ceil(base * max(self.floor, report.reported / report.base_total) - 1e-9)
         return math.ceil(self.base.count(message) * self.factor - 1e-9)
@@ -244,17 +252,26 @@ class CalibratedCounter:
             return self
         sent = tuple(sent_messages)
         index: dict[tuple, int] = {}
+        by_id: dict[int, tuple[dict, Any, int, tuple]] = {}
         previous = self.last_report.index if self.last_report is not None else {}
+        previous_ids = self.last_report.by_id if self.last_report is not None else {}
         base_total = 0
         for m in sent:
             if isinstance(m, dict):
-                key = _message_key(m)
-                n = previous.get(key)
-                index[key] = n = self.base.count(m) if n is None else n
+                content = m.get("content")
+                hit = previous_ids.get(id(m))
+                if hit is not None and hit[0] is m and hit[1] is content:
+                    n, key = hit[2], hit[3]
+                else:
+                    key = _message_key(m)
+                    n = previous.get(key)
+                    n = self.base.count(m) if n is None else n
+                index[key] = n
+                by_id[id(m)] = (m, content, n, key)
             else:
                 n = self.base.count(m)
             base_total += n
-        report = _Report(sent, base_total, reported, index)
+        report = _Report(sent, base_total, reported, index, by_id)
         ratios, bootstrap, start = self.ratios, self.bootstrap, report
         added = None if self.segment_start is None else messages_added_since(self.segment_start.sent, sent)
         if added is not None and self.segment_start is not None:
