@@ -106,7 +106,9 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     else:  # another counter counts the sent forms: only new messages, unless the counter changed
         same = reuse is not None and reuse.counter_key is counter_key
         first = k if same else 0
-        if cache is None:
+        if cache is None or (reuse is not None and not same):
+            # no cache, or a counter that changed since the last build: per-message entries for it would
+            # not outlive this build (the calibrated counter changes after every usage report)
             counted = list(map(counter, sent[first:]))
         else:
             counted = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
