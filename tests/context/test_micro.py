@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mxclaw_nb.context import ContextPolicy, build_request_view, estimate_messages
 
@@ -135,3 +137,18 @@ def test_c5_n_is_the_length_of_the_text_that_is_sent() -> None:
     assert contents["a"] == "[old tool output compacted: 40001 characters]"
     sent_text = '{"log": "' + "y" * 40_000 + '"}'  # dict content is sent as its JSON text
     assert contents["d"] == f"[old tool output compacted: {len(sent_text)} characters]"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ \n:", max_size=80),
+       st.sampled_from(["", "tool failed", "invalid", "permission denied", "forbidden", "tool  failed", "forbiden"]),
+       st.randoms(), st.integers(0, 80), st.sampled_from(["", "é", "修"]))
+def test_c5_failure_markers_match_case_insensitively_anywhere(text: str, marker: str, rnd, at: int,
+                                                               extra: str) -> None:
+    """C5: a text carries a failure marker exactly when the SPEC's case-insensitive pattern finds one, on the
+    ASCII fast path (rarest-letter pre-checks) as on the regex path for other text."""
+    from mxclaw_nb.messages import FAILURE_RE, is_failure
+
+    cased = "".join(c.upper() if rnd.random() < 0.5 else c for c in marker)
+    content = text[:at] + cased + text[at:] + extra
+    assert is_failure({"role": "tool", "content": content}) == bool(FAILURE_RE.search(content))
