@@ -6,8 +6,10 @@ costs tens of milliseconds in Python; the cached prefix makes a rebuild proporti
 appended. The reuse is exact: the repair loop is at its top level at every message with a known
 non-tool role (a tool block never extends past one), so everything planned before the last such
 message of the previous input is final, whatever is appended. Reuse requires the same message objects
-(and the same content / tool-call objects) in the same positions — checked at C speed — and the same
-counter; anything else re-plans from scratch, giving the same result as without a cache.
+(and the same content / tool-call objects) in the same positions — checked at C speed; anything else
+re-plans from scratch, giving the same result as without a cache. The plan (repair, sent forms, C1
+estimates) does not depend on the counter; with another counter the earlier counts are reused only
+when the counter is the same object as last time, else everything is counted again.
 """
 
 from __future__ import annotations
