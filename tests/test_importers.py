@@ -217,3 +217,25 @@ def test_claude_code_follows_the_branch_the_session_ended_on(tmp_path: Path) -> 
                                 {"u2", "a2", "r1", "a3", "a6"}) + "\n", encoding="utf-8")
     again, _ = parse_claude_code(linear)
     assert again is not None and again.messages == conv.messages and "abandoned_lines" not in again.meta
+
+
+@pytest.mark.parametrize("window", [300, 1_000, 4_000, 64_000])
+def test_imported_agent_logs_satisfy_the_engine_invariants(window: int, tmp_path: Path) -> None:
+    """C0-C8 on what the importers produce from real agent-log shapes (Claude Code blocks and branches, Codex
+    items): every DESIGN invariant holds at small to large windows, as for the shared OpenAI transcripts."""
+    from mxclaw_nb.context import ContextPolicy
+
+    from .context.oracle import build_and_check
+
+    branchy = tmp_path / "branchy.jsonl"
+    branchy.write_text("\n".join([
+        _cc_line("u1", None, "user", "start 修复"), _cc_line("a1", "u1", "assistant", [
+            {"type": "tool_use", "id": "t1", "name": "Edit", "input": {"file_path": "a.py"}}], "m1"),
+        _cc_line("u2", "a1", "user", "rewound prompt"), _cc_line("u2b", "a1", "user", "edited prompt")]) + "\n",
+        encoding="utf-8")  # a dangling tool_use (its result is on the abandoned branch): repair must add one
+    convs = [parse_claude_code(DATA / "claude_code_session.jsonl")[0], parse_codex(DATA / "codex_rollout.jsonl")[0],
+             parse_claude_code(branchy)[0]]
+    for conv in convs:
+        assert conv is not None
+        for ratio, tail in ((0.8, window // 4), (0.5, 0)):
+            build_and_check(conv.messages, ContextPolicy(window, ratio, tail))
