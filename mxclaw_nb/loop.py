@@ -25,7 +25,6 @@ from mxclaw_nb.context import (
     build_request_view,
     build_structured_summary,
     estimate_messages,
-    estimate_tokens,
 )
 from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.tools import ToolContext, ToolRegistry
@@ -92,7 +91,6 @@ class TurnContext:
     cache: TokenCache
     max_iterations: int = 20
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
-    c1_cache: TokenCache = field(default_factory=TokenCache)  # C1 counts of sent messages, for request records
 
 
 class TurnFailed(Exception):
@@ -106,25 +104,20 @@ def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any],
         ctx.store.append_event(session_id, kind, payload, turn=turn, iteration=iteration)
 
 
-def _c1_estimate(view: RequestView, cache: TokenCache | None) -> int:
-    """The C1 estimate of what is sent (T3 stores it beside the calibrated count), re-counting only new messages."""
+def _c1_estimate(view: RequestView) -> int:
+    """The C1 estimate of what is sent (T3 stores it beside the calibrated count); the engine carries it."""
     if view.counter == "estimate":
         return view.after_tokens
-    if view.after_estimate is not None:
-        return view.after_estimate
-    if cache is None:
-        return estimate_messages(view.messages)
-    # Sent dicts of kept messages are the same objects from call to call, so an identity cache works.
-    return sum(cache.lookup(m, None, lambda msg: (estimate_tokens(msg), msg))[0] for m in view.messages)
+    return view.after_estimate if view.after_estimate is not None else estimate_messages(view.messages)
 
 
 def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, seqs: list[int | None], *,
                     usage: Any = None, latency_ms: float | None = None, error: str | None = None,
-                    retry: bool = False, c1_cache: TokenCache | None = None) -> dict[str, Any]:
+                    retry: bool = False) -> dict[str, Any]:
     calibrated = view.after_tokens if view.counter != "estimate" else None
     return {
         "turn": turn, "iteration": iteration, "model": provider.model, "base_url": provider.base_url,
-        "counter": view.counter, "estimate_tokens": _c1_estimate(view, c1_cache),
+        "counter": view.counter, "estimate_tokens": _c1_estimate(view),
         "calibrated_tokens": calibrated, "before_tokens": view.before_tokens, "after_tokens": view.after_tokens,
         "threshold": view.threshold, "window_tokens": view.window, "stage": view.stage,
         "prompt_tokens_reported": getattr(usage, "prompt_tokens", None) if usage else None,
@@ -222,8 +215,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             raise TurnFailed(str(exc)) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
-        record = _request_record(view, ctx.provider, turn, it, seqs, usage=usage, latency_ms=latency, retry=retry,
-                                 c1_cache=ctx.c1_cache)
+        record = _request_record(view, ctx.provider, turn, it, seqs, usage=usage, latency_ms=latency, retry=retry)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         ctx.emit("model.completed", {"usage": None if usage is None else {
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},

@@ -76,7 +76,7 @@ class Provenance:
 
     before_columns: tuple[list[Any], ...]
     after_columns: tuple[list[Any], ...]
-    derived: list[int | None] = field(default_factory=list)
+    derived: list[int | None]
 
     @classmethod
     def from_rows(cls, before: Sequence[MessageRecord], after: Sequence[SentRecord]) -> Provenance:
@@ -84,8 +84,8 @@ class Provenance:
         b = tuple(map(list, zip(*before, strict=True))) if before else tuple([] for _ in BEFORE_FIELDS)
         a = tuple(map(list, zip(*after, strict=True))) if after else tuple([] for _ in AFTER_FIELDS)
         index = {r.sent_position: k for k, r in enumerate(before) if r.sent_position is not None}
-        derived = [index.get(r.position) if index.get(r.position) is not None
-                   and r == _sent_from(before[index[r.position]]) else None for r in after]
+        derived = [k if (k := index.get(r.position)) is not None and r == _sent_from(before[k]) else None
+                   for r in after]
         return cls(b, a, derived)
 
     @cached_property
@@ -111,12 +111,10 @@ class Provenance:
         the other sent messages only, in order. `provenance_rows` turns this (and the older row forms)
         back into row dicts, so readers never see the difference.
         """
-        derived = self.derived if len(self.derived) == len(self.after_columns[0]) else [None] * len(
-            self.after_columns[0])
-        own = [k for k, d in enumerate(derived) if d is None]
+        own = [k for k, d in enumerate(self.derived) if d is None]
         before = {f: list(col) for f, col in zip(BEFORE_FIELDS, self.before_columns, strict=True)}
         after = {f: [col[k] for k in own] for f, col in zip(AFTER_FIELDS, self.after_columns, strict=True)}
-        return {"format": 3, "before": before, "after_from_before": list(derived), "after": after}
+        return {"format": 3, "before": before, "after_from_before": list(self.derived), "after": after}
 
 
 def _sent_from(before: MessageRecord) -> SentRecord:
@@ -184,11 +182,6 @@ class Trace:
     # per-message display facts (chars, preview, failure) kept across builds by the session's TokenCache,
     # keyed by message identity: a long session's provenance then only looks at new messages' texts
     memo: dict[int, tuple[Any, ...]] | None = field(default=None, compare=False)
-
-    @property
-    def steps(self) -> list[tuple[int | None, Message]]:
-        """(input position or None if synthetic, message) per repaired step."""
-        return list(zip(self.step_sources, self.step_messages, strict=True))
 
 
 def _preview(text: str) -> str:
