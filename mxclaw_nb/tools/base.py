@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
+from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES, check_env_allow
 
 APPROVAL_MODES = ("allow", "ask", "deny")
+MAX_TOOL_CALLS = 64  # default bound on tool calls run per model response (L3)
 
 
 @dataclass
@@ -53,6 +55,11 @@ class ToolContext:
     forbidden: tuple[str, ...] = DEFAULT_FORBIDDEN
     shell_timeout: float = 60.0
     on_event: Callable[[str, dict[str, Any]], None] | None = None
+    sandbox: str = "auto"  # L5: "auto" | "bwrap" | "landlock" | "off"
+    network: str = "off"  # L5: the sandboxed shell's network, "off" | "on"
+    shell_env: tuple[str, ...] = ()  # L6: extra variable names passed to the shell
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # L6: values the shell never gets
+    max_tool_calls: int = MAX_TOOL_CALLS
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
@@ -60,6 +67,14 @@ class ToolContext:
             raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)} (got {self.approval!r})")
         if not self.shell_timeout > 0:
             raise ValueError(f"shell_timeout must be > 0 seconds (got {self.shell_timeout!r})")
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)} (got {self.sandbox!r})")
+        if self.network not in NETWORK_MODES:
+            raise ValueError(f"network must be one of {', '.join(NETWORK_MODES)} (got {self.network!r})")
+        self.shell_env = check_env_allow(self.shell_env)
+        if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) \
+                or self.max_tool_calls < 1:
+            raise ValueError(f"max_tool_calls must be an integer >= 1 (got {self.max_tool_calls!r})")
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
         """Send an event to the subscriber, if any."""

@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from typing import IO, Any
@@ -26,6 +27,7 @@ from typing import IO, Any
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult, denied
 from mxclaw_nb.tools.policy import describe_pattern, forbidden_match
 from mxclaw_nb.tools.registry import Tool
+from mxclaw_nb.tools.sandbox import SANDBOX_HOME, Sandbox, resolve_sandbox, shell_environment
 
 CAPTURE_LIMIT_BYTES = 8_000_000
 _DRAIN_SECONDS = 0.5
@@ -84,18 +86,49 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _stop(proc: subprocess.Popen[bytes], sandbox: Sandbox) -> None:
+    """End a command and everything it started (the landlock runner reaps its tree on SIGTERM)."""
+    if sandbox.kind == "landlock" and proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)
+    _kill_group(proc)
+
+
 def run_command(command: str, ctx: ToolContext) -> ToolResult:
-    """Run an approved command; the result carries exit code, stdout and stderr."""
+    """Run an approved command in the sandbox (L5) with the minimal environment (L6).
+
+    The result carries exit code, stdout and stderr, and ``meta["sandbox"]`` names what confined it.
+    """
+    sandbox = resolve_sandbox(ctx.sandbox)
     shell = shutil.which("bash") or "/bin/sh"
+    private_tmp = tempfile.mkdtemp(prefix="mxclaw-shell-") if sandbox.kind != "bwrap" else None
+    if sandbox.kind == "bwrap":
+        home, tmp = SANDBOX_HOME, "/tmp"
+    else:
+        assert private_tmp is not None
+        home, tmp = os.path.join(private_tmp, "home"), private_tmp
+        os.mkdir(home)
+    env = shell_environment(os.environ, home=home, tmp=tmp, allow=ctx.shell_env, secrets=ctx.secrets)
+    argv = sandbox.argv(command, ctx.workspace, network=ctx.network, shell=shell, tmp=private_tmp)
+    try:
+        return _run(argv, command, ctx, env, sandbox)
+    finally:
+        if private_tmp is not None:
+            shutil.rmtree(private_tmp, ignore_errors=True)
+
+
+def _run(argv: list[str], command: str, ctx: ToolContext, env: dict[str, str], sandbox: Sandbox) -> ToolResult:
     start = time.monotonic()
     proc = subprocess.Popen(
-        [shell, "-c", command],
+        argv,
         cwd=ctx.workspace,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        env={**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"},
+        env=env,
     )
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
@@ -104,10 +137,10 @@ def run_command(command: str, ctx: ToolContext) -> ToolResult:
         proc.wait(timeout=ctx.shell_timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
+        _stop(proc, sandbox)
         proc.wait()
     except BaseException:  # KeyboardInterrupt: leave no process behind, then let the loop handle it
-        _kill_group(proc)
+        _stop(proc, sandbox)
         proc.wait()
         raise
     for cap in (out, err):
@@ -124,6 +157,7 @@ def run_command(command: str, ctx: ToolContext) -> ToolResult:
         "duration_s": round(duration, 3),
         "stdout_chars": len(stdout),
         "stderr_chars": len(stderr),
+        "sandbox": sandbox.kind,
     }
     streams = (("stdout", stdout), ("stderr", stderr))
     body = "".join(f"\n[{name}]\n{text.rstrip(chr(10))}" for name, text in streams if text) or "\n(no output)"
