@@ -89,6 +89,16 @@ def _open(ctx: ToolContext, root_fd: int, path: str, rel: str, flags: int, *, wh
         raise failed(f"'{path}' is a file, not a directory; use read_file") from None
     except IsADirectoryError:
         raise failed(f"'{path}' is a directory") from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP, errno.ETXTBSY):
+            raise
+        try:  # a FIFO without reader, a socket, a device: name what it is
+            probe = open_beneath(ctx.workspace, root_fd, rel, os.O_PATH)
+            kind = kind_of(os.fstat(probe).st_mode)
+            os.close(probe)
+        except OSError:
+            kind = "not a regular file"
+        raise failed(f"'{path}' is {kind}, not a regular file; it is not opened") from None
 
 
 def _check_regular(ctx: ToolContext, fd: int, path: str, verb: str) -> os.stat_result:
@@ -200,6 +210,8 @@ class _GrepWalk:
         try:
             fd = os.open(name, _READ | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+                self.skipped_special += 1  # a socket or a device that cannot be opened
             if exc.errno != errno.ELOOP:
                 return None
             try:  # a symlinked file: followed only while it stays inside (checked by the kernel)
@@ -255,7 +267,9 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             if stat.S_ISDIR(os.fstat(top).st_mode):
                 found: Iterator[tuple[str, int]] = walk.files(top)
             else:
-                found = iter([(os.path.normpath(rel), os.dup(top))])
+                single = os.dup(top)
+                _check_regular(ctx, single, path, "searched")  # closes it when refused
+                found = iter([(os.path.normpath(rel), single)])
             for name, fd in found:
                 try:
                     data = _read_all(fd)

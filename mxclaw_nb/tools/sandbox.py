@@ -71,13 +71,13 @@ def shell_environment(parent: Mapping[str, str], *, home: str, tmp: str, allow: 
                       secrets: Iterable[str] = ()) -> dict[str, str]:
     """The shell's whole environment: minimal names, the allow-list, nothing secret (L6).
 
-    A value equal to a known secret (the provider key) is dropped whatever its name.
+    A value that contains a known secret (the provider key) is dropped whatever its name.
     """
     banned = {s for s in secrets if s}
     env: dict[str, str] = {}
     for name in (*BASE_ENV, *allow):
         value = parent.get(name)
-        if value is not None and not is_secret_name(name) and value not in banned:
+        if value is not None and not is_secret_name(name) and not any(s in value for s in banned):
             env[name] = value
     env.setdefault("PATH", os.defpath)
     env.setdefault("LANG", "C.UTF-8")

@@ -1,0 +1,256 @@
+"""Escape drill against the real OS sandbox (SPEC L5, L6): bubblewrap and Landlock, no mocks.
+
+Every command here runs for real under the sandbox it names. Where a sandbox is missing the test is
+skipped on a laptop but FAILS under CI (``CI`` set): `.ci/run` installs bubblewrap, and the CI kernel
+has Landlock, so a skipped drill there would hide a boundary that is not tested.
+
+Each destructive command carries its own guard: it first tries to write a canary outside the
+workspace and stops with exit 99 if that works, so a broken sandbox fails the test instead of
+wiping the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mxclaw_nb.tools import ToolContext, default_registry
+from mxclaw_nb.tools.sandbox import resolve_sandbox, shell_environment
+from mxclaw_nb.tools.shell import run_command
+
+KINDS = ["bwrap", "landlock"]
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def need(kind: str) -> None:
+    got = resolve_sandbox(kind)
+    if got.kind != kind:
+        message = f"sandbox {kind!r} is not available here: {got.detail}"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must run every sandbox test)")
+        pytest.skip(message)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> dict[str, Path]:
+    """Files the test owns outside the workspace: in /tmp, in the project folder and in the home."""
+    base = tmp_path / "outside"
+    base.mkdir()
+    tag = uuid.uuid4().hex[:10]
+    files = {
+        "tmp": base / "secret.txt",
+        "project": PROJECT / f".sandbox-canary-{tag}",
+        "home": Path.home() / f".mxclaw-sandbox-canary-{tag}",
+    }
+    for f in files.values():
+        f.write_text("untouched\n")
+    yield files
+    for f in files.values():
+        f.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    w = tmp_path / "ws"
+    w.mkdir()
+    (w / "keep.txt").write_text("workspace file\n")
+    return w
+
+
+def ctx_for(ws: Path, kind: str, **kw: object) -> ToolContext:
+    return ToolContext(ws, "drill", approval="allow", sandbox=kind, **kw)  # type: ignore[arg-type]
+
+
+def guard(outside: dict[str, Path]) -> str:
+    """Shell prefix that aborts (exit 99) if any canary outside the workspace is writable."""
+    checks = " || ".join(f"{{ [ -e {f} ] && echo x 2>/dev/null >> {f}; }}" for f in outside.values())
+    return f"if {checks}; then echo ESCAPED; exit 99; fi; "
+
+
+def assert_untouched(outside: dict[str, Path]) -> None:
+    for name, f in outside.items():
+        assert f.read_text() == "untouched\n", f"the {name} canary outside the workspace changed"
+
+
+RM_FAMILY = [
+    "rm -rf /",
+    "rm -rf --no-preserve-root /",
+    "x=rm; $x -rf /*",
+    "$(echo rm) -rf /*",
+    "bash -c -- 'rm -rf /*'",
+    "echo cm0gLXJmIC8q | base64 -d | sh",  # rm -rf /*
+    "cd / && rm -rf *",
+    "rm -rf $HOME ~ /root /home /tmp/*",
+    "find / -xdev -delete",
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("command", RM_FAMILY)
+def test_l5_rm_rf_family_is_harmless(ws: Path, outside: dict[str, Path], kind: str, command: str) -> None:
+    need(kind)
+    res = run_command(guard(outside) + command, ctx_for(ws, kind, shell_timeout=3))
+    assert "ESCAPED" not in res.content
+    assert res.meta["sandbox"] == kind
+    assert_untouched(outside)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l5_reads_and_writes_outside_the_workspace_fail(ws: Path, outside: dict[str, Path], kind: str) -> None:
+    need(kind)
+    ctx = ctx_for(ws, kind)
+    for name, f in outside.items():
+        res = run_command(f"cat {f}; echo pwned > {f}; cp /etc/hostname {f.parent}/copied", ctx)
+        if name == "project":  # the rest of the filesystem is readable, never writable
+            assert "untouched" in res.content and "Read-only file system" in res.content or "denied" in res.content
+        else:  # temp folders and the home are hidden
+            assert "untouched" not in res.content, f"read {f} from inside the sandbox"
+        assert not (f.parent / "copied").exists()
+    assert_untouched(outside)
+    ok = run_command("echo new > made.txt && cat keep.txt && touch $TMPDIR/t && ls / >/dev/null; echo $?", ctx)
+    assert (ws / "made.txt").read_text() == "new\n" and "workspace file" in ok.content
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l5_private_temp_does_not_survive_the_call(ws: Path, kind: str) -> None:
+    need(kind)
+    ctx = ctx_for(ws, kind)
+    run_command("echo left > $TMPDIR/left-behind.txt", ctx)
+    res = run_command("cat $TMPDIR/left-behind.txt", ctx)
+    assert res.is_error and "left" not in res.content.split("[stderr]")[0].replace("[stdout]", "")
+
+
+class _Listener:
+    """A TCP server on 127.0.0.1 outside the sandbox that counts connections."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.sock.settimeout(0.2)
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self.thread.join(2)
+        self.sock.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l5_no_network_unless_enabled(ws: Path, kind: str) -> None:
+    need(kind)
+    server = _Listener()
+    try:
+        connect = (f"exec 3<>/dev/tcp/127.0.0.1/{server.port} && echo CONNECTED; "
+                   f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {server.port}), 2); "
+                   "print('CONNECTED')\"")
+        off = run_command(connect, ctx_for(ws, kind))
+        assert "CONNECTED" not in off.content and server.accepted == 0
+        on = run_command(connect, ctx_for(ws, kind, network="on"))  # the positive control
+        time.sleep(0.3)
+        assert "CONNECTED" in on.content and server.accepted >= 1
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l5_nothing_outlives_the_call(ws: Path, kind: str) -> None:
+    need(kind)
+    marker = f"mxclaw-outlive-{uuid.uuid4().hex[:8]}"
+    command = (
+        f"nohup sh -c 'sleep 1.5; touch late-nohup' >/dev/null 2>&1 & "
+        f"setsid sh -c 'sleep 1.5; touch late-setsid' >/dev/null 2>&1 < /dev/null & "
+        f"( ( sleep 1.5; touch late-doublefork ) & ) ; "
+        f"(exec -a {marker} sleep 60 &) ; echo started"
+    )
+    res = run_command(command, ctx_for(ws, kind))
+    assert "started" in res.content
+    time.sleep(2.5)
+    assert sorted(p.name for p in ws.glob("late-*")) == []
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(marker)]
+    assert alive == []
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "off"])
+def test_l6_env_has_no_secret(ws: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if kind != "off":
+        need(kind)
+    secrets = {"OPENAI_API_KEY": "sk-drill-" + uuid.uuid4().hex, "GITHUB_TOKEN": "ghp_" + uuid.uuid4().hex,
+               "DB_PASSWORD": "pw-" + uuid.uuid4().hex, "AWS_SECRET_ACCESS_KEY": uuid.uuid4().hex,
+               "GOOGLE_APPLICATION_CREDENTIALS": "/creds-" + uuid.uuid4().hex, "my_api_key": uuid.uuid4().hex}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WRAPPED", "the-provider-key-" + secrets["OPENAI_API_KEY"])
+    monkeypatch.setenv("INNOCENT", "hello")
+    ctx = ctx_for(ws, kind, shell_env=("INNOCENT", "WRAPPED"), secrets=(secrets["OPENAI_API_KEY"],))
+    res = run_command("env; cat /proc/$PPID/environ; cat /proc/1/environ; "
+                      "for f in /proc/[0-9]*/environ; do cat $f; done 2>/dev/null | tr '\\0' '\\n'", ctx)
+    for value in secrets.values():
+        if kind == "off":  # unconfined: other processes' environ is readable; our own env is still clean
+            env_part = run_command("env", ctx).content
+            assert value not in env_part
+        else:
+            assert value not in res.content
+    assert "INNOCENT=hello" in res.content and "WRAPPED=" not in res.content  # allowed names pass, unless wrapping a key
+
+
+def test_l6_shell_environment_drops_secret_names_and_values() -> None:
+    parent = {"PATH": "/usr/bin", "OPENAI_API_KEY": "k", "X": "sk-1", "LANG": "C.UTF-8", "SESSION_TOKEN": "t"}
+    env = shell_environment(parent, home="/h", tmp="/t", allow=("X",), secrets=("sk-1",))
+    assert "OPENAI_API_KEY" not in env and "SESSION_TOKEN" not in env and "X" not in env
+    assert env["HOME"] == "/h" and env["TMPDIR"] == "/t" and env["PATH"] == "/usr/bin"
+    with pytest.raises(ValueError, match="looks like a secret"):
+        ToolContext(Path("/tmp"), "s", shell_env=("MY_TOKEN",))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l5_capabilities_dropped_and_kernel_unreachable(ws: Path, kind: str) -> None:
+    need(kind)
+    res = run_command(f"grep CapEff /proc/self/status; kill -0 {os.getpid()} && echo SIGNALLED; "
+                      "mount -t tmpfs x /mnt 2>/dev/null && echo MOUNTED; "
+                      "hostname pwned 2>/dev/null && echo RENAMED; true", ctx_for(ws, kind))
+    assert "CapEff:\t0000000000000000" in res.content
+    assert "SIGNALLED" not in res.content and "MOUNTED" not in res.content and "RENAMED" not in res.content
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l5_links_made_inside_do_not_reach_out(ws: Path, outside: dict[str, Path], kind: str) -> None:
+    need(kind)
+    target = outside["project"]
+    res = run_command(f"ln {target} hard && echo LINKED; ln -s {target} soft; echo pwned > soft && echo WROTE",
+                      ctx_for(ws, kind))
+    assert "LINKED" not in res.content and "WROTE" not in res.content
+    assert not (ws / "hard").exists()
+    assert_untouched(outside)
+
+
+def test_l5_bash_tool_reports_the_sandbox(ws: Path) -> None:
+    sandbox = resolve_sandbox("auto")
+    res = default_registry().run("bash", '{"command": "echo hi"}', ToolContext(ws, "s", approval="allow"))
+    assert res.meta["sandbox"] == sandbox.kind
+    if os.environ.get("CI"):
+        assert sandbox.confined, sandbox.detail
