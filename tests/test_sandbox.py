@@ -215,7 +215,7 @@ def test_l6_env_has_no_secret(ws: Path, kind: str, monkeypatch: pytest.MonkeyPat
             assert value not in env_part
         else:
             assert value not in res.content
-    assert "INNOCENT=hello" in res.content and "WRAPPED=" not in res.content  # allowed names pass, unless wrapping a key
+    assert "INNOCENT=hello" in res.content and "WRAPPED=" not in res.content  # allowed, unless it wraps a key
 
 
 def test_l6_shell_environment_drops_secret_names_and_values() -> None:
