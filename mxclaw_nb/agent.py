@@ -30,7 +30,12 @@ from mxclaw_nb.context.counters import CalibratedCounter
 from mxclaw_nb.frozen import session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
+from mxclaw_nb.secrets import known as known_secrets
+from mxclaw_nb.secrets import redact_obj
 from mxclaw_nb.tools import ToolContext, default_registry
+from mxclaw_nb.tools.base import MAX_TOOL_CALLS
+from mxclaw_nb.tools.policy import shown_command
+from mxclaw_nb.tools.sandbox import Sandbox, resolve_sandbox
 
 COUNTER_MODES = ("auto", "estimate", "calibrated", "o200k_base", "cl100k_base")
 
@@ -39,7 +44,7 @@ def console_approver(command: str) -> bool | None:
     """Ask on the terminal when there is one; None (deny) when nobody can answer."""
     if not sys.stdin or not sys.stdin.isatty():
         return None
-    answer = input(f"mxclaw_nb wants to run: {command}\nAllow? [y/N] ")
+    answer = input(f"mxclaw_nb wants to run: {shown_command(command)}\nAllow? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -66,7 +71,9 @@ class Agent:
                  max_iterations: int = 20, session_id: str | None = None, provider: Any = None,
                  approver: Callable[[str], bool | None] | None = console_approver, home: str | Path | None = None,
                  shell_timeout: float = 60.0, env: dict[str, str] | None = None,
-                 summarize: Callable[[list[Message]], str] | None = None) -> None:
+                 summarize: Callable[[list[Message]], str] | None = None, sandbox: str | None = None,
+                 network: str | None = None, shell_env: Sequence[str] | None = None,
+                 max_tool_calls: int = MAX_TOOL_CALLS) -> None:
         from mxclaw_nb.provider import context_window_for, resolve_provider
         from mxclaw_nb.store import Store
 
@@ -88,6 +95,15 @@ class Agent:
         self.max_iterations = max_iterations
         self.summarize = summarize or build_structured_summary
         self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
+        # L5/L6: the shell's sandbox, its network and the extra variables it may see (env: MXCLAW_SANDBOX,
+        # MXCLAW_NETWORK, MXCLAW_SHELL_ENV as a comma-separated list).
+        self.sandbox_mode = sandbox or env.get("MXCLAW_SANDBOX") or "auto"
+        self.network = network or env.get("MXCLAW_NETWORK") or "off"
+        if shell_env is None:
+            shell_env = [n.strip() for n in env.get("MXCLAW_SHELL_ENV", "").split(",") if n.strip()]
+        self.shell_env = tuple(shell_env)
+        self.max_tool_calls = max_tool_calls
+        self._warned_unconfined = False
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
         self.tools = default_registry()
@@ -97,7 +113,7 @@ class Agent:
         # never leaves empty sessions behind.
         self.session_id = session_id or uuid.uuid4().hex
         self._session_stored = False  # checked against the store on the first turn
-        ToolContext(self.workspace, self.session_id, approval=approval)  # validate approval/workspace early
+        self._tool_context()  # validate approval, workspace and the shell settings early
 
     # -- configuration -------------------------------------------------------------------------
     def _resolve_workspace(self, workspace: str | Path | None) -> Path:
@@ -167,7 +183,11 @@ class Agent:
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "turn.started":
-            payload = {**payload, "model_label": self.label}
+            payload = {**payload, "model_label": self.label, "sandbox": self.sandbox_status}
+            if not self.sandbox.confined and not self._warned_unconfined:  # L5: said once, visibly
+                self._warned_unconfined = True
+                payload["sandbox_warning"] = self.sandbox_status
+        payload = redact_obj(payload)  # what the live log and widgets show (L6)
         for callback in list(self._subscribers):
             callback(kind, payload)
 
@@ -200,12 +220,26 @@ class Agent:
         user = self._user_message(prompt, images)
         transcript = self._ensure_preamble()
         turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
-        tool_ctx = ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
-                               approver=self.approver, shell_timeout=self.shell_timeout,
-                               on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
+        tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
         ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy, self._observe_usage,
                           self._emit, self._cache, self.max_iterations, self.summarize)
         return run_turn(ctx, self.session_id, user, turn)
+
+    def _tool_context(self, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> ToolContext:
+        return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
+                           approver=self.approver, shell_timeout=self.shell_timeout, on_event=on_event,
+                           sandbox=self.sandbox_mode, network=self.network, shell_env=self.shell_env,
+                           secrets=known_secrets(), max_tool_calls=self.max_tool_calls)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """What confines the shell (probed once per process; L5)."""
+        return resolve_sandbox(self.sandbox_mode)
+
+    @property
+    def sandbox_status(self) -> str:
+        """One line: what confines the shell, or that nothing does (L5)."""
+        return self.sandbox.status_line(self.network)
 
     def _tool_event(self, kind: str, payload: dict[str, Any], turn: int) -> None:
         self.store.append_event(self.session_id, kind, payload, turn=turn)

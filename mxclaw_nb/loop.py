@@ -33,7 +33,7 @@ Subscriber = Callable[[str, dict[str, Any]], None]
 # Events worth keeping in the store; deltas and request.built (kept as `requests` rows) are not.
 STORED_EVENTS = frozenset({
     "turn.started", "tool.started", "tool.finished", "context.compacted", "turn.finished", "turn.failed",
-    "turn.interrupted", "turn.max_iterations", "approval.decided", "artifact.fallback",
+    "turn.interrupted", "turn.max_iterations", "approval.decided", "artifact.fallback", "tool.skipped",
 })
 
 
@@ -160,10 +160,15 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 result.text = assistant.get("content") or ""
                 break
             appended = [assistant]
-            for call in calls:
+            bound = ctx.tool_context.max_tool_calls
+            for call in calls[:bound]:
                 message, seq = _run_tool(ctx, session_id, call, turn, it)
                 appended.append(message)
                 new_seqs.append(seq)
+            if len(calls) > bound:  # L3: answer the rest (C4 needs every call answered) without running them
+                skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
+                appended.extend(m for m, _ in skipped)
+                new_seqs.extend(s for _, s in skipped)
             view_input = view.next_input(appended)
             seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
     except KeyboardInterrupt:
@@ -221,6 +226,18 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
             "latency_ms": latency, "turn": turn, "iteration": it})
         return view, completion, record
+
+
+def _skip_tools(ctx: TurnContext, session_id: str, calls: list[dict[str, Any]], asked: int, bound: int, turn: int,
+                it: int) -> list[tuple[Message, int]]:
+    """Failure results for the tool calls past the per-response bound, stored in one commit."""
+    text = (f"Tool failed: not run: the response asked for {asked} tool calls and at most {bound} are run per "
+            "model response (max_tool_calls). Ask for the remaining calls again.")
+    messages: list[Message] = [{"role": "tool", "tool_call_id": str(c.get("id") or ""), "content": text,
+                                "is_error": True} for c in calls]
+    seqs = ctx.store.append_messages(session_id, messages, turn=turn, iteration=it)  # one transaction
+    _emit(ctx, session_id, "tool.skipped", {"count": len(calls), "asked": asked, "bound": bound}, turn, it)
+    return list(zip(messages, seqs, strict=True))
 
 
 def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> tuple[Message, int]:

@@ -29,9 +29,12 @@ from mxclaw_nb.magics_commands import COMMANDS, HELP, parse_cell_options, parse_
 from mxclaw_nb.magics_live import LiveLog
 from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
 from mxclaw_nb.store import Store, StoreError
+from mxclaw_nb.tools.base import MAX_TOOL_CALLS
+from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
 
 AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
-                  "keep_recent_tokens", "approval", "counter", "max_iterations")
+                  "keep_recent_tokens", "approval", "counter", "max_iterations", "sandbox", "network", "shell_env",
+                  "max_tool_calls")
 CONFIG_KEYS = (*AGENT_SETTINGS, "live", "widgets", "approval_timeout")
 
 
@@ -52,6 +55,13 @@ class AgentMagics(Magics, Configurable):
     approval = Enum(("ask", "allow", "deny"), "ask", config=True, help="Shell commands: ask, allow or deny.")
     counter = Enum(COUNTER_MODES, "auto", config=True, help="Token counter (T2/T3).")
     max_iterations = Integer(20, config=True, help="Model calls per turn before the loop stops.")
+    sandbox = Enum(SANDBOX_MODES, None, allow_none=True, config=True,
+                   help="Shell sandbox (L5): auto, bwrap, landlock or off ($MXCLAW_SANDBOX, else auto).")
+    network = Enum(NETWORK_MODES, None, allow_none=True, config=True,
+                   help="Network inside the shell sandbox: off or on ($MXCLAW_NETWORK, else off).")
+    shell_env = Unicode("", config=True, help="Comma-separated extra environment variables the shell may see "
+                        "($MXCLAW_SHELL_ENV); names with KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL are refused.")
+    max_tool_calls = Integer(MAX_TOOL_CALLS, config=True, help="Tool calls run per model response; the rest fail.")
     live = Bool(True, config=True, help="Show the live turn log while a turn runs.")
     widgets = Bool(True, config=True, help="Use ipywidgets in a kernel (HTML/text fallbacks otherwise).")
     approval_timeout = Float(300.0, config=True, help="Seconds to wait for Approve/Deny before denying.")
@@ -104,7 +114,9 @@ class AgentMagics(Magics, Configurable):
                          api_key=os.environ.get(self.api_key_env) or None,
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
-                         max_iterations=self.max_iterations, session_id=session_id,
+                         max_iterations=self.max_iterations, session_id=session_id, sandbox=self.sandbox or None,
+                         network=self.network or None, max_tool_calls=self.max_tool_calls,
+                         shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout))
         except ValueError as exc:
             raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "
@@ -126,7 +138,8 @@ class AgentMagics(Magics, Configurable):
     def caption(self, text: str = "") -> str:
         """`<model label> · session 3f2a91c0 · <text>`: the header every output carries."""
         agent = self.get_agent()
-        return " · ".join(p for p in (agent.label, f"session {agent.session_id[:8]}", text) if p)
+        shell = "" if agent.sandbox.confined else "⚠ shell not sandboxed"
+        return " · ".join(p for p in (agent.label, f"session {agent.session_id[:8]}", text, shell) if p)
 
     # -- the magic -----------------------------------------------------------------------------------
     @line_cell_magic("agent")

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mxclaw_nb.tools.policy import shown_command
+
 Approver = Callable[[str], "bool | None"]
 
 
@@ -38,7 +40,7 @@ def ui_poll_works(shell: Any) -> bool:
 def text_approver(command: str) -> bool | None:
     """Ask with input(); None when no input can be read."""
     try:
-        answer = input(f"mxclaw_nb wants to run: {command}\nAllow? [y/N] ")
+        answer = input(f"mxclaw_nb wants to run: {shown_command(command)}\nAllow? [y/N] ")
     except (EOFError, OSError, RuntimeError):  # StdinNotImplementedError is a RuntimeError subclass
         return None
     return answer.strip().lower() in ("y", "yes")
@@ -51,8 +53,8 @@ def button_approver(command: str, timeout: float, poll: float = 0.05) -> bool | 
     from jupyter_ui_poll import ui_events
 
     decision: dict[str, bool] = {}
-    text = widgets.HTML(f"<b>mxclaw_nb wants to run</b> <code>{_escape(command)}</code> — waiting for your answer "
-                        f"(denied after {timeout:g} s without one)")
+    text = widgets.HTML(f"<b>mxclaw_nb wants to run</b> <code>{_escape(shown_command(command))}</code> — waiting "
+                        f"for your answer (denied after {timeout:g} s without one)")
     approve = widgets.Button(description="Approve", button_style="success", icon="check")
     deny = widgets.Button(description="Deny", button_style="danger", icon="times")
     approve.on_click(lambda _b: decision.setdefault("allow", True))
@@ -68,7 +70,7 @@ def button_approver(command: str, timeout: float, poll: float = 0.05) -> bool | 
     outcome = {True: "approved", False: "denied"}.get(answer, f"denied: no answer within {timeout:g} s")  # type: ignore[arg-type]
     box.close()
     if handle is not None:
-        handle.update({"text/plain": f"{outcome}: {command}"}, raw=True)
+        handle.update({"text/plain": f"{outcome}: {shown_command(command)}"}, raw=True)
     return answer
 
 

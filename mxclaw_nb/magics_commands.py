@@ -23,9 +23,11 @@ from IPython.core.error import UsageError
 from traitlets import TraitError
 
 from mxclaw_nb import magics_views as views
+from mxclaw_nb.secrets import redact_obj
 
 ENV_OF = {"model": "MXCLAW_MODEL", "base_url": "OPENAI_BASE_URL", "db": "MXCLAW_DB",
-          "context_window_tokens": "MXCLAW_CONTEXT_WINDOW"}
+          "context_window_tokens": "MXCLAW_CONTEXT_WINDOW", "sandbox": "MXCLAW_SANDBOX", "network": "MXCLAW_NETWORK",
+          "shell_env": "MXCLAW_SHELL_ENV"}
 
 
 class _HelpShown(Exception):
@@ -181,6 +183,13 @@ def _source(m: Any, key: str) -> str:
     return f"env ${env}" if env and os.environ.get(env) else "default"
 
 
+def _shown_value(value: Any) -> Any:
+    """A setting as shown: URL passwords and known keys replaced (L6)."""
+    from mxclaw_nb.secrets import display_url
+
+    return display_url(value) if isinstance(value, str) and "://" in value else redact_obj(value)
+
+
 def cmd_config(m: Any, args: Any) -> Any:
     """Show the settings, or set `key=value` pairs."""
     from mxclaw_nb.magics import CONFIG_KEYS
@@ -196,13 +205,14 @@ def cmd_config(m: Any, args: Any) -> Any:
                 setattr(m, key, m.traits()[key].from_string(raw.strip()))
             except (TraitError, ValueError) as exc:
                 raise UsageError(f"%agent config: bad value for {key}: {exc}") from None
-            print(f"{key} = {getattr(m, key)!r}")
+            print(f"{key} = {_shown_value(getattr(m, key))!r}")
         return None
     agent = m.get_agent()
-    rows = [{"setting": k, "value": getattr(m, k), "source": _source(m, k), "help": m.traits()[k].help}
+    rows = [{"setting": k, "value": _shown_value(getattr(m, k)), "source": _source(m, k), "help": m.traits()[k].help}
             for k in CONFIG_KEYS]
     print(m.caption(f"window {agent.policy.context_window_tokens:,} · threshold {agent.policy.threshold:,} est. · "
                     f"db {m.store().path} · workspace {agent.workspace}"))
+    print(("⚠ " if not agent.sandbox.confined else "") + agent.sandbox_status)
     return pd.DataFrame(rows)
 
 
@@ -267,8 +277,10 @@ HELP = "\n".join([
     "",
     "Settings (%agent config key=value, %config AgentMagics.key = value, or ipython_config.py):",
     "  model, base_url, api_key_env, db, workspace, context_window_tokens, threshold_ratio,",
-    "  keep_recent_tokens, approval, counter, max_iterations, live, widgets, approval_timeout.",
+    "  keep_recent_tokens, approval, counter, max_iterations, sandbox, network, shell_env,",
+    "  max_tool_calls, live, widgets, approval_timeout.",
     "  Unset ones fall back to MXCLAW_MODEL, OPENAI_BASE_URL, $<api_key_env> (OPENAI_API_KEY),",
-    "  MXCLAW_DB, MXCLAW_CONTEXT_WINDOW; with no model configured the offline demo model answers.",
+    "  MXCLAW_DB, MXCLAW_CONTEXT_WINDOW, MXCLAW_SANDBOX, MXCLAW_NETWORK, MXCLAW_SHELL_ENV;",
+    "  with no model configured the offline demo model answers.",
     "Token figures marked 'est.' are estimates (SPEC C1); 'reported' ones come from the provider.",
 ])

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from mxclaw_nb.tools.policy import shown_command
 from mxclaw_nb.widgets.style import FONT, STAGE_COLORS, chip, counter_label, esc, fmt_int
 
 BAR_CELLS = 18
@@ -100,6 +101,10 @@ class LiveLog:
 
             self._handle = display(self, display_id=True)
         self._print(self.header())
+        if p.get("sandbox_warning"):
+            note = f"⚠ {p['sandbox_warning']}"
+            self.entries.append({"kind": "note", "text": note, "warning": True})
+            self._print("  " + note)
 
     def _on_request_built(self, p: dict[str, Any]) -> None:
         self._view = p.get("view")
@@ -161,8 +166,9 @@ class LiveLog:
 
     def _on_approval_decided(self, p: dict[str, Any]) -> None:
         verb = "approved" if p.get("decision") == "allow" else "denied"
-        self.entries.append({"kind": "note", "text": f"{verb} by {p.get('by')}: {p.get('command')}"})
-        self._print(f"  {'✓' if verb == 'approved' else '✗'} {verb} by {p.get('by')}: {p.get('command')}")
+        command = shown_command(str(p.get("command") or ""))
+        self.entries.append({"kind": "note", "text": f"{verb} by {p.get('by')}: {command}"})
+        self._print(f"  {'✓' if verb == 'approved' else '✗'} {verb} by {p.get('by')}: {command}")
         self._refresh()
 
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
@@ -245,7 +251,8 @@ class LiveLog:
                            f'{e["unit"]} tokens'
                            f'</summary><pre style="white-space:pre-wrap">{esc(e["summary"])}</pre></details>')
             elif e["kind"] == "note":
-                out.append(f'<div style="font-family:monospace">{esc(e["text"])}</div>')
+                warn = "color:#e65100;font-weight:bold;" if e.get("warning") else ""
+                out.append(f'<div style="font-family:monospace;{warn}">{esc(e["text"])}</div>')
             else:
                 out.append(f'<div style="white-space:pre-wrap">{esc(e["text"])}</div>')
         if self.status:

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx as _httpx  # type: ignore[no-redef]
 
 from mxclaw_nb.demo_model import DEMO_MODEL
+from mxclaw_nb.secrets import display_url, redact, register
 
 __all__ = ["DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WINDOWS", "Completion", "OpenAIProvider", "ProviderError",
            "Usage", "context_window_for", "demo_provider", "is_prompt_too_long", "resolve_provider"]
@@ -75,9 +76,10 @@ class ProviderError(Exception):
                  detail: str = "") -> None:
         if kind not in self.KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}")
+        message, detail = redact(message), redact(detail)  # servers echo headers and keys back (L6)
         super().__init__(message)
         self.kind, self.message, self.status_code = kind, message, status_code
-        self.base_url, self.detail = base_url, detail
+        self.base_url, self.detail = display_url(base_url) if base_url else base_url, detail
 
 
 def _server_text(exc: openai.APIError) -> str:
@@ -141,14 +143,16 @@ class OpenAIProvider:
 
     def __init__(self, *, base_url: str | None, api_key: str | None, model: str, timeout: float = 120,
                  max_retries: int = 2, stream: bool = True, label: str | None = None, is_demo: bool = False) -> None:
-        self.base_url = (base_url or OPENAI_URL).rstrip("/")
+        register(api_key)  # L6: never stored, shown or sent beyond the Authorization header
+        real_url = (base_url or OPENAI_URL).rstrip("/")
+        self.base_url = display_url(real_url)  # what is stored and shown: no URL password (L6)
         self.model, self.timeout, self.max_retries, self.stream = model, timeout, max_retries, stream
         self.is_demo = is_demo
         self.label = label or f"{model or '(server default model)'} @ {self.base_url}"
         self._stream_options = True
         # Loopback servers (demo, vLLM, llama.cpp, Ollama) must not be sent through an HTTP(S)_PROXY.
         http_client = openai.DefaultHttpxClient(trust_env=False) if _is_loopback(self.base_url) else None
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout,
+        self._client = openai.OpenAI(base_url=real_url, api_key=api_key or "not-needed", timeout=timeout,
                                      max_retries=max_retries, http_client=http_client)
 
     def __repr__(self) -> str:

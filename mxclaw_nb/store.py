@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import platformdirs
 
+from mxclaw_nb.secrets import redact, redact_obj
 from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps, message_to_row
 from mxclaw_nb.store_errors import StoreError, translate
 from mxclaw_nb.store_lease import Lease, transaction
@@ -192,7 +193,7 @@ class Store(StoreReads):
         """Create a session row and return its id (uuid4 hex unless `session_id` is given)."""
         sid = session_id or uuid.uuid4().hex
         try:
-            meta_json = None if meta is None else dumps(meta, "session meta")
+            meta_json = None if meta is None else dumps(redact_obj(meta), "session meta")
         except ValueError as exc:
             raise self._bad_input(exc, "create a session") from exc
         with self._lease.connection("create a session") as con:
@@ -216,7 +217,7 @@ class Store(StoreReads):
     ) -> list[int]:
         """Append several messages in one transaction (all or none); return their seqs."""
         try:
-            rows = [[turn, iteration, *message_to_row(m), None] for m in messages]
+            rows = [[turn, iteration, *message_to_row(redact_obj(m)), None] for m in messages]
         except ValueError as exc:
             raise self._bad_input(exc, "append a message") from exc
         if not rows:
@@ -234,7 +235,7 @@ class Store(StoreReads):
     ) -> None:
         """Append one event (e.g. context.compacted) with its JSON payload."""
         try:
-            payload_json = dumps(payload, f"payload of event {type!r}")
+            payload_json = dumps(redact_obj(payload), f"payload of event {type!r}")
         except ValueError as exc:
             raise self._bad_input(exc, "append an event") from exc
         self._insert("events", session_id, "append an event", _EVENT_SQL, [[turn, iteration, type, payload_json, None]])
@@ -242,6 +243,7 @@ class Store(StoreReads):
     def append_request(self, session_id: str, record: dict[str, Any]) -> None:
         """Append one model-call record; unknown keys are kept in the `extra` JSON column."""
         try:
+            record = redact_obj(record)
             values = [record.get(k) for k in REQUEST_FIELDS]
             prov = record.get("provenance")
             values[REQUEST_FIELDS.index("provenance")] = None if prov is None else dumps(prov, "provenance")
@@ -256,6 +258,7 @@ class Store(StoreReads):
         """Store a whole tool result for this session; return its id ("artifact-<12 hex>")."""
         if not isinstance(text, str):
             raise StoreError(self.path, f"cannot store an artifact: text must be str, not {type(text).__name__}")
+        text = redact(text)
         artifact_id = f"artifact-{uuid.uuid4().hex[:12]}"
         with self._lease.connection("store an artifact") as con:
             self._check_session(con, session_id)

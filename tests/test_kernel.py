@@ -160,7 +160,8 @@ def test_n1_kernel_approval_asks_an_interactive_frontend(tmp_path: Path) -> None
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    assert len(prompts) == 2 and "python tools/gen_log.py" in prompts[0] and "Allow? [y/N]" in prompts[0]
+    assert len(prompts) == 2, "".join(shown)[-3000:]
+    assert "python tools/gen_log.py" in prompts[0] and "Allow? [y/N]" in prompts[0]
     table = "".join(shown)
     assert "allow  user" in table and "deny  user" in table and "nobody" not in table
 

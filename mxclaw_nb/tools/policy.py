@@ -175,3 +175,18 @@ def forbidden_match(command: str, forbidden: tuple[str, ...] = DEFAULT_FORBIDDEN
         elif any(_matches_simple(pattern, words) for p in pipelines for words in p):
             return pattern
     return None
+
+
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\0", "\x08": "\\b", "\x0b": "\\v", "\x0c": "\\f"}
+
+
+def shown_command(command: str) -> str:
+    """The command as a person must see it to approve it: control, bidi and zero-width characters escaped.
+
+    A carriage return or an ANSI escape can make a terminal or a notebook show a harmless line while
+    another runs (``echo ok\\r rm -rf ~``); a right-to-left override reorders what is read. Each such
+    character is shown as an escape (``\\r``, ``\\x1b``, ``\\u202e``); newlines and tabs stay as they are.
+    """
+    return _INVISIBLE.sub(lambda m: _NAMED.get(m.group(), f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
+                                              else f"\\x{ord(m.group()):02x}"), command)

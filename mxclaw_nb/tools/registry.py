@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mxclaw_nb import artifacts
+from mxclaw_nb.secrets import redact
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
 
 Handler = Callable[[dict[str, Any], ToolContext], "ToolResult | str"]
@@ -130,10 +131,12 @@ class ToolRegistry:
             args = self.parse_arguments(tool, arguments)
             out = tool.handler(args, ctx)
         except ToolError as exc:
-            return ToolResult(str(exc), is_error=True)
+            return ToolResult(redact(str(exc)), is_error=True)
         except Exception as exc:  # a bug or an OS error inside a tool must not end the turn
-            return ToolResult(f"Tool failed: {type(exc).__name__}: {exc}", is_error=True)
-        return out if isinstance(out, ToolResult) else ToolResult(out)
+            return ToolResult(redact(f"Tool failed: {type(exc).__name__}: {exc}"), is_error=True)
+        result = out if isinstance(out, ToolResult) else ToolResult(out)
+        # L6: a key the tool read (a .env file, a printed environment) never reaches the model or the store.
+        return replace(result, content=redact(result.content))
 
     def finalize(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
         """Apply A1/A3: large results become an artifact preview (or a truncated fallback)."""

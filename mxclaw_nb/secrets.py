@@ -1,0 +1,90 @@
+"""Secrets are never stored, shown or sent (SPEC L6).
+
+Why one registry: a key can reach text by many routes -- a provider error that echoes the
+``Authorization`` header, a ``base_url`` with ``user:password@``, a workspace ``.env`` file the agent
+reads, a shell command that prints the environment. Rather than guarding each route, the provider
+registers the values it was given (``register``), and every edge that writes or shows text runs
+``redact``: the store (messages, events, request records, artifacts), tool results before the model
+sees them, provider errors, and the events the live log and widgets show. URL credentials are
+replaced by ``***`` wherever a URL appears (``display_url`` for the ones we print ourselves).
+
+What it does not do: guess at unknown secrets in arbitrary text (no entropy scanning), since the
+agent edits source code and a changed line would no longer match its file. Known values, long
+``Bearer`` tokens, ``?api_key=``/``&token=`` URL parameters and URL passwords are redacted; anything
+else the agent reads is stored as read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+REDACTED = "[redacted]"
+_MIN_SECRET_CHARS = 6  # shorter values would redact ordinary words
+_PLACEHOLDERS = frozenset({"demo", "not-needed", "none", "null", "EMPTY", "sk-no-key-required"})
+_known: set[str] = set()
+# Narrow on purpose: the agent edits source code, and a redacted line no longer matches the file.
+_PATTERN = re.compile(
+    r"(?P<bearer>(?i:bearer)\s+)(?P<bearerv>[A-Za-z0-9._~+/-]{20,}=*)"  # a header value echoed back
+    r"|(?P<url>[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)(?P<urlv>[^\s/@]+)(?=@)"  # scheme://user:password@
+    r"|(?P<param>[?&](?i:api[_-]?key|key|access[_-]?token|token|password|secret)=)(?P<paramv>[^\s&#\"']+)"
+)
+
+
+def register(value: str | None) -> None:
+    """Remember a secret value (an API key, a URL password) so that it is redacted everywhere."""
+    if isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS and value not in _PLACEHOLDERS:
+        _known.add(value)
+
+
+def known() -> tuple[str, ...]:
+    """The registered secret values (for the shell's environment filter)."""
+    return tuple(_known)
+
+
+def _sub(m: re.Match[str]) -> str:
+    for head in ("bearer", "url", "param"):
+        if m.group(head) is not None:
+            return m.group(head) + ("***" if head == "url" else REDACTED)
+    return m.group(0)  # pragma: no cover - every alternative has a head
+
+
+def redact(text: str) -> str:
+    """``text`` with known secrets, auth header values and URL passwords replaced."""
+    if not isinstance(text, str) or not text:
+        return text
+    for value in _known:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return _PATTERN.sub(_sub, text)
+
+
+def redact_obj(obj: Any) -> Any:
+    """``redact`` applied to every string inside dicts, lists and tuples (other values unchanged)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_obj(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(redact_obj(v) for v in obj)
+    return obj
+
+
+def display_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (registered as a secret), for storing and showing."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    if parts.password:
+        register(parts.password)
+        register(unquote(parts.password))
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        netloc = f"{parts.username or ''}:***@{host}"
+        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return redact(url)
