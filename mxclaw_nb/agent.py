@@ -30,8 +30,8 @@ from mxclaw_nb.context.counters import CalibratedCounter
 from mxclaw_nb.frozen import session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
+from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
-from mxclaw_nb.secrets import redact_obj
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.policy import shown_command
@@ -104,6 +104,7 @@ class Agent:
         self.shell_env = tuple(shell_env)
         self.max_tool_calls = max_tool_calls
         self._warned_unconfined = False
+        self._deltas = StreamRedactor()
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
         self.tools = default_registry()
@@ -182,6 +183,17 @@ class Agent:
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "model.delta":  # a key can span streamed pieces: redact over a held-back tail (L6)
+            text = self._deltas.feed(str(payload.get("text") or ""))
+            if text:
+                self._send("model.delta", {**payload, "text": text})
+            return
+        rest = self._deltas.flush()
+        if rest:
+            self._send("model.delta", {"text": rest})
+        self._send(kind, payload)
+
+    def _send(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "turn.started":
             payload = {**payload, "model_label": self.label, "sandbox": self.sandbox_status}
             if not self.sandbox.confined and not self._warned_unconfined:  # L5: said once, visibly
@@ -223,7 +235,14 @@ class Agent:
         tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
         ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy, self._observe_usage,
                           self._emit, self._cache, self.max_iterations, self.summarize)
-        return run_turn(ctx, self.session_id, user, turn)
+        try:
+            result = run_turn(ctx, self.session_id, user, turn)
+        finally:
+            rest = self._deltas.flush()
+            if rest:
+                self._send("model.delta", {"text": rest})
+        result.text = redact(result.text)
+        return result
 
     def _tool_context(self, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> ToolContext:
         return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,

@@ -88,3 +88,34 @@ def display_url(url: str) -> str:
         netloc = f"{parts.username or ''}:***@{host}"
         url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     return redact(url)
+
+
+class StreamRedactor:
+    """``redact`` over streamed pieces: a secret split across pieces is still caught.
+
+    The last ``hold`` characters are kept back until more text or ``flush`` arrives, so a match
+    can complete; what is released is redacted with its context.
+    """
+
+    def __init__(self, hold: int = 160) -> None:
+        self.hold = hold
+        self._pending = ""
+
+    def _room(self) -> int:
+        return max([self.hold, *(len(v) + 16 for v in _known)])
+
+    def feed(self, text: str) -> str:
+        """Take a piece; return the redacted text that is safe to show now."""
+        buffer = redact(self._pending + text)
+        hold = self._room()
+        if len(buffer) <= hold:
+            self._pending = buffer
+            return ""
+        cut = len(buffer) - hold
+        self._pending = buffer[cut:]
+        return buffer[:cut]
+
+    def flush(self) -> str:
+        """Release (redacted) whatever is held back."""
+        out, self._pending = redact(self._pending), ""
+        return out
