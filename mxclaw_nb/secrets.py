@@ -93,27 +93,24 @@ def display_url(url: str) -> str:
 class StreamRedactor:
     """``redact`` over streamed pieces: a secret split across pieces is still caught.
 
-    The last ``hold`` characters are kept back until more text or ``flush`` arrives, so a match
-    can complete; what is released is redacted with its context.
+    Keys and URL credentials contain no whitespace, so text is released up to its last whitespace and
+    the word being streamed is held back until it ends (or grows past ``hold`` characters beyond the
+    longest known secret); ``flush`` releases the rest. What is released is redacted.
     """
 
     def __init__(self, hold: int = 160) -> None:
         self.hold = hold
         self._pending = ""
 
-    def _room(self) -> int:
-        return max([self.hold, *(len(v) + 16 for v in _known)])
-
     def feed(self, text: str) -> str:
         """Take a piece; return the redacted text that is safe to show now."""
-        buffer = redact(self._pending + text)
-        hold = self._room()
-        if len(buffer) <= hold:
-            self._pending = buffer
-            return ""
-        cut = len(buffer) - hold
+        buffer = self._pending + text
+        room = max([self.hold, *(len(v) + 16 for v in _known)])
+        cut = max(buffer.rfind(" "), buffer.rfind("\n"), buffer.rfind("\t")) + 1
+        if len(buffer) - cut > room:
+            cut = len(buffer) - room
         self._pending = buffer[cut:]
-        return buffer[:cut]
+        return redact(buffer[:cut])
 
     def flush(self) -> str:
         """Release (redacted) whatever is held back."""

@@ -112,3 +112,16 @@ def test_l6_redact_known_values_bearer_and_url_credentials() -> None:
     assert "s3cr3t-pw" in secrets.known()
     secrets.register("demo")  # placeholders and short values are not secrets
     assert secrets.redact("demo model") == "demo model"
+
+
+def test_l6_stream_redactor_catches_a_key_split_across_pieces() -> None:
+    secrets.register(KEY)
+    secrets.register(PASSWORD)
+    text = f"Here is the key {KEY} and a URL http://u:{PASSWORD}@h/v1 done"
+    for size in (1, 3, 7, 24):
+        redactor = secrets.StreamRedactor()
+        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        shown = [redactor.feed(p) for p in pieces] + [redactor.flush()]
+        joined = "".join(shown)
+        assert KEY not in joined and PASSWORD not in joined and joined.startswith("Here is the key [redacted]")
+        assert sum(1 for s in shown if s) > 3  # still streamed, word by word

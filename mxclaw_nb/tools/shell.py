@@ -1,4 +1,4 @@
-"""The ``bash`` tool: forbidden list, approval policy, then a bounded subprocess (SPEC L3).
+"""The ``bash`` tool: forbidden list, approval policy, then a sandboxed, bounded subprocess (SPEC L3, L5).
 
 Why this order: a forbidden command is refused before anyone is asked (there is no point asking to
 run ``sudo``); then the approval policy decides (``allow`` runs, ``deny`` refuses, ``ask`` asks the
@@ -7,9 +7,16 @@ the command is denied rather than run). Every decision is emitted as ``approval.
 loop stores it. Denials and forbidden commands are failure results with the ``Permission denied``
 and ``Forbidden`` markers so C5/C6 keep them as evidence.
 
+The forbidden list is a convenience -- an early, readable refusal of the obvious -- not the boundary:
+``x=rm; $x -rf /`` or ``base64 -d | sh`` pass any list. The boundary is the operating-system sandbox
+(``sandbox.py``, SPEC L5) that runs every approved command: bubblewrap or Landlock, the workspace and a
+private temp folder writable, the home hidden, no network unless enabled, nothing outliving the call,
+and a minimal environment with no secret in it (L6).
+
 The command runs in its own process group with cwd = workspace and stdin closed; on timeout (or an
-interrupt) the whole group is killed, so ``sleep 100 &`` children cannot keep the call hanging.
-Output is captured by reader threads with a per-stream cap, so ``yes`` cannot exhaust memory.
+interrupt) the whole group is killed (and the sandbox's process tree with it), so ``sleep 100 &``
+children cannot keep the call hanging. Output is captured by reader threads with a per-stream cap,
+so ``yes`` cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -194,7 +201,8 @@ def bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 SHELL_TOOL = Tool(
     "bash",
     "Run a shell command with bash in the workspace folder. Returns the exit code, stdout and stderr. "
-    "Subject to the user's approval and a forbidden-command list; has a timeout.",
+    "Subject to the user's approval and a forbidden-command list; has a timeout. Runs in a sandbox: only the "
+    "workspace and $TMPDIR are writable, the home folder is hidden and there is no network unless enabled.",
     {
         "type": "object",
         "properties": {"command": {"type": "string", "description": "The shell command line"}},
