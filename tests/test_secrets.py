@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -125,3 +127,13 @@ def test_l6_stream_redactor_catches_a_key_split_across_pieces() -> None:
         joined = "".join(shown)
         assert KEY not in joined and PASSWORD not in joined and joined.startswith("Here is the key [redacted]")
         assert sum(1 for s in shown if s) > 3  # still streamed, word by word
+
+
+@given(st.text(), st.text(), st.sampled_from(["", "https://u:", "Bearer ", "?api_key="]))
+@settings(max_examples=300, deadline=None)
+def test_l6_redact_property_a_known_key_never_survives(before: str, after: str, glue: str) -> None:
+    key = "sk-prop-" + "Z9" * 8
+    secrets.register(key)
+    out = secrets.redact(before + glue + key + after)
+    assert key not in out
+    assert secrets.redact(out) == out  # redacting twice changes nothing more
