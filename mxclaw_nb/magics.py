@@ -31,7 +31,7 @@ from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
 from mxclaw_nb.store import Store, StoreError
 
 AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
-                  "keep_recent_tokens", "approval", "counter", "max_iterations")
+                  "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline")
 CONFIG_KEYS = (*AGENT_SETTINGS, "live", "widgets", "approval_timeout")
 
 
@@ -52,6 +52,7 @@ class AgentMagics(Magics, Configurable):
     approval = Enum(("ask", "allow", "deny"), "ask", config=True, help="Shell commands: ask, allow or deny.")
     counter = Enum(COUNTER_MODES, "auto", config=True, help="Token counter (T2/T3).")
     max_iterations = Integer(20, config=True, help="Model calls per turn before the loop stops.")
+    call_deadline = Float(600.0, config=True, help="Total seconds one model call may take, retries included (L7).")
     live = Bool(True, config=True, help="Show the live turn log while a turn runs.")
     widgets = Bool(True, config=True, help="Use ipywidgets in a kernel (HTML/text fallbacks otherwise).")
     approval_timeout = Float(300.0, config=True, help="Seconds to wait for Approve/Deny before denying.")
@@ -104,7 +105,7 @@ class AgentMagics(Magics, Configurable):
                          api_key=os.environ.get(self.api_key_env) or None,
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
-                         max_iterations=self.max_iterations, session_id=session_id,
+                         max_iterations=self.max_iterations, session_id=session_id, call_deadline=self.call_deadline,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout))
         except ValueError as exc:
             raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "

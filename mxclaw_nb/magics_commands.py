@@ -267,7 +267,7 @@ HELP = "\n".join([
     "",
     "Settings (%agent config key=value, %config AgentMagics.key = value, or ipython_config.py):",
     "  model, base_url, api_key_env, db, workspace, context_window_tokens, threshold_ratio,",
-    "  keep_recent_tokens, approval, counter, max_iterations, live, widgets, approval_timeout.",
+    "  keep_recent_tokens, approval, counter, max_iterations, call_deadline, live, widgets, approval_timeout.",
     "  Unset ones fall back to MXCLAW_MODEL, OPENAI_BASE_URL, $<api_key_env> (OPENAI_API_KEY),",
     "  MXCLAW_DB, MXCLAW_CONTEXT_WINDOW; with no model configured the offline demo model answers.",
     "Token figures marked 'est.' are estimates (SPEC C1); 'reported' ones come from the provider.",
