@@ -298,9 +298,11 @@ def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int
     message: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
     if result.is_error:
         message["is_error"] = True
-    seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
-    _emit(ctx, session_id, "tool.finished", {
-        "call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
-        "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
-        "exit_code": result.meta.get("exit_code")}, turn, it)
+    finished = {"call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
+                "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
+                "exit_code": result.meta.get("exit_code")}
+    with ctx.store.batch():  # the result and its event happen together: one commit (1,000 calls stay fast)
+        seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
+        ctx.store.append_event(session_id, "tool.finished", finished, turn=turn, iteration=it)
+    ctx.emit("tool.finished", {**finished, "turn": turn, "iteration": it})
     return message, seq
