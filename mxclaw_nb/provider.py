@@ -89,6 +89,7 @@ class ProviderError(Exception):
                  detail: str = "") -> None:
         if kind not in self.KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}")
+        message = " ".join(message.split())  # one paragraph even when a server's text has line breaks (L7)
         super().__init__(message)
         self.kind, self.message, self.status_code = kind, message, status_code
         self.base_url, self.detail = base_url, detail
@@ -122,7 +123,9 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
     text = _server_text(exc) if isinstance(exc, openai.APIError) else str(exc)
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     code = f" ({status})" if status else ""
-    short = text if len(text) <= 400 else text[:400] + "..."
+    short = " ".join(text.split())
+    short = short if len(short) <= 400 else short[:400] + "..."
+    short = short if short.endswith((".", "!", "?", "...")) else short + "."
     if is_prompt_too_long(text):
         kind, msg = "prompt_too_long", (f"{where} rejected the request as longer than model {model}'s context "
                                         f"window{code}: {short} Send fewer tokens (compact the context) or use a "

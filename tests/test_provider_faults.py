@@ -292,6 +292,9 @@ CASES = [
     Case("SSE event that is a JSON list", lambda s: [send(SSE_HEAD + event("[1, 2]"))], "failed:bad_response"),
     Case("error object in the stream", lambda s: [send(SSE_HEAD + event({"error": {"message": "overloaded"}}))],
          "failed:server"),
+    Case("HTTP 500 with a multi-line HTML page", lambda s: [send(
+        b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n"
+        b"<html>\n<body>\n<h1>502 Bad Gateway</h1>\n</body>\n</html>\n")], "failed:server"),
     Case("stream cut without finish_reason or [DONE], twice",
          lambda s: [answer("I will now run the ", finish=None, done=False)] * 2, "failed:bad_response", served=2),
     Case("stream cut once, then a full answer",
@@ -542,6 +545,10 @@ def test_the_magic_shows_one_paragraph_for_a_malformed_response(raw_server: RawS
         with capture_output() as cap:
             shell.run_line_magic("agent", "are you there?")
         assert cap.stdout.strip() == NEXT_ANSWER and cap.stderr.strip() == ""
+        with capture_output():
+            shell.run_line_magic("agent", "config call_deadline=2.5")
+        registry = shell.magics_manager.registry["AgentMagics"]
+        assert registry.call_deadline == 2.5 and registry.get_agent().provider.call_deadline == 2.5
     finally:
         shell.run_line_magic("unload_ext", "mxclaw_nb")
         shell.config.pop("AgentMagics", None)
