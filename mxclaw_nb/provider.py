@@ -101,6 +101,10 @@ def _server_text(exc: openai.APIError) -> str:
         inner = body.get("error") if isinstance(body.get("error"), dict) else body
         if inner.get("message"):
             return str(inner["message"])
+    if isinstance(body, str) and body.strip():  # e.g. a proxy's HTML error page: its words, without the tags
+        text = " ".join(re.sub(r"<[^>]*>", " ", body).split())
+        if text:
+            return f"{exc.message}: {text[:300]}"
     return str(exc.message)
 
 

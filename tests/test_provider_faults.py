@@ -284,19 +284,23 @@ class Case:
     stream: bool = True
     served: int = 1  # requests the faulty turn makes
     agent: dict[str, Any] = field(default_factory=dict)
+    says: str = ""  # the paragraph names the fault
 
 
 CASES = [
-    Case("bad SSE line", lambda s: [send(SSE_HEAD + b"data: {not json\n\n")], "failed:bad_response"),
+    Case("bad SSE line", lambda s: [send(SSE_HEAD + b"data: {not json\n\n")], "failed:bad_response",
+         says="not JSON ("),
     Case("SSE line not UTF-8", lambda s: [send(SSE_HEAD + b"data: \xff\xfe{\n\n")], "failed:bad_response"),
     Case("SSE event that is a JSON list", lambda s: [send(SSE_HEAD + event("[1, 2]"))], "failed:bad_response"),
     Case("error object in the stream", lambda s: [send(SSE_HEAD + event({"error": {"message": "overloaded"}}))],
          "failed:server"),
     Case("HTTP 500 with a multi-line HTML page", lambda s: [send(
         b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n"
-        b"<html>\n<body>\n<h1>502 Bad Gateway</h1>\n</body>\n</html>\n")], "failed:server"),
+        b"<html>\n<body>\n<h1>502 Bad Gateway</h1>\n</body>\n</html>\n")], "failed:server", says="(500)"
+        " after 0 retries: Error code: 500: 502 Bad Gateway. Try again later."),
     Case("stream cut without finish_reason or [DONE], twice",
-         lambda s: [answer("I will now run the ", finish=None, done=False)] * 2, "failed:bad_response", served=2),
+         lambda s: [answer("I will now run the ", finish=None, done=False)] * 2, "failed:bad_response", served=2,
+         says="cut off twice (no finish_reason after 1 event and 19 characters)"),
     Case("stream cut once, then a full answer",
          lambda s: [answer("I will now run the ", finish=None, done=False), answer("Fixed it.")],
          "answer:Fixed it.", served=2),
@@ -311,14 +315,15 @@ CASES = [
          "failed:bad_response"),
     Case("non-JSON 200 (HTML)", lambda s: [send(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n<html>proxy error</html>")],
-        "failed:bad_response", stream=False),
+        "failed:bad_response", stream=False, says="not a JSON completion ('<html>proxy error</html>')"),
     Case("200 with malformed JSON", lambda s: [send(JSON_HEAD + b'{"id": "x", "choices": [')],
          "failed:bad_response", stream=False),
     Case("empty choices (stream)", lambda s: [send(SSE_HEAD + event({**chunk({}), "choices": []}) + event("[DONE]"))],
          "failed:bad_response"),
     Case("empty choices", lambda s: [send(completion_body(None, choices=False))], "failed:bad_response",
-         stream=False),
-    Case("content None, no tool calls (stream)", lambda s: [answer(None)], "failed:bad_response"),
+         stream=False, says="an empty `choices` list"),
+    Case("content None, no tool calls (stream)", lambda s: [answer(None)], "failed:bad_response",
+         says="no text and no tool calls"),
     Case("content None, no tool calls", lambda s: [send(completion_body({"role": "assistant", "content": None}))],
          "failed:bad_response", stream=False),
     Case("choice with message null", lambda s: [send(completion_body(None))], "failed:bad_response", stream=False),
@@ -327,7 +332,8 @@ CASES = [
                     send(SSE_HEAD + b"data: {not json\n\n")], "failed:bad_response", served=2),
     Case("keep-alive comments every 0.1 s (deadline 1 s, read timeout 5 s)",
          lambda s: [trickle(s, SSE_HEAD + event(chunk({"role": "assistant", "content": "thinking"})),
-                            b": keepalive\n\n")], "failed:timeout", agent={"call_deadline": 1.0}),
+                            b": keepalive\n\n")], "failed:timeout", agent={"call_deadline": 1.0},
+         says="within the 1 s call deadline"),
     Case("header lines trickled every 0.1 s (deadline 1 s)",
          lambda s: [trickle(s, b"HTTP/1.1 200 OK\r\n", b"X-Wait: 1\r\n")], "failed:timeout",
          agent={"call_deadline": 1.0, "max_retries": 1}),
@@ -352,6 +358,7 @@ def test_raw_fault_ends_the_turn_cleanly(case: Case, raw_server: RawServer, tmp_
     assert len(raw_server.requests) - served == case.served
     limit = case.agent.get("call_deadline", 5.0) * case.served + 2.0
     assert elapsed < limit, f"the call took {elapsed:.1f} s (deadline {limit - 2:.1f} s)"
+    assert case.says in outcome[1]
     assert_clean_end(agent, outcome, before, tally, case.name, raw_server.requests, expect=case.expect)
 
 
