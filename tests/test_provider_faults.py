@@ -337,6 +337,8 @@ CASES = [
     Case("header lines trickled every 0.1 s (deadline 1 s)",
          lambda s: [trickle(s, b"HTTP/1.1 200 OK\r\n", b"X-Wait: 1\r\n")], "failed:timeout",
          agent={"call_deadline": 1.0, "max_retries": 1}),
+    Case("JSON body trickled as whitespace (deadline 1 s)",
+         lambda s: [trickle(s, JSON_HEAD, b" ")], "failed:timeout", stream=False, agent={"call_deadline": 1.0}),
     Case("headers later than the read timeout", lambda s: [late(s, 3.0, answer("too late"))], "failed:timeout",
          agent={"timeout": 0.5}),
     Case("headers slow but within the timeout", lambda s: [late(s, 0.3, answer("Slow but fine."))],
