@@ -73,15 +73,19 @@ class Agent:
                  shell_timeout: float = 60.0, env: dict[str, str] | None = None,
                  summarize: Callable[[list[Message]], str] | None = None, sandbox: str | None = None,
                  network: str | None = None, shell_env: Sequence[str] | None = None,
-                 max_tool_calls: int = MAX_TOOL_CALLS) -> None:
+                 max_tool_calls: int = MAX_TOOL_CALLS,
+                 call_deadline: float = 600.0) -> None:  # = provider.DEFAULT_CALL_DEADLINE (kept lazy)
         from mxclaw_nb.provider import context_window_for, resolve_provider
         from mxclaw_nb.store import Store
 
         env = dict(os.environ) if env is None else env
         if counter not in COUNTER_MODES:
             raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
+        if provider is None:  # validate before the store opens: a bad value leaves nothing behind
+            provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
+                                        call_deadline=call_deadline)
         self.store = db if isinstance(db, Store) else Store(db)
-        self.provider = provider or resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env)
+        self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
         window = context_window_tokens or context_window_for(self.provider.model, env=env)
         self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)  # validates

@@ -12,6 +12,7 @@ inside a turn; at most one prompt-too-long retry per turn uses the fallback wind
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,7 +95,27 @@ class TurnContext:
 
 
 class TurnFailed(Exception):
-    """A provider or storage failure that ended the turn; the message is for the user."""
+    """A failure that ended the turn (provider, store, tool machinery); the message is one paragraph for the user.
+
+    `user_seq` is the stored seq of the turn's user message (None when it could not be stored), `kind` the
+    provider error kind or the exception type that ended the turn.
+    """
+
+    def __init__(self, message: str, *, kind: str = "error", user_seq: int | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.user_seq = kind, user_seq
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def failure_reason(exc: BaseException, doing: str) -> str:
+    """SPEC L7: one paragraph for an unexpected exception that ended a turn while `doing` something."""
+    what = _one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    return (f"The turn stopped while {doing}: {what}. Everything stored before that is kept, and the next turn "
+            "repairs any unfinished tool call; send another message to go on.")
 
 
 def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any], turn: int,
@@ -131,15 +152,24 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
-    """L1: store the user message, then model call -> store -> tools -> store until an answer."""
-    transcript = ctx.store.load_transcript(session_id)
-    user_seq = ctx.store.append_message(session_id, user_message, turn=turn)
-    started = {"session_id": session_id, "prompt": user_message.get("content")}
-    _emit(ctx, session_id, "turn.started", started, turn, None)
+    """L1: store the user message, then model call -> store -> tools -> store until an answer.
+
+    L7: the turn ends with a final answer, or with a stored `turn.failed` event and a `TurnFailed` whose text
+    is one paragraph, whatever failed (provider, store, a tool's machinery, a subscriber); KeyboardInterrupt
+    stays an interruption (`turn.interrupted`, re-raised).
+    """
     result = TurnResult(session_id, turn, "", "ok", 0)
-    view_input: list[Message] = [*transcript, user_message]
-    seqs: list[int | None] = [*range(len(transcript)), user_seq]  # transcript seq of each input position
+    user_seq: int | None = None
+    doing = "loading the session's transcript"
     try:
+        transcript = ctx.store.load_transcript(session_id)
+        doing = "storing your message"
+        user_seq = ctx.store.append_message(session_id, user_message, turn=turn)
+        doing = "starting the turn"
+        started = {"session_id": session_id, "prompt": user_message.get("content")}
+        _emit(ctx, session_id, "turn.started", started, turn, None)
+        view_input: list[Message] = [*transcript, user_message]
+        seqs: list[int | None] = [*range(len(transcript)), user_seq]  # transcript seq of each input position
         while True:
             if result.iterations >= ctx.max_iterations:
                 result.status = "max_iterations"
@@ -149,7 +179,9 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 break
             result.iterations += 1
             it = result.iterations
+            doing = f"building the request view for model call {it}"
             view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result)
+            doing = f"storing the answer of model call {it}"
             assistant = dict(completion.message)
             assistant.setdefault("role", "assistant")
             with ctx.store.batch():  # one commit for the call's record and its answer (store overhead, S1)
@@ -161,27 +193,50 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 break
             appended = [assistant]
             bound = ctx.tool_context.max_tool_calls
-            for call in calls[:bound]:
+            for n, call in enumerate(calls[:bound], 1):
+                doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
                 message, seq = _run_tool(ctx, session_id, call, turn, it)
                 appended.append(message)
                 new_seqs.append(seq)
             if len(calls) > bound:  # L3: answer the rest (C4 needs every call answered) without running them
+                doing = f"answering the {len(calls) - bound} tool calls past max_tool_calls"
                 skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
                 appended.extend(m for m, _ in skipped)
                 new_seqs.extend(s for _, s in skipped)
+            doing = f"preparing model call {it + 1}"
             view_input = view.next_input(appended)
             seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
+        doing = "finishing the turn"
+        _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
+                                                 "status": result.status}, turn, result.iterations)
     except KeyboardInterrupt:
         result.status = "interrupted"
         _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)
         raise
     except TurnFailed as exc:
-        result.status, result.error = "failed", str(exc)
-        _emit(ctx, session_id, "turn.failed", {"error": str(exc)}, turn, result.iterations)
-        raise
-    _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
-                                             "status": result.status}, turn, result.iterations)
+        reason = _fail(ctx, result, str(exc), exc.kind, user_seq)
+        raise TurnFailed(reason, kind=exc.kind, user_seq=user_seq) from (exc.__cause__ or exc)
+    except Exception as exc:  # L7: anything else ends the turn the same visible, stored way
+        kind = type(exc).__name__
+        reason = _fail(ctx, result, failure_reason(exc, doing), kind, user_seq)
+        raise TurnFailed(reason, kind=kind, user_seq=user_seq) from exc
     return result
+
+
+def _fail(ctx: TurnContext, result: TurnResult, reason: str, kind: str, user_seq: int | None) -> str:
+    """Store `turn.failed` (best effort: the store may be what failed) and tell subscribers; returns the reason."""
+    if user_seq is None:
+        reason += " Your message could not be stored."
+    payload = {"error": reason, "kind": kind}
+    try:
+        ctx.store.append_event(result.session_id, "turn.failed", payload, turn=result.turn, iteration=result.iterations)
+    except Exception as exc:
+        reason += f" This failure could not be stored either ({_one_line(f'{type(exc).__name__}: {exc}', 200)})."
+        payload["error"] = reason
+    result.status, result.error = "failed", reason
+    with contextlib.suppress(Exception):  # a failing subscriber must not hide the reason
+        ctx.emit("turn.failed", {**payload, "turn": result.turn, "iteration": result.iterations})
+    return reason
 
 
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: list[int | None], turn: int,
@@ -209,15 +264,17 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             record = _request_record(view, ctx.provider, turn, it, seqs, error="interrupted", retry=retry)
             ctx.store.append_request(session_id, record)
             raise
-        except ProviderError as exc:
+        except Exception as exc:
             latency = (time.perf_counter() - started) * 1000
-            ctx.store.append_request(session_id, _request_record(view, ctx.provider, turn, it, seqs, latency_ms=latency,
-                                                                 error=str(exc), retry=retry))
-            if exc.kind == "prompt_too_long" and not result.retried:
+            known = isinstance(exc, ProviderError)
+            reason = str(exc) if known else failure_reason(exc, f"calling the model (call {it})")
+            note = _store_failed_request(ctx, session_id, _request_record(
+                view, ctx.provider, turn, it, seqs, latency_ms=latency, error=reason, retry=retry))
+            if known and exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
                 view = build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}")
                 continue
-            raise TurnFailed(str(exc)) from exc
+            raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
         record = _request_record(view, ctx.provider, turn, it, seqs, usage=usage, latency_ms=latency, retry=retry)
@@ -240,6 +297,15 @@ def _skip_tools(ctx: TurnContext, session_id: str, calls: list[dict[str, Any]], 
     return list(zip(messages, seqs, strict=True))
 
 
+def _store_failed_request(ctx: TurnContext, session_id: str, record: dict[str, Any]) -> str:
+    """Store a failed call's request record (with `error`); '' or a note when the store refused it."""
+    try:
+        ctx.store.append_request(session_id, record)
+    except Exception as exc:
+        return f" Its request record could not be stored ({_one_line(f'{type(exc).__name__}: {exc}', 200)})."
+    return ""
+
+
 def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> tuple[Message, int]:
     name = tool_call_name(call) or "unknown"
     fn = call.get("function") if isinstance(call.get("function"), dict) else {}
@@ -250,9 +316,11 @@ def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int
     message: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
     if result.is_error:
         message["is_error"] = True
-    seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
-    _emit(ctx, session_id, "tool.finished", {
-        "call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
-        "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
-        "exit_code": result.meta.get("exit_code")}, turn, it)
+    finished = {"call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
+                "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
+                "exit_code": result.meta.get("exit_code")}
+    with ctx.store.batch():  # the result and its event happen together: one commit (1,000 calls stay fast)
+        seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
+        ctx.store.append_event(session_id, "tool.finished", finished, turn=turn, iteration=it)
+    ctx.emit("tool.finished", {**finished, "turn": turn, "iteration": it})
     return message, seq

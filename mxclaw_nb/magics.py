@@ -33,8 +33,8 @@ from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
 
 AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
-                  "keep_recent_tokens", "approval", "counter", "max_iterations", "sandbox", "network", "shell_env",
-                  "max_tool_calls")
+                  "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline", "sandbox", "network",
+                  "shell_env", "max_tool_calls")
 CONFIG_KEYS = (*AGENT_SETTINGS, "live", "widgets", "approval_timeout")
 
 
@@ -55,6 +55,7 @@ class AgentMagics(Magics, Configurable):
     approval = Enum(("ask", "allow", "deny"), "ask", config=True, help="Shell commands: ask, allow or deny.")
     counter = Enum(COUNTER_MODES, "auto", config=True, help="Token counter (T2/T3).")
     max_iterations = Integer(20, config=True, help="Model calls per turn before the loop stops.")
+    call_deadline = Float(600.0, config=True, help="Total seconds one model call may take, retries included (L7).")
     sandbox = Enum(SANDBOX_MODES, None, allow_none=True, config=True,
                    help="Shell sandbox (L5): auto, bwrap, landlock or off ($MXCLAW_SANDBOX, else auto).")
     network = Enum(NETWORK_MODES, None, allow_none=True, config=True,
@@ -114,8 +115,8 @@ class AgentMagics(Magics, Configurable):
                          api_key=os.environ.get(self.api_key_env) or None,
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
-                         max_iterations=self.max_iterations, session_id=session_id, sandbox=self.sandbox or None,
-                         network=self.network or None, max_tool_calls=self.max_tool_calls,
+                         max_iterations=self.max_iterations, session_id=session_id, call_deadline=self.call_deadline,
+                         sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
                          shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout))
         except ValueError as exc:

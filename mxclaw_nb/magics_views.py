@@ -223,6 +223,9 @@ def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
         text = getattr(cause, "message", None) or str(cause)
     if agent.is_demo:
         text = f"{agent.label}: {text}"
+    if hasattr(exc, "user_seq"):  # TurnFailed knows whether this turn's message was stored (L7)
+        seq = getattr(exc, "user_seq", None)
+        return text if seq is None else f"{text} Your message is stored (session {agent.session_id[:8]}, #{seq})."
     try:
         found = m.store().sql("SELECT max(seq) AS seq FROM messages WHERE session_id = ? AND role = 'user'",
                               [agent.session_id])

@@ -92,22 +92,37 @@ def display_url(url: str) -> str:
 class StreamRedactor:
     """``redact`` over streamed pieces: a secret split across pieces is still caught.
 
-    Keys and URL credentials contain no whitespace, so text is released up to its last whitespace and
-    the word being streamed is held back until it ends (or grows past ``hold`` characters beyond the
-    longest known secret); ``flush`` releases the rest. What is released is redacted.
+    Only what could still turn into a secret is held back: the longest tail that begins a known
+    secret, or the word being streamed when it is part of a URL (``://``) or follows ``Bearer``.
+    Everything else is released at once (CJK text without spaces streams as it comes); ``flush``
+    releases the rest. What is released is redacted.
     """
 
-    def __init__(self, hold: int = 160) -> None:
-        self.hold = hold
+    def __init__(self, hold: int = 2048) -> None:
+        self.hold = hold  # a held word longer than this is released anyway
         self._pending = ""
+
+    @staticmethod
+    def _held(buffer: str) -> int:
+        """How many trailing characters of ``buffer`` may still become part of a secret."""
+        keep = 0
+        for value in _known:
+            for k in range(min(len(value) - 1, len(buffer)), keep, -1):
+                if value.startswith(buffer[-k:]):
+                    keep = k
+                    break
+        start = max(buffer.rfind(" "), buffer.rfind("\n"), buffer.rfind("\t")) + 1
+        word = buffer[start:]
+        before = buffer[max(0, start - 8):start].lower()
+        if "://" in word or ":/" in word[-2:] or word.endswith(":") or "bearer" in before:
+            keep = max(keep, len(word))
+        return keep
 
     def feed(self, text: str) -> str:
         """Take a piece; return the redacted text that is safe to show now."""
         buffer = self._pending + text
-        room = max([self.hold, *(len(v) + 16 for v in _known)])
-        cut = max(buffer.rfind(" "), buffer.rfind("\n"), buffer.rfind("\t")) + 1
-        if len(buffer) - cut > room:
-            cut = len(buffer) - room
+        keep = min(self._held(buffer), self.hold)
+        cut = len(buffer) - keep
         self._pending = buffer[cut:]
         return redact(buffer[:cut])
 
