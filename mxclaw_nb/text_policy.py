@@ -1,0 +1,138 @@
+"""The text policy (SPEC L7): text that is not valid Unicode is escaped, reversibly, and never raises.
+
+Why: Python strings can hold code points no UTF-8 encoder accepts — lone surrogates. They arrive from
+`os.fsdecode`/`os.scandir` (a file name byte that is not UTF-8 becomes U+DC80..U+DCFF, "surrogateescape"),
+from JSON (`"\\udcff"` decodes to a lone surrogate: a model's tool arguments or text), and from users.
+DuckDB, the `openai` client and most servers refuse them, so one such character used to abort a whole
+turn. Every edge where text leaves the process (the store, the request sent to the provider, tool
+results) therefore passes it through the functions here. Pure, standard library only, no I/O.
+
+The escaped form (`escape`), applied only where needed:
+
+- a surrogateescape byte U+DC80..U+DCFF is written ``\\xHH`` (``\\udcff`` -> ``\\xff``), lowercase hex;
+- any other lone surrogate U+D800..U+DFFF is written ``\\uHHHH`` (``\\ud800``), lowercase hex;
+- a literal backslash is written ``\\x5c`` only where it would otherwise look like one of these escapes,
+  i.e. when the text after it is ``x5c``, ``x`` + two lowercase hex digits from 80 to ff, or ``ud`` + three
+  lowercase hex digits from 800 to fff; every other backslash (``\\n`` in code, Windows paths) is kept;
+- everything else, including NUL and all valid Unicode, is kept as it is.
+
+`escape` is total (never raises, any str in), its result always encodes as UTF-8, and
+``unescape(escape(s)) == s`` for every str: the form is unambiguous, so it can be reversed without a marker.
+
+Where it is used, and what is reversible:
+
+- **Transcript rows** (`store_codec`): a message whose text is all valid is stored byte for byte. A message
+  holding any invalid text is stored with every string of it (content, tool calls, names, extra keys)
+  passed through `escape`, and the key ``"mxclaw_text_escaped": true`` in its `extra` JSON column;
+  `load_transcript` unescapes it, so the appended dict comes back exactly (SPEC S2). The key is reserved.
+- **Other JSON columns** (event payloads, request records, session meta): the same, with the key inside
+  the JSON object (`unescape_value(json.loads(payload))` gives the original back; the store does not).
+- **Other text columns** (request errors, summaries, session titles and workspace, artifact text) and
+  **text for the model** (tool results, file names, the request view): `display`, i.e. unchanged when
+  valid and `escape`d otherwise. No marker: `unescape` gives the original back when the text held invalid
+  text; valid text that happens to contain literal ``\\x80``-``\\xff``, ``\\x5c`` or ``\\ud800``-``\\udfff``
+  sequences cannot be told apart from escaped text there (it is shown unchanged).
+- **Tool-call arguments sent to the provider** (`json_text`): JSON text, so a lone surrogate becomes the
+  JSON escape ``\\udcff``, which every JSON parser reads back as the same string.
+- File tools show odd names with `display` and accept a name in that form back (when the path as given
+  does not exist, its `unescape` is tried), so a model can read the file ``\\xff.txt`` it was shown.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["ESCAPED_KEY", "display", "escape", "escape_value", "is_valid", "json_text", "unescape",
+           "unescape_value", "value_is_valid"]
+
+ESCAPED_KEY = "mxclaw_text_escaped"  # marks a stored JSON object (or message row) whose strings were escaped
+# What the slow path rewrites: a surrogate, or a backslash that would read as an escape.
+_TO_ESCAPE = re.compile(r"[\ud800-\udfff]|\\(?=x5c|x[89a-f][0-9a-f]|ud[89a-f][0-9a-f]{2})")
+_LOOKALIKE = re.compile(r"\\(?:x5c|x[89a-f][0-9a-f]|ud[89a-f][0-9a-f]{2})")  # also exactly what unescape reads
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def is_valid(text: str) -> bool:
+    """True when `text` encodes as UTF-8 (holds no lone surrogate)."""
+    if text.isascii():  # O(1) in CPython
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    c = match.group()
+    if c == "\\":
+        return "\\x5c"
+    code = ord(c)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def escape(text: str) -> str:
+    """The reversible escaped form of `text` (see the module docstring); valid UTF-8 always."""
+    if is_valid(text) and ("\\" not in text or not _LOOKALIKE.search(text)):
+        return text
+    return _TO_ESCAPE.sub(_escape_one, text)
+
+
+def _unescape_one(match: re.Match[str]) -> str:
+    seq = match.group()
+    if seq[1] == "x":
+        return "\\" if seq == "\\x5c" else chr(0xDC00 + int(seq[2:], 16))
+    return chr(int(seq[2:], 16))
+
+
+def unescape(text: str) -> str:
+    """Inverse of `escape`: the original str (surrogates and all) of an escaped text."""
+    if "\\" not in text:
+        return text
+    return _LOOKALIKE.sub(_unescape_one, text)
+
+
+def display(text: str) -> str:
+    """`text` itself when it is valid UTF-8, else its escaped form: for text shown or sent, not marked."""
+    return text if is_valid(text) else escape(text)
+
+
+def json_text(text: str) -> str:
+    """JSON text (e.g. tool-call arguments) with each lone surrogate as a JSON ``\\uXXXX`` escape."""
+    if is_valid(text):
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def value_is_valid(value: Any) -> bool:
+    """True when every str inside `value` (dict keys and values, lists, tuples) is valid UTF-8."""
+    if isinstance(value, str):
+        return is_valid(value)
+    if isinstance(value, dict):
+        return all(value_is_valid(k) and value_is_valid(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(map(value_is_valid, value))
+    return True
+
+
+def escape_value(value: Any) -> Any:
+    """A copy of `value` with `escape` applied to every str in it (keys included); other values kept."""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, dict):
+        return {escape_value(k): escape_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [escape_value(v) for v in value]
+    return value
+
+
+def unescape_value(value: Any) -> Any:
+    """Inverse of `escape_value` (tuples come back as lists, as from JSON)."""
+    if isinstance(value, str):
+        return unescape(value)
+    if isinstance(value, dict):
+        return {unescape_value(k): unescape_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unescape_value(v) for v in value]
+    return value
