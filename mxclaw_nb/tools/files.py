@@ -6,6 +6,10 @@ the OS will (following symlinks, including dangling ones and symlinked parent fo
 anything that does not end up inside the resolved workspace with a ``Permission denied`` failure,
 which the context engine keeps as failure evidence (C5/C6). Paths that use ``..`` but stay inside
 (``src/../README.md``) are fine. Text is read and written as UTF-8 with newlines untouched.
+
+Names and bytes that are not UTF-8 follow the text policy (SPEC L7, ``mxclaw_nb.text_policy``): a file
+name byte 0xff is shown as ``\\xff`` (``display_name``), file bytes that do not decode are shown the same
+way, and a path given back in that form names the file it was shown for (``model_path``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mxclaw_nb.text_policy import display, unescape
 from mxclaw_nb.tools.base import ToolContext, ToolResult, denied, failed, invalid
 from mxclaw_nb.tools.registry import Tool
 
@@ -29,12 +34,28 @@ SKIP_DIRS = frozenset(
 )
 
 
+def display_name(name: str) -> str:
+    """A file name as tools show it: itself, or its escaped form when it is not valid UTF-8 (SPEC L7)."""
+    return display(name)
+
+
+def model_path(ctx: ToolContext, path: str) -> str:
+    """The path a model means: as given, or, when that does not exist, its unescaped form if that does."""
+    if "\\" not in path:
+        return path
+    original = unescape(path)
+    if original == path or os.path.lexists(ctx.workspace / path) or not os.path.lexists(ctx.workspace / original):
+        return path
+    return original
+
+
 def resolve_in_workspace(ctx: ToolContext, path: str) -> Path:
     """Resolve a model-given path; raise a 'Permission denied' ToolError if it leaves the workspace."""
     if not isinstance(path, str) or not path.strip():
         raise invalid("arguments: 'path' must be a non-empty string")
     if "\x00" in path:
         raise invalid("arguments: 'path' contains a NUL character")
+    path = model_path(ctx, path)
     raw = Path(path).expanduser()
     target = (raw if raw.is_absolute() else ctx.workspace / raw).resolve()
     if not target.is_relative_to(ctx.workspace):
@@ -43,7 +64,7 @@ def resolve_in_workspace(ctx: ToolContext, path: str) -> Path:
 
 
 def _rel(ctx: ToolContext, p: Path) -> str:
-    return p.relative_to(ctx.workspace).as_posix() or "."
+    return display_name(p.relative_to(ctx.workspace).as_posix() or ".")
 
 
 def _is_binary(head: bytes) -> bool:
@@ -69,13 +90,13 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if offset is None and limit is None:
         if size > MAX_READ_FILE_BYTES:
             raise failed(f"'{args['path']}' has {size} bytes; read it in parts with offset and limit")
-        text = p.read_bytes().decode("utf-8", errors="replace")
+        text = display(p.read_bytes().decode("utf-8", errors="surrogateescape"))
         return ToolResult(text, meta={"path": _rel(ctx, p), "bytes": size})
     first = offset or 1
     count = limit or DEFAULT_READ_LINES
     picked: list[str] = []
     total = 0
-    with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+    with p.open("r", encoding="utf-8", errors="surrogateescape", newline="") as fh:
         for total, line in enumerate(fh, start=1):
             if first <= total < first + count:
                 picked.append(line)
@@ -83,7 +104,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise invalid(f"arguments: 'offset' {first} is past the end ('{args['path']}' has {total} lines)")
     last = first + len(picked) - 1
     header = f"[lines {first}-{last} of {total} in {_rel(ctx, p)}]\n"
-    return ToolResult(header + "".join(picked), meta={"path": _rel(ctx, p), "bytes": size})
+    return ToolResult(header + display("".join(picked)), meta={"path": _rel(ctx, p), "bytes": size})
 
 
 def list_dir(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -96,12 +117,13 @@ def list_dir(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     entries = sorted(os.scandir(p), key=lambda e: e.name)
     lines = []
     for e in entries[:MAX_LIST_ENTRIES]:
+        name = display_name(e.name)
         if e.is_symlink():
-            lines.append(f"{e.name} -> {os.readlink(e.path)}")
+            lines.append(f"{name} -> {display_name(os.readlink(e.path))}")
         elif e.is_dir():
-            lines.append(e.name + "/")
+            lines.append(name + "/")
         else:
-            lines.append(f"{e.name}  ({e.stat().st_size} bytes)")
+            lines.append(f"{name}  ({e.stat().st_size} bytes)")
     if len(entries) > MAX_LIST_ENTRIES:
         lines.append(f"[... {len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
     head = f"{_rel(ctx, p)}: {len(entries)} entries"
@@ -146,10 +168,11 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if _is_binary(data[:8192]):
             continue
         searched += 1
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        for n, line in enumerate(data.decode("utf-8", errors="surrogateescape").splitlines(), start=1):
             if rx.search(line):
                 total += 1
                 if len(hits) < max_hits:
+                    line = display(line)
                     shown = line if len(line) <= GREP_LINE_CLIP else line[:GREP_LINE_CLIP] + "…"
                     hits.append(f"{_rel(ctx, f)}:{n}: {shown}")
     if not hits:
