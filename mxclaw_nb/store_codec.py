@@ -59,13 +59,21 @@ def _loads(text: str | None) -> Any:
 def message_to_row(message: dict[str, Any]) -> tuple[Any, ...]:
     """Encode one message dict as the values of MESSAGE_COLUMNS; ValueError on a malformed message."""
     row = _encode(message)
-    if ESCAPED_KEY not in message and all(v.__class__ is not str or is_valid(v) for v in row):
+    if ESCAPED_KEY not in message and _all_valid(row):
         return row
     # SPEC L7: some text is not valid Unicode. Escape every string of the message (so the row decodes back
     # exactly) and mark the row; a message that already carries the reserved key takes this path too.
     escaped = escape_value(message)
     escaped[ESCAPED_KEY] = True
     return _encode(escaped)
+
+
+def _all_valid(row: tuple[Any, ...]) -> bool:
+    # The fast path of every append (~1 us a row): ASCII is O(1) to tell, other text is encoded once.
+    for value in row:  # noqa: SIM110 - a plain loop: half the cost of all() over a generator here
+        if value.__class__ is str and not value.isascii() and not is_valid(value):
+            return False
+    return True
 
 
 def _encode(message: dict[str, Any]) -> tuple[Any, ...]:
