@@ -313,3 +313,21 @@ def test_a_10_mb_tool_output_with_undecodable_bytes(test_server, odd_workspace, 
     text = agent.store.get_artifact(agent.session_id, artifact_id)
     assert text is not None and len(text) == len(data) + 6 * data.count(b"\n") and is_valid(text)
     assert elapsed < 30, f"a 10 MB odd-bytes output took {elapsed:.1f} s"
+
+
+def test_a_workspace_whose_own_path_is_not_utf8(test_server, tmp_path):
+    """L7: the workspace folder's name itself holds byte 0xff: the session row, the frozen context, tool
+    results naming the workspace and the whole turn are stored; the path is shown as \\xff."""
+    os.mkdir(os.fsencode(tmp_path) + b"/w\xff")
+    ws = Path(os.fsdecode(os.fsencode(tmp_path) + b"/w\xff"))
+    (ws / "AGENTS.md").write_bytes(b"house rules\n")
+    test_server.enqueue_tool_calls([("list_dir", {"path": "."}), ("read_file", {"path": "/etc/hostname"})])
+    test_server.enqueue_text("done")
+    agent = make_agent(test_server, ws, tmp_path)
+    result = agent.run("where am I?")
+    assert result.status == "ok"
+    stored = assert_clean(agent, 1)
+    denied = [m for m in stored if m["role"] == "tool"][1]
+    assert denied["is_error"] and "outside the workspace" in denied["content"] and "w\\xff" in denied["content"]
+    assert agent.store.sessions()["workspace"].iloc[0].endswith("/w\\xff")
+    assert any("house rules" in str(m.get("content")) for m in stored if m["role"] == "system")
