@@ -40,6 +40,7 @@ Where it is used, and what is reversible:
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import Any
 
@@ -47,10 +48,12 @@ __all__ = ["ESCAPED_KEY", "display", "escape", "escape_value", "is_valid", "json
            "unescape_value", "value_is_valid"]
 
 ESCAPED_KEY = "mxclaw_text_escaped"  # marks a stored JSON object (or message row) whose strings were escaped
-# What the slow path rewrites: a surrogate, or a backslash that would read as an escape.
-_TO_ESCAPE = re.compile(r"[\ud800-\udfff]|\\(?=x5c|x[89a-f][0-9a-f]|ud[89a-f][0-9a-f]{2})")
-_LOOKALIKE = re.compile(r"\\(?:x5c|x[89a-f][0-9a-f]|ud[89a-f][0-9a-f]{2})")  # also exactly what unescape reads
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_HANDLER = "mxclaw_nb.escape"  # codec error handler: the escapes of a run of lone surrogates
+# A backslash that would read as an escape; and, to read them, the escapes (runs of byte escapes at once).
+_LOOKALIKE_BACKSLASH = re.compile(r"\\(?=x5c|x[89a-f][0-9a-f]|ud[89a-f][0-9a-f]{2})")
+_LOOKALIKE = re.compile(r"\\(?:x5c|x[89a-f][0-9a-f]|ud[89a-f][0-9a-f]{2})")
+# (a leading literal backslash lets `re` skip to candidates at C speed: 20x faster than a leading group)
+_ESCAPES = re.compile(r"\\(?:x[89a-f][0-9a-f](?:\\x[89a-f][0-9a-f])*|x5c|ud[89a-f][0-9a-f]{2})")
 
 
 def is_valid(text: str) -> bool:
@@ -64,33 +67,48 @@ def is_valid(text: str) -> bool:
     return True
 
 
-def _escape_one(match: re.Match[str]) -> str:
-    c = match.group()
-    if c == "\\":
-        return "\\x5c"
-    code = ord(c)
-    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+def _surrogate_run(exc: UnicodeError) -> tuple[str, int]:
+    # The UTF-8 encoder calls this once per run of consecutive lone surrogates. A run of surrogateescape
+    # bytes (the usual case: a non-UTF-8 name or file) is escaped at C speed (bytes.hex, str.replace).
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    run = exc.object[exc.start:exc.end]
+    try:
+        data = run.encode("utf-8", "surrogateescape")  # U+DC80..U+DCFF -> the bytes 0x80..0xff
+    except UnicodeEncodeError:
+        return "".join(f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+                       for c in map(ord, run)), exc.end
+    return "\\x" + data.hex(":").replace(":", "\\x"), exc.end  # bytes ff fe -> "ff:fe" -> two byte escapes
+
+
+codecs.register_error(_HANDLER, _surrogate_run)
 
 
 def escape(text: str) -> str:
     """The reversible escaped form of `text` (see the module docstring); valid UTF-8 always."""
-    if is_valid(text) and ("\\" not in text or not _LOOKALIKE.search(text)):
+    valid = is_valid(text)
+    if valid and ("\\" not in text or not _LOOKALIKE.search(text)):
         return text
-    return _TO_ESCAPE.sub(_escape_one, text)
+    if "\\" in text:
+        text = _LOOKALIKE_BACKSLASH.sub(r"\\x5c", text)
+    return text if valid else text.encode("utf-8", _HANDLER).decode("utf-8")
 
 
 def _unescape_one(match: re.Match[str]) -> str:
     seq = match.group()
-    if seq[1] == "x":
-        return "\\" if seq == "\\x5c" else chr(0xDC00 + int(seq[2:], 16))
-    return chr(int(seq[2:], 16))
+    if seq[1] == "u":
+        return chr(int(seq[2:], 16))
+    if seq == "\\x5c":
+        return "\\"
+    # a run of byte escapes: bytes 0x80..0xff, and the ASCII codec's surrogateescape maps each to U+DC80+
+    return bytes.fromhex(seq.replace("\\x", "")).decode("ascii", "surrogateescape")
 
 
 def unescape(text: str) -> str:
     """Inverse of `escape`: the original str (surrogates and all) of an escaped text."""
     if "\\" not in text:
         return text
-    return _LOOKALIKE.sub(_unescape_one, text)
+    return _ESCAPES.sub(_unescape_one, text)
 
 
 def display(text: str) -> str:
@@ -102,7 +120,7 @@ def json_text(text: str) -> str:
     """JSON text (e.g. tool-call arguments) with each lone surrogate as a JSON ``\\uXXXX`` escape."""
     if is_valid(text):
         return text
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # U+DCFF -> the six characters of its JSON escape
 
 
 def value_is_valid(value: Any) -> bool:

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mxclaw_nb import Agent
+from mxclaw_nb.context import estimate_tokens
 from mxclaw_nb.context.repair import plan_counted
 from mxclaw_nb.messages import sanitize
 from mxclaw_nb.store_codec import message_to_row, row_to_message
@@ -39,6 +40,7 @@ from mxclaw_nb.text_policy import (
     unescape,
     unescape_value,
 )
+from mxclaw_nb.tokenizers import exact_counter
 
 # -- properties -------------------------------------------------------------------------------------------
 
@@ -84,6 +86,29 @@ def test_valid_text_without_lookalikes_is_never_changed(text: str) -> None:
         assert escape(text) == text
     if is_valid(text):
         assert display(text) == text
+
+
+def reference_escape(text: str) -> str:
+    """The escaped form character by character, straight from the module docstring (the oracle)."""
+    out = []
+    for i, c in enumerate(text):
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")
+        elif c == "\\" and LOOKALIKE.match(text, i):
+            out.append("\\x5c")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(any_text)
+def test_the_fast_escape_is_the_documented_one(text: str) -> None:
+    """The C-speed paths (codec error handler, byte runs, literal-prefix regexes) give the oracle's text."""
+    assert escape(text) == reference_escape(text)
 
 
 def test_escape_forms_are_the_documented_ones() -> None:
@@ -145,8 +170,13 @@ def message_to_row_plain(msg: dict) -> tuple:
 def test_the_sent_form_always_encodes_and_the_one_pass_plan_agrees(messages: list[dict]) -> None:
     """L7 at the provider edge: the sent form of any message is JSON the openai client can encode as UTF-8,
     and the cold build's inline fast paths send exactly what `sanitize` sends."""
+    exact = exact_counter("o200k_base")
     for m in messages:
-        json.dumps(sanitize(m), ensure_ascii=False).encode("utf-8")
+        sent = sanitize(m)
+        json.dumps(sent, ensure_ascii=False).encode("utf-8")
+        assert estimate_tokens(m) == estimate_tokens(sent) >= 0  # C1 counts the escaped form that is sent
+        if exact is not None:
+            assert exact.count(m) >= 0
     plan = plan_counted(messages)
     for (_, m), out in zip(plan.steps, plan.sent, strict=True):
         assert json.dumps(out) == json.dumps(sanitize(m))
