@@ -205,6 +205,7 @@ def odd_workspace(tmp_path: Path) -> Path:
     os.mkdir(root + b"/d\xe9j\xe0")
     _touch(root + b"/d\xe9j\xe0/inner.txt", b"needle inside a non-UTF-8 folder\n")
     (ws / "a.txt").write_text("alpha\n", encoding="utf-8")
+    (ws / "\\xff.txt").write_text("a name with a real backslash\n", encoding="utf-8")  # looks like an escape
     return ws
 
 
@@ -242,14 +243,19 @@ def test_non_utf8_names_and_contents_through_list_dir_grep_and_read_file(test_se
     test_server.enqueue_tool_calls([("list_dir", {"path": "."}), ("grep", {"pattern": "needle", "path": "."})])
     test_server.enqueue_tool_calls([("read_file", {"path": "\\xff.txt"}), ("read_file", {"path": "latin1.txt"}),
                                     ("list_dir", {"path": "d\\xe9j\\xe0"}),
-                                    ("read_file", {"path": "d\\xe9j\\xe0/inner.txt"})])
+                                    ("read_file", {"path": "d\\xe9j\\xe0/inner.txt"}),
+                                    ("read_file", {"path": "\\x5cxff.txt"}), ("read_file", {"path": "\ud800"})])
     test_server.enqueue_text("all read")
     agent = make_agent(test_server, odd_workspace, tmp_path)
     result = agent.run("look around")
     assert result.status == "ok" and result.text == "all read"
     stored = assert_clean(agent, 1)
-    listing, hits, named, latin1, sub, inner = (m["content"] for m in stored if m["role"] == "tool")
+    listing, hits, named, latin1, sub, inner, backslashed, surrogate = (m["content"] for m in stored
+                                                                        if m["role"] == "tool")
     assert "\\xff.txt  (41 bytes)" in listing and "d\\xe9j\\xe0/" in listing
+    assert "\\x5cxff.txt  (29 bytes)" in listing  # the real backslash name cannot be mistaken for byte 0xff
+    assert backslashed == "a name with a real backslash\n"
+    assert surrogate == "Invalid arguments: 'path' '\\ud800' holds a lone surrogate no file name can have"
     assert "\\xff.txt:1: needle" in hits and "latin1.txt:1: caf\\xe9 needle" in hits
     assert "d\\xe9j\\xe0/inner.txt:1: needle" in hits
     assert named == "needle in a file whose name is byte 0xff\n"
@@ -257,7 +263,7 @@ def test_non_utf8_names_and_contents_through_list_dir_grep_and_read_file(test_se
     assert "inner.txt" in sub and inner == "needle inside a non-UTF-8 folder\n"
     # what the model got is exactly what is stored (the tool edge escaped it; nothing is left to escape)
     sent_tools = [m["content"] for m in test_server.requests[-1]["messages"] if m["role"] == "tool"]
-    assert sent_tools == [listing, hits, named, latin1, sub, inner]
+    assert sent_tools == [listing, hits, named, latin1, sub, inner, backslashed, surrogate]
     agent.close()
     rows = db_rows(tmp_path / "text.duckdb", agent.session_id)
     assert len(rows) == len(stored) and [r[0] for r in rows] == [m["role"] for m in stored]

@@ -8,8 +8,9 @@ which the context engine keeps as failure evidence (C5/C6). Paths that use ``..`
 (``src/../README.md``) are fine. Text is read and written as UTF-8 with newlines untouched.
 
 Names and bytes that are not UTF-8 follow the text policy (SPEC L7, ``mxclaw_nb.text_policy``): a file
-name byte 0xff is shown as ``\\xff`` (``display_name``), file bytes that do not decode are shown the same
-way, and a path given back in that form names the file it was shown for (``model_path``).
+name byte 0xff is shown as ``\\xff`` (``display_name``: the escaped form, so two names never look alike),
+file bytes that do not decode are shown the same way, and a path given back in the shown form names the file
+it was shown for (``model_path``; a literal name is used when the shown form names nothing).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.text_policy import display, unescape
+from mxclaw_nb.text_policy import display, escape, unescape
 from mxclaw_nb.tools.base import ToolContext, ToolResult, denied, failed, invalid
 from mxclaw_nb.tools.registry import Tool
 
@@ -35,18 +36,18 @@ SKIP_DIRS = frozenset(
 
 
 def display_name(name: str) -> str:
-    """A file name as tools show it: itself, or its escaped form when it is not valid UTF-8 (SPEC L7)."""
-    return display(name)
+    """A file name as tools show it: `escape`d (SPEC L7), so two different names never look the same."""
+    return escape(name)
 
 
 def model_path(ctx: ToolContext, path: str) -> str:
-    """The path a model means: as given, or, when that does not exist, its unescaped form if that does."""
+    """The path a model means: the name shown as `path` (its `unescape`) if that exists, else `path` as given."""
     if "\\" not in path:
         return path
     original = unescape(path)
-    if original == path or os.path.lexists(ctx.workspace / path) or not os.path.lexists(ctx.workspace / original):
-        return path
-    return original
+    if original != path and os.path.lexists(ctx.workspace / original):
+        return original
+    return path
 
 
 def resolve_in_workspace(ctx: ToolContext, path: str) -> Path:
@@ -56,6 +57,10 @@ def resolve_in_workspace(ctx: ToolContext, path: str) -> Path:
     if "\x00" in path:
         raise invalid("arguments: 'path' contains a NUL character")
     path = model_path(ctx, path)
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        raise invalid(f"arguments: 'path' '{escape(path)}' holds a lone surrogate no file name can have") from None
     raw = Path(path).expanduser()
     target = (raw if raw.is_absolute() else ctx.workspace / raw).resolve()
     if not target.is_relative_to(ctx.workspace):
