@@ -34,8 +34,9 @@ Where it is used, and what is reversible:
   sequences cannot be told apart from escaped text there (it is shown unchanged).
 - **Tool-call arguments sent to the provider** (`json_text`): JSON text, so a lone surrogate becomes the
   JSON escape ``\\udcff``, which every JSON parser reads back as the same string.
-- File tools show odd names with `display` and accept a name in that form back (when the path as given
-  does not exist, its `unescape` is tried), so a model can read the file ``\\xff.txt`` it was shown.
+- File tools show names with `escape` (so two different names never look alike) and take a path in that
+  form back (its `unescape` is used when that names a file, else the path as given), so a model can read
+  the file ``\\xff.txt`` it was shown.
 """
 
 from __future__ import annotations
