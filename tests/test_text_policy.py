@@ -396,3 +396,22 @@ def test_a_workspace_whose_own_path_is_not_utf8(test_server, tmp_path):
     assert denied["is_error"] and "outside the workspace" in denied["content"] and "w\\xff" in denied["content"]
     assert agent.store.sessions()["workspace"].iloc[0].endswith("/w\\xff")
     assert any("house rules" in str(m.get("content")) for m in stored if m["role"] == "system")
+
+
+def test_writing_text_that_is_not_valid_unicode_is_an_invalid_argument(test_server, odd_workspace, tmp_path):
+    """L7: write_file/edit_file with a lone surrogate in the text: a clear Invalid failure (kept as failure
+    evidence, C5), nothing written, and the model's next call in the same turn works."""
+    test_server.enqueue_tool_calls([("write_file", {"path": "new/w.txt", "content": "x\udcff"}),
+                                    ("edit_file", {"path": "a.txt", "old_string": "alpha", "new_string": "\ud800"})])
+    test_server.enqueue_tool_calls([("write_file", {"path": "new/w.txt", "content": "x\\xff"})])
+    test_server.enqueue_text("written")
+    agent = make_agent(test_server, odd_workspace, tmp_path)
+    assert agent.run("write it").status == "ok"
+    stored = assert_clean(agent, 1)
+    write, edit, retry = (m for m in stored if m["role"] == "tool")
+    assert write["is_error"] and write["content"] == (
+        "Invalid arguments: 'content' holds text that is not valid Unicode (\\xff at character 1); "
+        "files are written as UTF-8 text")
+    assert edit["is_error"] and "'new_string'" in edit["content"] and "\\ud800" in edit["content"]
+    assert (odd_workspace / "a.txt").read_text(encoding="utf-8") == "alpha\n"
+    assert not retry.get("is_error") and (odd_workspace / "new" / "w.txt").read_bytes() == b"x\\xff"

@@ -50,6 +50,16 @@ def model_path(ctx: ToolContext, path: str) -> str:
     return path
 
 
+def utf8(text: str, what: str) -> bytes:
+    """`text` as UTF-8 bytes for a file; an Invalid-arguments failure naming `what` if it cannot be (SPEC L7)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = escape(exc.object[exc.start:exc.end])
+        raise invalid(f"arguments: '{what}' holds text that is not valid Unicode ({bad} at character {exc.start}); "
+                      "files are written as UTF-8 text") from None
+
+
 def resolve_in_workspace(ctx: ToolContext, path: str) -> Path:
     """Resolve a model-given path; raise a 'Permission denied' ToolError if it leaves the workspace."""
     if not isinstance(path, str) or not path.strip():
@@ -193,8 +203,8 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     p = resolve_in_workspace(ctx, args["path"])
     if p.is_dir():
         raise failed(f"'{args['path']}' is a directory")
+    data = utf8(args["content"], "content")
     p.parent.mkdir(parents=True, exist_ok=True)
-    data = args["content"].encode("utf-8")
     existed = p.exists()
     p.write_bytes(data)
     verb = "Overwrote" if existed else "Created"
@@ -212,6 +222,7 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise invalid("edit: old_string is empty; use write_file to create a file")
     if old == new:
         raise invalid("edit: old_string and new_string are identical; nothing would change")
+    utf8(new, "new_string")  # the file text itself decoded as strict UTF-8: only new_string can be invalid
     if not p.is_file():
         raise failed(f"no such file: '{args['path']}'")
     try:
