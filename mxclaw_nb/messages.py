@@ -17,7 +17,7 @@ import re
 import zlib
 from typing import Any
 
-from mxclaw_nb.text_policy import display, is_valid, json_text
+from mxclaw_nb.text_policy import display, display_value, json_text, value_is_valid
 
 Message = dict[str, Any]
 
@@ -126,8 +126,8 @@ def _normalize_content(content: Any) -> Any:
                 # A text part must say `"type": "text"` and carry a string, or providers reject the request.
                 if part.get("type", "text") == "text" and (not isinstance(part.get("text"), str) or "type" not in part):
                     part = {**part, "type": "text", "text": "" if part.get("text") is None else str(part["text"])}
-                if not _valid_value(part):
-                    part = _display_value(part)
+                if not value_is_valid(part):
+                    part = display_value(part)
                 parts.append(part)
             else:
                 parts.append({"type": "text", "text": display("" if part is None else str(part))})
@@ -135,26 +135,6 @@ def _normalize_content(content: Any) -> Any:
     if isinstance(content, dict):
         return display(json.dumps(content, ensure_ascii=False, sort_keys=True))
     return display(str(content))
-
-
-def _valid_value(value: Any) -> bool:
-    if isinstance(value, str):
-        return is_valid(value)
-    if isinstance(value, dict):
-        return all(_valid_value(k) and _valid_value(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(map(_valid_value, value))
-    return True
-
-
-def _display_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return display(value)
-    if isinstance(value, dict):
-        return {_display_value(k): _display_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_display_value(v) for v in value]
-    return value
 
 
 def fallback_call_id(call: Any, k: int) -> str:

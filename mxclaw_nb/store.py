@@ -9,8 +9,9 @@ commits every append immediately so a killed process loses nothing already appen
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
 `store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
 the README section "The store: tables and columns". Text that is not valid Unicode never makes an
-append fail: it is stored under the text policy of `text_policy` (SPEC L7). The artifact preview text (A1 format) and
-`read_artifact` live elsewhere; this store keeps whole artifact texts, scoped to their session.
+append fail: it is stored under the one text policy of `text_policy` (SPEC L7). The artifact preview
+text (A1 format) and `read_artifact` live elsewhere; this store keeps whole artifact texts, scoped to
+their session.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ import codecs
 import re
 from typing import Any
 
-__all__ = ["ESCAPED_KEY", "display", "escape", "escape_value", "is_valid", "json_text", "unescape",
+__all__ = ["ESCAPED_KEY", "display", "display_value", "escape", "escape_value", "is_valid", "json_text", "unescape",
            "unescape_value", "value_is_valid"]
 
 ESCAPED_KEY = "mxclaw_text_escaped"  # marks a stored JSON object (or message row) whose strings were escaped
@@ -143,6 +143,17 @@ def escape_value(value: Any) -> Any:
         return {escape_value(k): escape_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [escape_value(v) for v in value]
+    return value
+
+
+def display_value(value: Any) -> Any:
+    """A copy of `value` with `display` applied to every str in it (keys included); other values kept."""
+    if isinstance(value, str):
+        return display(value)
+    if isinstance(value, dict):
+        return {display_value(k): display_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [display_value(v) for v in value]
     return value
 
 
