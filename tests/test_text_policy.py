@@ -415,3 +415,19 @@ def test_writing_text_that_is_not_valid_unicode_is_an_invalid_argument(test_serv
     assert edit["is_error"] and "'new_string'" in edit["content"] and "\\ud800" in edit["content"]
     assert (odd_workspace / "a.txt").read_text(encoding="utf-8") == "alpha\n"
     assert not retry.get("is_error") and (odd_workspace / "new" / "w.txt").read_bytes() == b"x\\xff"
+
+
+def test_marked_rows_survive_a_parquet_round_trip(tmp_path):
+    """S4 + L7: exported to Parquet and imported into another file, an escaped transcript decodes exactly."""
+    from mxclaw_nb.store import Store
+
+    messages = [{"role": "user", "content": "odd \udcff and \ud800, real \\xff"},
+                {"role": "assistant", "content": "ok \x00", "reasoning": "\udcfe"}]
+    with Store(tmp_path / "a.duckdb") as a:
+        sid = a.create_session(workspace="/w\udcff")
+        a.append_messages(sid, messages, turn=1)
+        a.export_parquet(tmp_path / "pq")
+    with Store(tmp_path / "b.duckdb") as b:
+        b.import_parquet(tmp_path / "pq")
+        assert b.load_transcript(sid) == messages
+        assert b.sessions()["workspace"].tolist() == ["/w\\xff"]
