@@ -28,10 +28,9 @@ Where it is used, and what is reversible:
 - **Other JSON columns** (event payloads, request records, session meta): the same, with the key inside
   the JSON object (`unescape_value(json.loads(payload))` gives the original back; the store does not).
 - **Other text columns** (request errors, summaries, session titles and workspace, artifact text) and
-  **text for the model** (tool results, file names, the request view): `display`, i.e. unchanged when
-  valid and `escape`d otherwise. No marker: `unescape` gives the original back when the text held invalid
-  text; valid text that happens to contain literal ``\\x80``-``\\xff``, ``\\x5c`` or ``\\ud800``-``\\udfff``
-  sequences cannot be told apart from escaped text there (it is shown unchanged).
+  **text for the model** (tool results, file contents, the request view): `display`, which escapes the lone
+  surrogates only and leaves backslashes alone, so code stays readable and displaying twice changes nothing.
+  Not reversible in general: a literal ``\\xff`` in the same text looks like an escaped byte there.
 - **Tool-call arguments sent to the provider** (`json_text`): JSON text, so a lone surrogate becomes the
   JSON escape ``\\udcff``, which every JSON parser reads back as the same string.
 - File tools show names with `escape` (so two different names never look alike) and take a path in that
@@ -113,8 +112,9 @@ def unescape(text: str) -> str:
 
 
 def display(text: str) -> str:
-    """`text` itself when it is valid UTF-8, else its escaped form: for text shown or sent, not marked."""
-    return text if is_valid(text) else escape(text)
+    """`text` with each lone surrogate escaped (``\\xHH``, ``\\uHHHH``) and nothing else changed: for text that is
+    shown or sent. Idempotent, so text quoted again (a summary quoting tool results) is never escaped twice."""
+    return text if is_valid(text) else text.encode("utf-8", _HANDLER).decode("utf-8")
 
 
 def json_text(text: str) -> str:

@@ -71,7 +71,8 @@ def test_escape_is_total_encodable_and_reversible(text: str) -> None:
     assert escape(escaped) == escaped or "\\" in escaped  # escaped text is valid: only lookalikes change again
     shown = display(text)
     shown.encode("utf-8")
-    assert shown == (text if is_valid(text) else escaped)
+    assert display(shown) == shown  # idempotent: text displayed again is never escaped twice
+    assert shown == text or not is_valid(text)  # valid text is shown unchanged
 
 
 # The lookalikes as the module docstring states them (restated here, not imported).
@@ -88,8 +89,9 @@ def test_valid_text_without_lookalikes_is_never_changed(text: str) -> None:
         assert display(text) == text
 
 
-def reference_escape(text: str) -> str:
-    """The escaped form character by character, straight from the module docstring (the oracle)."""
+def reference_escape(text: str, backslashes: bool = True) -> str:
+    """The escaped form character by character, straight from the module docstring (the oracle);
+    `backslashes=False`: the display form (lone surrogates only)."""
     out = []
     for i, c in enumerate(text):
         code = ord(c)
@@ -97,7 +99,7 @@ def reference_escape(text: str) -> str:
             out.append(f"\\x{code - 0xDC00:02x}")
         elif 0xD800 <= code <= 0xDFFF:
             out.append(f"\\u{code:04x}")
-        elif c == "\\" and LOOKALIKE.match(text, i):
+        elif backslashes and c == "\\" and LOOKALIKE.match(text, i):
             out.append("\\x5c")
         else:
             out.append(c)
@@ -109,6 +111,7 @@ def reference_escape(text: str) -> str:
 def test_the_fast_escape_is_the_documented_one(text: str) -> None:
     """The C-speed paths (codec error handler, byte runs, literal-prefix regexes) give the oracle's text."""
     assert escape(text) == reference_escape(text)
+    assert display(text) == reference_escape(text, backslashes=False)
 
 
 def test_escape_forms_are_the_documented_ones() -> None:
@@ -117,6 +120,7 @@ def test_escape_forms_are_the_documented_ones() -> None:
     assert escape("caf\udce9") == "caf\\xe9"
     assert escape("\ud800 and \udc7f") == "\\ud800 and \\udc7f"
     assert escape("b'\\xff' \udcff") == "b'\\x5cxff' \\xff"
+    assert display("b'\\xff' \udcff") == "b'\\xff' \\xff"  # the display form leaves backslashes alone
     assert escape("plain \\n \\\\ C:\\temp") == "plain \\n \\\\ C:\\temp"  # valid, no lookalike: unchanged
     assert escape("nul \x00 byte") == "nul \x00 byte"
     assert json.loads(json_text('{"path": "\udcff.txt"}')) == {"path": "\udcff.txt"}
@@ -431,3 +435,22 @@ def test_marked_rows_survive_a_parquet_round_trip(tmp_path):
         b.import_parquet(tmp_path / "pq")
         assert b.load_transcript(sid) == messages
         assert b.sessions()["workspace"].tolist() == ["/w\\xff"]
+
+
+def test_compaction_quotes_odd_text_escaped(test_server, odd_workspace, tmp_path):
+    """C5/C6 + L7: the structured summary quotes user goals and failures that hold lone surrogates; the
+    summary sent is escaped, the turn goes on, and the transcript keeps the originals."""
+    agent = make_agent(test_server, odd_workspace, tmp_path, context_window_tokens=4_000, keep_recent_tokens=600,
+                       counter="estimate")
+    for k in range(6):
+        test_server.enqueue_tool_calls([("read_file", {"path": "\udcfe-missing.txt"})])
+        test_server.enqueue_text(f"step {k} done \udcff")
+        assert agent.run(f"goal {k}: fix \udcff{k} " + "pad " * 700).status == "ok"
+    events = agent.store.events(agent.session_id, type="context.compacted")
+    assert len(events) >= 1
+    sent = [m for r in test_server.requests for m in r["messages"] if m["role"] == "system"
+            and m["content"].startswith("[compressed conversation context]")]
+    assert sent and "fix \\xff" in sent[-1]["content"] and "no such file: '\\xfe-missing.txt'" in sent[-1]["content"]
+    stored = assert_clean(agent, 6)
+    assert [m["content"][:10] for m in stored if m["role"] == "user"][:2] == ["goal 0: fi", "goal 1: fi"]
+    assert sum("\udcff" in (m.get("content") or "") for m in stored if m["role"] == "user") == 6
