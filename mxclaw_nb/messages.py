@@ -5,7 +5,9 @@ JSONL, what the provider takes and what the store round-trips. Keeping them as v
 means a transcript read from DuckDB, a file or a notebook cell can go straight into the engine. The
 helpers here answer the few questions everybody asks of a message (its text, its images, whether it
 is a failure, which tool it belongs to) in one place, so the gauge, the summary and the analysis
-cannot disagree. Standard library only.
+cannot disagree. The sent form (`sanitize`) is also where the text policy meets the provider (SPEC L7):
+text that is not valid Unicode is sent in its `text_policy` escaped form, which every server accepts
+and the C1 estimate counts as sent. Standard library only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 import re
 import zlib
 from typing import Any
+
+from mxclaw_nb.text_policy import display, display_value, json_text, value_is_valid
 
 Message = dict[str, Any]
 
@@ -122,19 +126,21 @@ def _normalize_content(content: Any) -> Any:
                 # A text part must say `"type": "text"` and carry a string, or providers reject the request.
                 if part.get("type", "text") == "text" and (not isinstance(part.get("text"), str) or "type" not in part):
                     part = {**part, "type": "text", "text": "" if part.get("text") is None else str(part["text"])}
+                if not value_is_valid(part):
+                    part = display_value(part)
                 parts.append(part)
             else:
-                parts.append({"type": "text", "text": "" if part is None else str(part)})
+                parts.append({"type": "text", "text": display("" if part is None else str(part))})
         return parts
     if isinstance(content, dict):
-        return json.dumps(content, ensure_ascii=False, sort_keys=True)
-    return str(content)
+        return display(json.dumps(content, ensure_ascii=False, sort_keys=True))
+    return display(str(content))
 
 
 def fallback_call_id(call: Any, k: int) -> str:
     """Deterministic id for a tool call that arrived without one (position-independent)."""
     raw = json.dumps(call, sort_keys=True, ensure_ascii=False, default=str)
-    return f"call_missing_{k}_{zlib.crc32(raw.encode()):08x}"
+    return f"call_missing_{k}_{zlib.crc32(raw.encode('utf-8', 'surrogatepass')):08x}"
 
 
 def _normalize_call(call: Any, k: int) -> dict[str, Any]:
@@ -143,10 +149,12 @@ def _normalize_call(call: Any, k: int) -> dict[str, Any]:
         if fn.__class__ is dict:
             call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
             if call_id.__class__ is str and call_id and name.__class__ is str and args.__class__ is str:
+                if not (args.isascii() and name.isascii() and call_id.isascii()):
+                    call_id, name, args = display(call_id), display(name), json_text(args)
                 return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
     if not isinstance(call, dict):
         return {"id": fallback_call_id(call, k), "type": "function",
-                "function": {"name": "unknown", "arguments": str(call)}}
+                "function": {"name": "unknown", "arguments": json_text(str(call))}}
     fn = call.get("function") if isinstance(call.get("function"), dict) else {}
     name = fn.get("name", call.get("name"))
     args = fn.get("arguments", call.get("arguments", ""))
@@ -154,9 +162,9 @@ def _normalize_call(call: Any, k: int) -> dict[str, Any]:
         args = json.dumps(args, ensure_ascii=False)
     call_id = call.get("id")
     return {
-        "id": str(call_id) if call_id else fallback_call_id(call, k),
+        "id": display(str(call_id) if call_id else fallback_call_id(call, k)),
         "type": "function",
-        "function": {"name": "unknown" if name is None else str(name), "arguments": args},
+        "function": {"name": display("unknown" if name is None else str(name)), "arguments": json_text(args)},
     }
 
 
@@ -166,6 +174,8 @@ def sanitize(message: Message) -> Message:
     content = message.get("content")
     if content.__class__ is not str:  # the usual case skips the call: this runs for every message
         content = _normalize_content(content)
+    elif not content.isascii():  # O(1); only non-ASCII text can hold a lone surrogate (SPEC L7)
+        content = display(content)
     calls = message.get("tool_calls") if role == "assistant" else None
     if content is None and not calls:
         content = ""
@@ -176,8 +186,8 @@ def sanitize(message: Message) -> Message:
         out["tool_calls"] = [_normalize_call(c, k) for k, c in enumerate(calls)]
     if role == "tool":
         tcid = message.get("tool_call_id")
-        out["tool_call_id"] = "" if tcid is None else str(tcid)
+        out["tool_call_id"] = "" if tcid is None else display(str(tcid))
     name = message.get("name")
     if name is not None and role in ("user", "tool", "system", "developer", "assistant"):
-        out["name"] = str(name)
+        out["name"] = display(str(name))
     return out

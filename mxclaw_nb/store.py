@@ -8,8 +8,10 @@ commits every append immediately so a killed process loses nothing already appen
 
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
 `store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
-the README section "The store: tables and columns". The artifact preview text (A1 format) and
-`read_artifact` live elsewhere; this store keeps whole artifact texts, scoped to their session.
+the README section "The store: tables and columns". Text that is not valid Unicode never makes an
+append fail: it is stored under the one text policy of `text_policy` (SPEC L7). The artifact preview
+text (A1 format) and `read_artifact` live elsewhere; this store keeps whole artifact texts, scoped to
+their session.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ import duckdb
 import platformdirs
 
 from mxclaw_nb.secrets import redact, redact_obj
-from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps, message_to_row
+from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps_text, message_to_row, text
 from mxclaw_nb.store_errors import StoreError, translate
 from mxclaw_nb.store_lease import Lease, transaction
 from mxclaw_nb.store_read import StoreReads
 from mxclaw_nb.store_schema import migrate
+from mxclaw_nb.text_policy import display
 
 __all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]
 
@@ -193,7 +196,7 @@ class Store(StoreReads):
         """Create a session row and return its id (uuid4 hex unless `session_id` is given)."""
         sid = session_id or uuid.uuid4().hex
         try:
-            meta_json = None if meta is None else dumps(redact_obj(meta), "session meta")
+            meta_json = None if meta is None else dumps_text(redact_obj(meta), "session meta")
         except ValueError as exc:
             raise self._bad_input(exc, "create a session") from exc
         with self._lease.connection("create a session") as con:
@@ -201,7 +204,7 @@ class Store(StoreReads):
                 raise StoreError(self.path, f"a session with id {sid!r} already exists")
             con.execute(
                 "INSERT INTO sessions (id, created_at, workspace, model, source, title, meta) VALUES (?,?,?,?,?,?,?)",
-                [sid, self._now(), workspace, model, source, title, meta_json],
+                [sid, self._now(), text(workspace), text(model), text(source), text(title), meta_json],
             )
         self._known_sessions.add(sid)
         return sid
@@ -235,21 +238,22 @@ class Store(StoreReads):
     ) -> None:
         """Append one event (e.g. context.compacted) with its JSON payload."""
         try:
-            payload_json = dumps(redact_obj(payload), f"payload of event {type!r}")
+            payload_json = dumps_text(redact_obj(payload), f"payload of event {type!r}")
         except ValueError as exc:
             raise self._bad_input(exc, "append an event") from exc
-        self._insert("events", session_id, "append an event", _EVENT_SQL, [[turn, iteration, type, payload_json, None]])
+        row = [turn, iteration, text(type), payload_json, None]
+        self._insert("events", session_id, "append an event", _EVENT_SQL, [row])
 
     def append_request(self, session_id: str, record: dict[str, Any]) -> None:
         """Append one model-call record; unknown keys are kept in the `extra` JSON column."""
         try:
             record = redact_obj(record)
-            values = [record.get(k) for k in REQUEST_FIELDS]
+            values = [text(record.get(k)) for k in REQUEST_FIELDS]
             prov = record.get("provenance")
-            values[REQUEST_FIELDS.index("provenance")] = None if prov is None else dumps(prov, "provenance")
+            values[REQUEST_FIELDS.index("provenance")] = None if prov is None else dumps_text(prov, "provenance")
             values[REQUEST_FIELDS.index("retry")] = bool(record.get("retry", False))
             extra = {k: v for k, v in record.items() if k not in REQUEST_FIELDS and k != "created_at"}
-            values.append(dumps(extra, "extra request fields") if extra else None)
+            values.append(dumps_text(extra, "extra request fields") if extra else None)
         except ValueError as exc:
             raise self._bad_input(exc, "append a request record") from exc
         self._insert("requests", session_id, "append a request record", _REQ_SQL, [[*values, record.get("created_at")]])
@@ -260,6 +264,7 @@ class Store(StoreReads):
             raise StoreError(self.path, f"cannot store an artifact: text must be str, not {type(text).__name__}")
         text = redact(text)
         artifact_id = f"artifact-{uuid.uuid4().hex[:12]}"
+        text = display(text)  # SPEC L7: what read_artifact serves is what the model could have been shown
         with self._lease.connection("store an artifact") as con:
             self._check_session(con, session_id)
             con.execute(

@@ -5,12 +5,19 @@ the dicts that were appended: a list of content parts stays a list (JSON in `con
 `content_type = 'parts'`), an explicit `"content": None` stays distinguishable from a missing key,
 `is_error=False` stays False, and keys this schema has no column for (e.g. `refusal`) travel in the
 `extra` JSON column. Plain string content is stored as plain text so SQL users can read it directly.
+
+Text that is not valid Unicode (lone surrogates, e.g. a non-UTF-8 file name from `os.scandir`) follows
+the one text policy of `mxclaw_nb.text_policy` (SPEC L7): it never raises here. A message holding any is
+stored with every string escaped and `"mxclaw_text_escaped": true` in `extra`, and decoded back exactly;
+`dumps_text` does the same for the other JSON columns and `text` for plain text columns.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from mxclaw_nb.text_policy import ESCAPED_KEY, display, escape_value, is_valid, unescape_value
 
 ROLES = ("system", "user", "assistant", "tool")
 # Columns after (session_id, seq, turn, iteration, created_at), in table order.
@@ -29,12 +36,47 @@ def dumps(value: Any, what: str) -> str:
         raise ValueError(f"{what} is not JSON-serialisable: {exc}") from exc
 
 
+def dumps_text(value: Any, what: str) -> str:
+    """`dumps`, under the text policy: a dict holding invalid text is stored escaped, with the marker key."""
+    out = dumps(value, what)
+    if is_valid(out):
+        return out
+    escaped = escape_value(value)
+    if isinstance(escaped, dict):
+        escaped[ESCAPED_KEY] = True
+    return dumps(escaped, what)
+
+
+def text(value: Any) -> Any:
+    """A plain text column value under the text policy (`display`: escaped only when not valid)."""
+    return display(value) if isinstance(value, str) else value
+
+
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
 def message_to_row(message: dict[str, Any]) -> tuple[Any, ...]:
     """Encode one message dict as the values of MESSAGE_COLUMNS; ValueError on a malformed message."""
+    row = _encode(message)
+    if ESCAPED_KEY not in message and _all_valid(row):
+        return row
+    # SPEC L7: some text is not valid Unicode. Escape every string of the message (so the row decodes back
+    # exactly) and mark the row; a message that already carries the reserved key takes this path too.
+    escaped = escape_value(message)
+    escaped[ESCAPED_KEY] = True
+    return _encode(escaped)
+
+
+def _all_valid(row: tuple[Any, ...]) -> bool:
+    # The fast path of every append (~1 us a row): ASCII is O(1) to tell, other text is encoded once.
+    for value in row:  # noqa: SIM110 - a plain loop: half the cost of all() over a generator here
+        if value.__class__ is str and not value.isascii() and not is_valid(value):
+            return False
+    return True
+
+
+def _encode(message: dict[str, Any]) -> tuple[Any, ...]:
     if not isinstance(message, dict):
         raise ValueError(f"a message must be a dict, got {type(message).__name__}")
     role = message.get("role")
@@ -92,4 +134,6 @@ def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
     message.update({k: v for k, v in optional.items() if v is not None})
     if extra is not None:
         message.update(json.loads(extra))
+        if message.pop(ESCAPED_KEY, None) is True:
+            return unescape_value(message)  # type: ignore[no-any-return]
     return message

@@ -196,6 +196,14 @@ class TestServer:
         return not self._stop.wait(seconds)
 
 
+def _wire(payload: dict) -> bytes:
+    """JSON bytes as servers send them: UTF-8, and a scripted lone surrogate as a `\\udcff` escape (SPEC L7)."""
+    try:
+        return json.dumps(payload, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(payload).encode()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a slow reply in progress must not block close()
 
@@ -329,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if srv.stream_delay and not srv.wait(srv.stream_delay):
                     self.close_connection = True  # closing: leave the stream unfinished
                     return
-                self._write_chunk(b"data: " + json.dumps(event, ensure_ascii=False).encode() + b"\n\n")
+                self._write_chunk(b"data: " + _wire(event) + b"\n\n")
             self._write_chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
         except OSError:  # the client went away (timeout, interrupt): nothing left to do
@@ -339,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
 
     def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode()
+        data = _wire(payload)
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -20,6 +20,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mxclaw_nb"
 SKIP_PARTS = {"demo_workspace"}  # the demo project the agent edits, not part of the product's code
 UI_PREFIXES = ("mxclaw_nb.widgets", "mxclaw_nb.magics")
 UI_LIBRARIES = ("IPython", "ipywidgets")
+# The pure core: the engine, message shapes and the text policy (SPEC L7) that the sent form applies.
+CORE = ("mxclaw_nb.context", "mxclaw_nb.messages", "mxclaw_nb.text_policy")
 # Documented exceptions: (importing module, imported module), all lazy (inside a function).
 # - the package's IPython extension hook delegates to the magics (DESIGN: __init__ holds load_ipython_extension);
 ALLOWED_LAZY_UI = {
@@ -96,9 +98,9 @@ def test_the_walker_sees_the_package() -> None:
 
 def test_context_and_messages_import_only_the_standard_library_and_themselves() -> None:
     """DESIGN: context/ is PURE (stdlib only, no I/O libraries, no pandas/IPython); messages.py likewise."""
-    core = [i for i in all_imports() if within(i.module, ("mxclaw_nb.context", "mxclaw_nb.messages"))]
+    core = [i for i in all_imports() if within(i.module, CORE)]
     assert core
-    bad = [i for i in core if not (within(i.target, ("mxclaw_nb.context", "mxclaw_nb.messages", "__future__"))
+    bad = [i for i in core if not (within(i.target, (*CORE, "__future__"))
                                    or i.target.split(".")[0] in sys.stdlib_module_names)]
     assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
 
@@ -107,7 +109,7 @@ def test_core_does_not_do_io_or_read_the_clock() -> None:
     """DESIGN: the context engine has no clock and no I/O (pure functions: messages in, view out)."""
     forbidden = ("os", "io", "pathlib", "time", "datetime", "socket", "subprocess", "random", "sqlite3", "shutil",
                  "tempfile", "urllib", "http", "threading", "logging")
-    core = [i for i in all_imports() if within(i.module, ("mxclaw_nb.context", "mxclaw_nb.messages"))]
+    core = [i for i in all_imports() if within(i.module, CORE)]
     bad = [i for i in core if i.target.split(".")[0] in forbidden]
     assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
 

@@ -28,6 +28,7 @@ from mxclaw_nb.context.tail import safe_tail_start
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.context.view import RequestView, Trace
 from mxclaw_nb.messages import SYSTEM_ROLES, Message, content_text, sanitize
+from mxclaw_nb.text_policy import display
 
 Summarizer = Callable[[list[Message]], str]
 
@@ -180,6 +181,7 @@ class _Builder:
                 text = summarize(conv_messages[: self.tail])
             if not isinstance(text, str):
                 raise TypeError(f"summariser returned {type(text).__name__}, not str")
+            text = display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
         except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
             return self.fallback(f"{type(exc).__name__}: {exc}")
         return self.finish("summary", self.systems + [None] + list(conv[self.tail:]), text,

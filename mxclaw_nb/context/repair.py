@@ -20,6 +20,7 @@ from typing import Any
 from mxclaw_nb.context.tokens import _string as _json_string
 from mxclaw_nb.context.tokens import estimate_sent, estimate_text
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, sanitize, tool_call_name
+from mxclaw_nb.text_policy import is_valid
 
 SYNTHETIC_TEXT = (
     "Tool failed: the {name} call ({call_id}) was interrupted and no result was recorded. "
@@ -137,7 +138,8 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
         i += 1
         content, name = msg.get("content"), msg.get("name")
         raw_calls = msg.get("tool_calls") if role == "assistant" else None
-        if (content.__class__ is str or content is None) and (name is None or name.__class__ is str):
+        if ((content.__class__ is str and (content.isascii() or is_valid(content))) or content is None) and (
+                name is None or (name.__class__ is str and is_valid(name))):
             if not raw_calls:
                 out = {"role": role, "content": "" if content is None else content}
                 if name is not None:
@@ -217,7 +219,8 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
 def _append_result(result: Message, call_id: str, sent: list[Message], tokens: list[int]) -> None:
     """Sent form and C1 estimate of a paired tool result (`call_id`: its id as a string)."""
     content, name = result.get("content"), result.get("name")
-    if (content.__class__ is str or content is None) and (name is None or name.__class__ is str):
+    if ((content.__class__ is str and (content.isascii() or is_valid(content))) or content is None) and (
+            name is None or (name.__class__ is str and is_valid(name))) and is_valid(call_id):
         out = {"role": "tool", "content": "" if content is None else content, "tool_call_id": call_id}
         if name is not None:
             out["name"] = name
@@ -248,6 +251,8 @@ def _plain_calls(raw_calls: Any) -> tuple[list[Message], int] | None:
         cid, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
         if cid.__class__ is not str or not cid or name.__class__ is not str or args.__class__ is not str:
             return None
+        if not (args.isascii() and name.isascii() and cid.isascii()) and not is_valid(cid + name + args):
+            return None  # SPEC L7: `sanitize` sends the escaped form
         out.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
         # JSON escaping is per character: one literal of the three strings has their escaped lengths + 2
         length += _CALL_FRAME + 4 + len(_json_string(cid + name + args))

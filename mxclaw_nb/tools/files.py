@@ -11,6 +11,11 @@ a symlink loop cannot trap it. Refusals are ``Permission denied`` failures, whic
 keeps as failure evidence (C5/C6). Paths that use ``..`` but stay inside (``src/../README.md``) are
 fine. Text is read and written as UTF-8 with newlines untouched. ``resolve_in_workspace`` remains as
 a name-level check for callers that only need to know where a path leads.
+
+Names and bytes that are not UTF-8 follow the text policy (SPEC L7, ``mxclaw_nb.text_policy``): a file
+name byte 0xff is shown as ``\\xff`` (``display_name``: the escaped form, so two names never look alike),
+file bytes that do not decode are shown the same way, and a path given back in the shown form names the file
+it was shown for (``model_path``; a literal name is used when the shown form names nothing).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mxclaw_nb.text_policy import display, escape, unescape
 from mxclaw_nb.tools.base import ToolContext, ToolResult, denied, failed, invalid
 from mxclaw_nb.tools.beneath import OutsideWorkspace, kind_of, makedirs_beneath, open_beneath, workspace_fd
 from mxclaw_nb.tools.registry import Tool
@@ -37,6 +43,31 @@ GREP_LINE_CLIP = 300
 SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )
+
+
+def display_name(name: str) -> str:
+    """A file name as tools show it: `escape`d (SPEC L7), so two different names never look the same."""
+    return escape(name)
+
+
+def model_path(ctx: ToolContext, path: str) -> str:
+    """The path a model means: the name shown as `path` (its `unescape`) if that exists, else `path` as given."""
+    if "\\" not in path:
+        return path
+    original = unescape(path)
+    if original != path and os.path.lexists(ctx.workspace / original):
+        return original
+    return path
+
+
+def utf8(text: str, what: str) -> bytes:
+    """`text` as UTF-8 bytes for a file; an Invalid-arguments failure naming `what` if it cannot be (SPEC L7)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = escape(exc.object[exc.start:exc.end])
+        raise invalid(f"arguments: '{what}' holds text that is not valid Unicode ({bad} at character {exc.start}); "
+                      "files are written as UTF-8 text") from None
 
 
 def resolve_in_workspace(ctx: ToolContext, path: str) -> Path:
@@ -66,6 +97,11 @@ def _relative_arg(ctx: ToolContext, path: object) -> str:
         raise invalid("arguments: 'path' must be a non-empty string")
     if "\x00" in path:
         raise invalid("arguments: 'path' contains a NUL character")
+    path = model_path(ctx, path)
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        raise invalid(f"arguments: 'path' '{escape(path)}' holds a lone surrogate no file name can have") from None
     raw = os.path.expanduser(path)
     if not os.path.isabs(raw):
         return os.path.normpath(raw) if raw.strip("/") else "."
@@ -144,17 +180,17 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             if _is_binary(fh.read(8192)):
                 raise failed(f"'{path}' looks like a binary file ({size} bytes); not shown")
             fh.seek(0)
-            shown = os.path.normpath(rel)
+            shown = display_name(os.path.normpath(rel))
             if offset is None and limit is None:
                 if size > MAX_READ_FILE_BYTES:
                     raise failed(f"'{path}' has {size} bytes; read it in parts with offset and limit")
-                text = fh.read().decode("utf-8", errors="replace")
+                text = display(fh.read().decode("utf-8", errors="surrogateescape"))
                 return ToolResult(text, meta={"path": shown, "bytes": size})
             first = offset or 1
             count = limit or DEFAULT_READ_LINES
             picked: list[str] = []
             total = 0
-            reader = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+            reader = io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline="")
             for total, line in enumerate(reader, start=1):
                 if first <= total < first + count:
                     picked.append(line)
@@ -163,7 +199,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise invalid(f"arguments: 'offset' {first} is past the end ('{path}' has {total} lines)")
     last = first + len(picked) - 1
     header = f"[lines {first}-{last} of {total} in {shown}]\n"
-    return ToolResult(header + "".join(picked), meta={"path": shown, "bytes": size})
+    return ToolResult(header + display("".join(picked)), meta={"path": shown, "bytes": size})
 
 
 def list_dir(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -180,21 +216,22 @@ def list_dir(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
-                    lines.append(f"{e.name}  (vanished)")
+                    lines.append(f"{display_name(e.name)}  (vanished)")
                     continue
+                name = display_name(e.name)
                 if stat.S_ISLNK(st.st_mode):
-                    lines.append(f"{e.name} -> {os.readlink(e.name, dir_fd=fd)}")
+                    lines.append(f"{name} -> {display_name(os.readlink(e.name, dir_fd=fd))}")
                 elif stat.S_ISDIR(st.st_mode):
-                    lines.append(e.name + "/")
+                    lines.append(name + "/")
                 elif stat.S_ISREG(st.st_mode):
-                    lines.append(f"{e.name}  ({st.st_size} bytes)")
+                    lines.append(f"{name}  ({st.st_size} bytes)")
                 else:
-                    lines.append(f"{e.name}  ({kind_of(st.st_mode)})")
+                    lines.append(f"{name}  ({kind_of(st.st_mode)})")
         finally:
             os.close(fd)
     if len(entries) > MAX_LIST_ENTRIES:
         lines.append(f"[... {len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
-    shown = os.path.normpath(rel)
+    shown = display_name(os.path.normpath(rel))
     head = f"{shown}: {len(entries)} entries"
     return ToolResult("\n".join([head, *lines]), meta={"path": shown, "entries": len(entries)})
 
@@ -278,15 +315,16 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 if _is_binary(data[:8192]):
                     continue
                 searched += 1
-                for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+                for n, line in enumerate(data.decode("utf-8", errors="surrogateescape").splitlines(), start=1):
                     if rx.search(line):
                         total += 1
                         if len(hits) < max_hits:
+                            line = display(line)
                             shown = line if len(line) <= GREP_LINE_CLIP else line[:GREP_LINE_CLIP] + "…"
-                            hits.append(f"{name}:{n}: {shown}")
+                            hits.append(f"{display_name(name)}:{n}: {shown}")
         finally:
             os.close(top)
-    where = os.path.normpath(rel)
+    where = display_name(os.path.normpath(rel))
     notes = []
     if walk.skipped_links:
         notes.append(f"{walk.skipped_links} symlinks not followed")
@@ -336,7 +374,7 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     rel = _relative_arg(ctx, path)
     if rel == ".":
         raise failed(f"'{path}' is a directory")
-    data = args["content"].encode("utf-8")
+    data = utf8(args["content"], "content")
     with workspace_fd(ctx.workspace) as root:
         parent = os.path.dirname(rel)
         if parent:
@@ -353,7 +391,7 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             os.close(fd)
     verb = "Overwrote" if existed else "Created"
     lines = args["content"].count("\n") + (0 if args["content"].endswith("\n") or not data else 1)
-    shown = os.path.normpath(rel)
+    shown = display_name(os.path.normpath(rel))
     return ToolResult(f"{verb} {shown}: {len(data)} bytes, {lines} lines", meta={"path": shown, "bytes": len(data)})
 
 
@@ -366,7 +404,8 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise invalid("edit: old_string is empty; use write_file to create a file")
     if old == new:
         raise invalid("edit: old_string and new_string are identical; nothing would change")
-    shown = os.path.normpath(rel)
+    utf8(new, "new_string")  # the file text itself decoded as strict UTF-8: only new_string can be invalid
+    shown = display_name(os.path.normpath(rel))
     with workspace_fd(ctx.workspace) as root:
         fd, _ = _open_for_write(ctx, root, path, rel, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY)
         try:

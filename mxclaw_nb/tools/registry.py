@@ -6,6 +6,9 @@ goes on and the model can correct itself (issue 4, "Bad input"); a bug inside a 
 ``Tool failed: ...`` result. Only ``KeyboardInterrupt`` (the notebook's stop button) passes
 through, because the loop turns that into an interrupted turn (L4).
 
+Results leave ``run`` under the text policy (SPEC L7): text that is not valid Unicode (a file name
+byte that is not UTF-8, a lone surrogate echoed from the model's arguments) is in its escaped form.
+
 ``finalize`` applies A1/A3 (artifact or truncated fallback) to a result so the loop stays small;
 ``run`` itself returns the raw, full result.
 """
@@ -19,6 +22,7 @@ from typing import Any
 
 from mxclaw_nb import artifacts
 from mxclaw_nb.secrets import redact
+from mxclaw_nb.text_policy import display, is_valid
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
 
 Handler = Callable[[dict[str, Any], ToolContext], "ToolResult | str"]
@@ -123,7 +127,7 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(
-                f"Invalid tool: unknown tool '{name}'. Available tools: {', '.join(self._tools)}",
+                display(f"Invalid tool: unknown tool '{name}'. Available tools: {', '.join(self._tools)}"),
                 is_error=True,
                 meta={"error": "unknown_tool"},
             )
@@ -131,10 +135,13 @@ class ToolRegistry:
             args = self.parse_arguments(tool, arguments)
             out = tool.handler(args, ctx)
         except ToolError as exc:
-            return ToolResult(redact(str(exc)), is_error=True)
+            return ToolResult(redact(display(str(exc))), is_error=True)
         except Exception as exc:  # a bug or an OS error inside a tool must not end the turn
-            return ToolResult(redact(f"Tool failed: {type(exc).__name__}: {exc}"), is_error=True)
+            return ToolResult(redact(display(f"Tool failed: {type(exc).__name__}: {exc}")), is_error=True)
         result = out if isinstance(out, ToolResult) else ToolResult(out)
+        # SPEC L7: the model, the store and the UI all get the escaped form
+        if isinstance(result.content, str) and not is_valid(result.content):
+            result = replace(result, content=display(result.content))
         # L6: a key the tool read (a .env file, a printed environment) never reaches the model or the store.
         return replace(result, content=redact(result.content))
 

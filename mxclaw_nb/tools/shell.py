@@ -58,7 +58,7 @@ class _Capture:
             self.dropped += max(len(chunk) - max(room, 0), 0)
 
     def text(self, label: str) -> str:
-        out = bytes(self.kept).decode("utf-8", errors="replace")
+        out = bytes(self.kept).decode("utf-8", errors="surrogateescape")  # shown as \\xHH (L7, registry)
         if self.dropped:
             out += f"\n[... {self.dropped} more bytes of {label} discarded beyond the capture limit]"
         return out
