@@ -32,6 +32,7 @@ from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
+from mxclaw_nb.text_policy import display, display_value
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.policy import shown_command
@@ -203,7 +204,7 @@ class Agent:
             if not self.sandbox.confined and not self._warned_unconfined:  # L5: said once, visibly
                 self._warned_unconfined = True
                 payload["sandbox_warning"] = self.sandbox_status
-        payload = redact_obj(payload)  # what the live log and widgets show (L6)
+        payload = redact_obj(display_value(payload))  # what the live log and widgets show (L6, L7)
         for callback in list(self._subscribers):
             callback(kind, payload)
 

@@ -29,6 +29,7 @@ from mxclaw_nb.magics_commands import COMMANDS, HELP, parse_cell_options, parse_
 from mxclaw_nb.magics_live import LiveLog
 from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
 from mxclaw_nb.store import Store, StoreError
+from mxclaw_nb.text_policy import display
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
 
@@ -213,7 +214,7 @@ class AgentMagics(Magics, Configurable):
             if handle is not None:
                 handle.update(widget)  # re-publish so the static HTML/text fallback shows the final state
         if self.last_result is not None and self.live_mode() == "off" and widget is None:
-            print(self.last_result.text)
+            print(display(self.last_result.text))  # L7: a lone surrogate cannot go through Jupyter
         return None
 
     def _live_widget(self, agent: Agent) -> tuple[Any, Any]:
