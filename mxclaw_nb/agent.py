@@ -32,7 +32,7 @@ from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
-from mxclaw_nb.text_policy import display, display_value
+from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.policy import shown_command
