@@ -23,6 +23,7 @@ from IPython.core.error import UsageError
 from traitlets import TraitError
 
 from mxclaw_nb import magics_views as views
+from mxclaw_nb.settings import LIMITS, describe_setting
 
 ENV_OF = {"model": "MXCLAW_MODEL", "base_url": "OPENAI_BASE_URL", "db": "MXCLAW_DB",
           "context_window_tokens": "MXCLAW_CONTEXT_WINDOW"}
@@ -181,6 +182,24 @@ def _source(m: Any, key: str) -> str:
     return f"env ${env}" if env and os.environ.get(env) else "default"
 
 
+def _assign(m: Any, key: str, raw: str) -> None:
+    """Set one setting from text; a value outside its range (or a db that cannot open) is a UsageError."""
+    from mxclaw_nb.store import StoreError
+
+    previous = getattr(m, key)
+    try:
+        setattr(m, key, m.traits()[key].from_string(raw))
+    except (TraitError, ValueError) as exc:
+        text = str(exc) if key not in LIMITS else f"{key} must be {describe_setting(key)} (got {raw!r})"
+        raise UsageError(f"%agent config: {text}; nothing was changed.") from None
+    if key == "db":
+        try:
+            m.store()  # open it now: the current store stays in use unless the new one opens
+        except StoreError as exc:
+            m.db = previous
+            raise UsageError(f"%agent config: db not changed: {exc}") from None
+
+
 def cmd_config(m: Any, args: Any) -> Any:
     """Show the settings, or set `key=value` pairs."""
     from mxclaw_nb.magics import CONFIG_KEYS
@@ -192,10 +211,7 @@ def cmd_config(m: Any, args: Any) -> Any:
             if not eq or key not in CONFIG_KEYS:
                 raise UsageError(f"%agent config: expected key=value with key in {', '.join(CONFIG_KEYS)} "
                                  f"(got {item!r}).")
-            try:
-                setattr(m, key, m.traits()[key].from_string(raw.strip()))
-            except (TraitError, ValueError) as exc:
-                raise UsageError(f"%agent config: bad value for {key}: {exc}") from None
+            _assign(m, key, raw.strip())
             print(f"{key} = {getattr(m, key)!r}")
         return None
     agent = m.get_agent()
