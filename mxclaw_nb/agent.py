@@ -243,14 +243,20 @@ class Agent:
     def run(self, prompt: str, images: Sequence[str | Path] | None = None) -> TurnResult:
         """Run one turn; `result.text` is the final answer. Everything is stored as it happens."""
         user = self._user_message(prompt, images)
-        transcript = self._ensure_preamble()
-        turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
-        tool_ctx = ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
-                               approver=self.approver, shell_timeout=self.shell_timeout,
-                               on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
-        ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy, self._observe_usage,
-                          self._emit, self._cache, self.max_iterations, self.summarize)
-        return run_turn(ctx, self.session_id, user, turn)
+        if self.store.read_only:
+            raise self.store.read_only_error("run a turn (nothing was stored or sent)")
+        session_id = self.session_id
+        # One turn at a time per session, across processes: the turn number is taken inside the lock.
+        with self.store.turn_lock(session_id, on_wait=lambda who: self._emit(
+                "turn.waiting", {"session_id": session_id, "holder": who})):
+            transcript = self._ensure_preamble()
+            turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
+            tool_ctx = ToolContext(self.workspace, session_id, artifacts=self.store, approval=self.approval,
+                                   approver=self.approver, shell_timeout=self.shell_timeout,
+                                   on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
+            ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
+                              self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize)
+            return run_turn(ctx, session_id, user, turn)
 
     def _tool_event(self, kind: str, payload: dict[str, Any], turn: int) -> None:
         self.store.append_event(self.session_id, kind, payload, turn=turn)

@@ -211,9 +211,13 @@ class AgentMagics(Magics, Configurable):
             agent.new_session()
         if dry_run:
             return show_dry_run(self, prompt or None)
+        if agent.store.read_only:
+            print(self.caption(str(agent.store.read_only_error("run a turn (nothing was stored or sent)"))),
+                  file=sys.stderr)
+            return None
         widget, handle = self._live_widget(agent)
         log = LiveLog(agent.label, agent.session_id, mode="off" if widget is not None else self.live_mode())
-        unsubscribe = [agent.subscribe(self._remember), agent.subscribe(log.handle)]
+        unsubscribe = [agent.subscribe(self._remember), agent.subscribe(log.handle), agent.subscribe(_say_waiting)]
         if widget is not None:
             unsubscribe.append(agent.subscribe(widget.handle))
         self.last_result = None
@@ -246,6 +250,14 @@ class AgentMagics(Magics, Configurable):
         view = LiveTurnView()
         view.model_label, view.session_id = agent.label, agent.session_id
         return view, display(view, display_id=True)
+
+
+def _say_waiting(kind: str, payload: dict[str, Any]) -> None:
+    """Nothing hangs silently: say whom a turn waits for when another process drives the session."""
+    if kind == "turn.waiting":
+        print(f"Waiting: session {str(payload.get('session_id'))[:8]} is running a turn in {payload.get('holder')}; "
+              "this turn starts when that one ends (interrupt to stop waiting; nothing is stored yet).",
+              file=sys.stderr, flush=True)
 
 
 def load_ipython_extension(ipython: Any) -> None:
