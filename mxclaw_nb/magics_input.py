@@ -30,13 +30,14 @@ def agent_input_guard(lines: list[str]) -> list[str]:
     in_string = False  # inside a triple-quoted string started on an earlier line
     continued = False  # the previous line ended with a backslash
     for line in lines:
-        match = None if in_string or continued else _AGENT_LINE.match(line)
+        ends_continued = line.rstrip("\r\n").endswith("\\")
+        match = None if in_string or continued or ends_continued else _AGENT_LINE.match(line)
         if match is not None:
             call = f"get_ipython().run_line_magic('agent', {match['args']!r})"
             line = f"{match['indent']}{call}{match['eol'] or chr(10)}"
         else:
             in_string ^= len(_TRIPLE.findall(line)) % 2 == 1
-        continued = line.rstrip("\r\n").endswith("\\")
+        continued = ends_continued
         out.append(line)
     return out
 
