@@ -75,6 +75,13 @@ class AgentMagics(Magics, Configurable):
     def _settings_changed(self, change: Any) -> None:
         self._dirty = True
 
+    @validate("workspace")
+    def _check_workspace(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value and not os.path.isdir(os.path.expanduser(value)):
+            raise TraitError(f"workspace must be an existing folder (got {value!r})")
+        return value
+
     @validate(*(k for k in CONFIG_KEYS if k in LIMITS))
     def _check_range(self, proposal: Any) -> Any:
         # One table (mxclaw_nb.settings) for %config, %agent config, ipython_config.py and Agent(...).

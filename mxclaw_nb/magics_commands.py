@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 from IPython.core.error import UsageError
-from traitlets import TraitError
+from traitlets import Bool, Enum, TraitError
 
 from mxclaw_nb import magics_views as views
 from mxclaw_nb.settings import LIMITS, describe_setting
@@ -131,7 +131,11 @@ def cmd_help(m: Any, args: Any) -> None:
         print(HELP)
         return
     if args.command not in COMMANDS:
-        raise UsageError(f"%agent help: unknown command {args.command!r}; commands: {', '.join(COMMANDS)}. "
+        from mxclaw_nb.magics_input import near_command
+
+        near = near_command(args.command, COMMANDS)
+        hint = f"did you mean `%agent help {near}`? " if near else ""
+        raise UsageError(f"%agent help: unknown command {args.command!r}; {hint}commands: {', '.join(COMMANDS)}. "
                          f"To send a prompt starting with 'help', write %agent -- help ...")
     print(_parser(args.command, COMMANDS[args.command]).format_help())
 
@@ -190,7 +194,15 @@ def _assign(m: Any, key: str, raw: str) -> None:
     try:
         setattr(m, key, m.traits()[key].from_string(raw))
     except (TraitError, ValueError) as exc:
-        text = str(exc) if key not in LIMITS else f"{key} must be {describe_setting(key)} (got {raw!r})"
+        trait = m.traits()[key]
+        if key in LIMITS:
+            text = f"{key} must be {describe_setting(key)} (got {raw!r})"
+        elif isinstance(trait, Bool):
+            text = f"{key} must be true or false (got {raw!r})"
+        elif isinstance(trait, Enum):
+            text = f"{key} must be one of {', '.join(map(str, trait.values or ()))} (got {raw!r})"
+        else:
+            text = str(exc)
         raise UsageError(f"%agent config: {text}; nothing was changed.") from None
     if key == "db":
         try:

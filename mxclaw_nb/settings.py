@@ -81,9 +81,10 @@ def check_setting(name: str, value: Any) -> Any:
 
 
 def check_settings(**values: Any) -> None:
-    """`check_setting` for each keyword."""
+    """`check_setting` for each keyword; None means "not given" and is skipped."""
     for name, value in values.items():
-        check_setting(name, value)
+        if value is not None:
+            check_setting(name, value)
 
 
 def human_bytes(n: int) -> str:

@@ -235,3 +235,17 @@ def test_n1_prompts_over_the_limit_are_refused_with_their_size(ip: InteractiveSh
     server.enqueue_text("read it all")
     error, text = cell(ip, "%%agent\n" + "z" * 2_000_000)
     assert error is None and "read it all" in text and len(user_texts(server)[0]) == 2_000_000
+
+
+def test_n1_other_settings_and_replay_options_are_one_line_errors(ip: InteractiveShell, tmp_path: Path) -> None:
+    for assignment, needle in (("workspace=/no/such/folder", "workspace must be an existing folder"),
+                               ("counter=foo", "counter must be one of auto, estimate, calibrated"),
+                               ("live=maybe", "live must be true or false (got 'maybe')"),
+                               ("approval=sometimes", "approval must be one of ask, allow, deny")):
+        usage_error(ip, f"%agent config {assignment}", needle, "nothing was changed")
+    error, _ = cell(ip, "%config AgentMagics.workspace = '/no/such/folder'")
+    assert error is None and magics(ip).workspace is None
+    usage_error(ip, "%agent help sesions", "did you mean `%agent help sessions`?")
+    for option, needle in (("--window 0", "context_window_tokens must be an integer >= 1,000"),
+                           ("--ratio 5", "threshold_ratio must be"), ("--tail -1", "keep_recent_tokens must be")):
+        usage_error(ip, f"%agent replay {option}", needle)
