@@ -113,7 +113,11 @@ class Agent:
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
         window = context_window_tokens
         if window is None:
-            window = check_setting("context_window_tokens", context_window_for(self.provider.model, env=env))
+            try:
+                window = check_setting("context_window_tokens", context_window_for(self.provider.model, env=env))
+            except ValueError as exc:
+                raise ValueError(f"{exc}; it came from MXCLAW_CONTEXT_WINDOW={env.get('MXCLAW_CONTEXT_WINDOW')!r}"
+                                 if env.get("MXCLAW_CONTEXT_WINDOW") else str(exc)) from None
         self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)
         self.counter_mode = counter
         self.calibrated = CalibratedCounter()

@@ -169,6 +169,8 @@ def test_n1_agent_arguments_are_checked_with_the_same_table(tmp_path: Path) -> N
         with pytest.raises(ValueError, match="must be") as err:
             Agent(db=str(db), workspace=str(tmp_path), **kwargs)
         assert needle in str(err.value)
+    with pytest.raises(ValueError, match=r"\(got 500\); it came from MXCLAW_CONTEXT_WINDOW='500'"):
+        Agent(db=str(db), workspace=str(tmp_path), env={"MXCLAW_CONTEXT_WINDOW": "500"})
     for name, limit in LIMITS.items():  # every range accepts its own bound or a value just inside it
         inside = limit.low if not limit.low_open else limit.low + 0.5
         assert check_setting(name, int(inside) if limit.integer else inside) is not None
