@@ -11,9 +11,9 @@ estimate until the provider reports usage in the session, then the calibrated co
 from __future__ import annotations
 
 import base64
-import mimetypes
 import os
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +32,7 @@ from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
+from mxclaw_nb.settings import MAX_IMAGE_BYTES, MAX_PROMPT_BYTES, check_setting, check_settings, human_bytes
 from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
@@ -49,17 +50,47 @@ def console_approver(command: str) -> bool | None:
     return answer.strip().lower() in ("y", "yes")
 
 
+# Image formats the OpenAI-compatible APIs accept, recognised by their first bytes (never by the file name).
+_IMAGE_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+                     (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))
+
+
+def sniff_image(head: bytes) -> str | None:
+    """The MIME type of an image from its first bytes (PNG, JPEG, GIF, WebP), or None."""
+    for signature, mime in _IMAGE_SIGNATURES:
+        if head.startswith(signature):
+            return mime
+    return "image/webp" if head[:4] == b"RIFF" and head[8:12] == b"WEBP" else None
+
+
 def image_part(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An `image_url` content part (data URL) for a file, and its attachment record."""
+    """An `image_url` content part (data URL) for a file, and its attachment record.
+
+    The type comes from the content (a text file named `.png` is refused) and the file must be at most
+    `MAX_IMAGE_BYTES` (20 MB), the per-image limit of the common providers.
+    """
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValueError(f"image file not found: {p}")
-    mime = mimetypes.guess_type(p.name)[0] or "application/octet-stream"
-    if not mime.startswith("image/"):
-        raise ValueError(f"not an image file (type {mime}): {p}")
+    size = p.stat().st_size
+    if size > MAX_IMAGE_BYTES:
+        raise ValueError(f"image too large: {p} is {human_bytes(size)}, the limit is {human_bytes(MAX_IMAGE_BYTES)}")
     data = p.read_bytes()
+    mime = sniff_image(data[:16])
+    if mime is None:
+        raise ValueError(f"not an image file: {p} does not start like a PNG, JPEG, GIF or WebP image "
+                         f"(first bytes {data[:8]!r})")
     url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
     return {"type": "image_url", "image_url": {"url": url}}, {"path": str(p), "mime": mime, "bytes": len(data)}
+
+
+def check_prompt_size(prompt: str, limit: int = MAX_PROMPT_BYTES) -> None:
+    """Refuse a prompt over `limit` bytes (UTF-8), saying its size; nothing is stored or sent."""
+    size = len(prompt.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValueError(f"the prompt is {human_bytes(size)}, over the limit of {human_bytes(limit)} "
+                         "(max_prompt_bytes); nothing was stored or sent. Put the text in a workspace file and "
+                         "ask the agent to read it, or raise max_prompt_bytes")
 
 
 class Agent:
@@ -75,21 +106,32 @@ class Agent:
                  summarize: Callable[[list[Message]], str] | None = None, sandbox: str | None = None,
                  network: str | None = None, shell_env: Sequence[str] | None = None,
                  max_tool_calls: int = MAX_TOOL_CALLS,
-                 call_deadline: float = 600.0) -> None:  # = provider.DEFAULT_CALL_DEADLINE (kept lazy)
+                 call_deadline: float = 600.0,  # = provider.DEFAULT_CALL_DEADLINE (kept lazy)
+                 max_prompt_bytes: int = MAX_PROMPT_BYTES) -> None:
         from mxclaw_nb.provider import context_window_for, resolve_provider
         from mxclaw_nb.store import Store
 
         env = dict(os.environ) if env is None else env
         if counter not in COUNTER_MODES:
             raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
+        check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
+                       keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
+                       shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
+                       max_tool_calls=max_tool_calls)
         if provider is None:  # validate before the store opens: a bad value leaves nothing behind
             provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
                                         call_deadline=call_deadline)
         self.store = db if isinstance(db, Store) else Store(db)
         self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
-        window = context_window_tokens or context_window_for(self.provider.model, env=env)
-        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)  # validates
+        window = context_window_tokens
+        if window is None:
+            try:
+                window = check_setting("context_window_tokens", context_window_for(self.provider.model, env=env))
+            except ValueError as exc:
+                raise ValueError(f"{exc}; it came from MXCLAW_CONTEXT_WINDOW={env.get('MXCLAW_CONTEXT_WINDOW')!r}"
+                                 if env.get("MXCLAW_CONTEXT_WINDOW") else str(exc)) from None
+        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)
         self.counter_mode = counter
         self.calibrated = CalibratedCounter()
         self._exact = None
@@ -97,7 +139,7 @@ class Agent:
             from mxclaw_nb.tokenizers import counter_by_name
 
             self._exact = counter_by_name(counter)
-        self.max_iterations = max_iterations
+        self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes
         self.summarize = summarize or build_structured_summary
         self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
         # L5/L6: the shell's sandbox, its network and the extra variables it may see (env: MXCLAW_SANDBOX,
@@ -132,9 +174,16 @@ class Agent:
             return Path.cwd().resolve()
         from mxclaw_nb.demo_model import copy_demo_workspace
 
-        # The demo plays a coding agent on the sample project: give it a fresh, writable copy.
+        # The demo plays a coding agent on the sample project: give it a fresh, writable copy (beside the
+        # database, or in the temp folder when that folder is read-only).
         base = self.store.path.parent / "demo-workspaces"
-        base.mkdir(parents=True, exist_ok=True)
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            if not os.access(base, os.W_OK):
+                raise PermissionError(base)
+        except OSError:
+            base = Path(tempfile.gettempdir()) / "mxclaw-demo-workspaces"
+            base.mkdir(parents=True, exist_ok=True)
         index = sum(1 for _ in base.iterdir())
         return copy_demo_workspace(base / f"workspace-{index:04d}").resolve()
 
@@ -212,6 +261,7 @@ class Agent:
     def _user_message(self, prompt: str, images: Sequence[str | Path] | None) -> Message:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: say what the agent should do")
+        check_prompt_size(prompt, self.max_prompt_bytes)
         if not images:
             return {"role": "user", "content": prompt}
         parts, attachments = zip(*(image_part(p) for p in images), strict=True)
@@ -235,17 +285,23 @@ class Agent:
     def run(self, prompt: str, images: Sequence[str | Path] | None = None) -> TurnResult:
         """Run one turn; `result.text` is the final answer. Everything is stored as it happens."""
         user = self._user_message(prompt, images)
-        transcript = self._ensure_preamble()
-        turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
-        tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
-        ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy, self._observe_usage,
-                          self._emit, self._cache, self.max_iterations, self.summarize)
-        try:
-            result = run_turn(ctx, self.session_id, user, turn)
-        finally:
-            rest = self._deltas.flush()
-            if rest:
-                self._send("model.delta", {"text": rest})
+        if self.store.read_only:
+            raise self.store.read_only_error("run a turn (nothing was stored or sent)")
+        session_id = self.session_id
+        # One turn at a time per session, across processes: the turn number is taken inside the lock.
+        with self.store.turn_lock(session_id, on_wait=lambda who: self._emit(
+                "turn.waiting", {"session_id": session_id, "holder": who})):
+            transcript = self._ensure_preamble()
+            turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
+            tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
+            ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
+                              self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize)
+            try:
+                result = run_turn(ctx, session_id, user, turn)
+            finally:
+                rest = self._deltas.flush()
+                if rest:
+                    self._send("model.delta", {"text": rest})
         result.text = redact(result.text)
         return result
 

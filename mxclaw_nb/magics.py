@@ -18,24 +18,26 @@ import sys
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Bool, Enum, Float, Integer, Unicode, observe
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, validate
 from traitlets.config import Configurable
 
-from mxclaw_nb.agent import COUNTER_MODES, Agent, image_part
+from mxclaw_nb.agent import COUNTER_MODES, Agent, check_prompt_size, image_part
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.magics_approval import make_approver
 from mxclaw_nb.magics_commands import COMMANDS, HELP, parse_cell_options, parse_line_prompt, run_command
+from mxclaw_nb.magics_input import agent_input_guard, near_command
 from mxclaw_nb.magics_live import LiveLog
 from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
+from mxclaw_nb.settings import LIMITS, MAX_PROMPT_BYTES, check_setting
 from mxclaw_nb.store import Store, StoreError
 from mxclaw_nb.text_policy import display
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
 
 AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
-                  "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline", "sandbox", "network",
-                  "shell_env", "max_tool_calls")
+                  "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline", "max_prompt_bytes",
+                  "sandbox", "network", "shell_env", "max_tool_calls")
 CONFIG_KEYS = (*AGENT_SETTINGS, "live", "widgets", "approval_timeout")
 
 
@@ -64,6 +66,8 @@ class AgentMagics(Magics, Configurable):
     shell_env = Unicode("", config=True, help="Comma-separated extra environment variables the shell may see "
                         "($MXCLAW_SHELL_ENV); names with KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL are refused.")
     max_tool_calls = Integer(MAX_TOOL_CALLS, config=True, help="Tool calls run per model response; the rest fail.")
+    max_prompt_bytes = Integer(MAX_PROMPT_BYTES, config=True,
+                               help="Largest prompt in bytes (UTF-8); a longer one is refused with its size.")
     live = Bool(True, config=True, help="Show the live turn log while a turn runs.")
     widgets = Bool(True, config=True, help="Use ipywidgets in a kernel (HTML/text fallbacks otherwise).")
     approval_timeout = Float(300.0, config=True, help="Seconds to wait for Approve/Deny before denying.")
@@ -83,14 +87,30 @@ class AgentMagics(Magics, Configurable):
     def _settings_changed(self, change: Any) -> None:
         self._dirty = True
 
+    @validate("workspace")
+    def _check_workspace(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value and not os.path.isdir(os.path.expanduser(value)):
+            raise TraitError(f"workspace must be an existing folder (got {value!r})")
+        return value
+
+    @validate(*(k for k in CONFIG_KEYS if k in LIMITS))
+    def _check_range(self, proposal: Any) -> Any:
+        # One table (mxclaw_nb.settings) for %config, %agent config, ipython_config.py and Agent(...).
+        try:
+            return check_setting(proposal["trait"].name, proposal["value"])
+        except ValueError as exc:
+            raise TraitError(str(exc)) from None
+
     # -- agent lifecycle ---------------------------------------------------------------------------
     def store(self) -> Store:
         """The store for the configured database (opened once, reopened when `db` changes)."""
         key = self.db or ""
         if self._store is None or key != self._store_key:
-            if self._store is not None:
-                self._store.close()
-            self._store, self._store_key = Store(self.db or None), key
+            new = Store(self.db or None)  # may raise: the old store then stays open and in use
+            old, self._store, self._store_key = self._store, new, key
+            if old is not None:
+                old.close()
         return self._store
 
     def get_agent(self) -> Agent:
@@ -116,7 +136,8 @@ class AgentMagics(Magics, Configurable):
                          api_key=os.environ.get(self.api_key_env) or None,
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
-                         max_iterations=self.max_iterations, session_id=session_id, call_deadline=self.call_deadline,
+                         max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
+                         session_id=session_id, call_deadline=self.call_deadline,
                          sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
                          shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout))
@@ -145,6 +166,7 @@ class AgentMagics(Magics, Configurable):
 
     # -- the magic -----------------------------------------------------------------------------------
     @line_cell_magic("agent")
+    @no_var_expand  # a prompt is literal text: `$x` and `{x}` reach the model as typed
     def agent_magic(self, line: str = "", cell: str | None = None) -> Any:
         """Run an agent turn or a management command. `%agent help` lists everything."""
         try:
@@ -157,6 +179,8 @@ class AgentMagics(Magics, Configurable):
             word, _, rest = stripped.partition(" ")
             if word in COMMANDS:
                 return run_command(self, word, rest.strip())
+            if not rest:
+                self._check_one_word(word)
             prompt, opts = parse_line_prompt(stripped)
             return self.turn(prompt, **opts)
         except (StoreError, TurnFailed) as exc:
@@ -166,6 +190,16 @@ class AgentMagics(Magics, Configurable):
         return None
 
     agent_magic.__doc__ = HELP
+
+    @staticmethod
+    def _check_one_word(word: str) -> None:
+        """A one-word prompt that is a typo of a command (`sesions`) is a UsageError, not a prompt."""
+        suggestion = near_command(word, COMMANDS)
+        if word.endswith("?") and word[:-1] in COMMANDS:
+            suggestion = f"help {word[:-1]}"
+        if suggestion is not None:
+            raise UsageError(f"%agent: {word!r} is not a command: did you mean `%agent {suggestion}`? "
+                             f"(use -- to send it as a prompt: %agent -- {word})")
 
     def live_mode(self) -> str:
         """How the live log is shown: `display` (kernel), `print` (terminal) or `off`."""
@@ -190,14 +224,22 @@ class AgentMagics(Magics, Configurable):
                 raise UsageError(f"--image: {exc}") from None
         if not prompt and not dry_run:
             raise UsageError("The prompt is empty: say what the agent should do (%agent help for commands).")
+        try:
+            check_prompt_size(prompt, self.max_prompt_bytes)
+        except ValueError as exc:
+            raise UsageError(f"%agent: {exc}.") from None
         agent = self.get_agent()
         if new:
             agent.new_session()
         if dry_run:
             return show_dry_run(self, prompt or None)
+        if agent.store.read_only:
+            print(self.caption(str(agent.store.read_only_error("run a turn (nothing was stored or sent)"))),
+                  file=sys.stderr)
+            return None
         widget, handle = self._live_widget(agent)
         log = LiveLog(agent.label, agent.session_id, mode="off" if widget is not None else self.live_mode())
-        unsubscribe = [agent.subscribe(self._remember), agent.subscribe(log.handle)]
+        unsubscribe = [agent.subscribe(self._remember), agent.subscribe(log.handle), agent.subscribe(_say_waiting)]
         if widget is not None:
             unsubscribe.append(agent.subscribe(widget.handle))
         self.last_result = None
@@ -232,15 +274,29 @@ class AgentMagics(Magics, Configurable):
         return view, display(view, display_id=True)
 
 
+def _say_waiting(kind: str, payload: dict[str, Any]) -> None:
+    """Nothing hangs silently: say whom a turn waits for when another process drives the session."""
+    if kind == "turn.waiting":
+        print(f"Waiting: session {str(payload.get('session_id'))[:8]} is running a turn in {payload.get('holder')}; "
+              "this turn starts when that one ends (interrupt to stop waiting; nothing is stored yet).",
+              file=sys.stderr, flush=True)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register AgentMagics on the shell; loading twice keeps the first instance."""
     if "AgentMagics" in ipython.magics_manager.registry:
         return
     ipython.register_magics(AgentMagics(shell=ipython))
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and agent_input_guard not in cleanup:
+        cleanup.append(agent_input_guard)  # before IPython's help syntax: `%agent what next?` is a prompt
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Close the store and remove the magics, so %reload_ext starts clean."""
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and agent_input_guard in cleanup:
+        cleanup.remove(agent_input_guard)
     magics = ipython.magics_manager.registry.pop("AgentMagics", None)
     if magics is None:
         return

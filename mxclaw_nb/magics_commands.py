@@ -20,10 +20,11 @@ from typing import Any
 
 import pandas as pd
 from IPython.core.error import UsageError
-from traitlets import TraitError
+from traitlets import Bool, Enum, TraitError
 
 from mxclaw_nb import magics_views as views
 from mxclaw_nb.secrets import redact_obj
+from mxclaw_nb.settings import LIMITS, describe_setting
 
 ENV_OF = {"model": "MXCLAW_MODEL", "base_url": "OPENAI_BASE_URL", "db": "MXCLAW_DB",
           "context_window_tokens": "MXCLAW_CONTEXT_WINDOW", "sandbox": "MXCLAW_SANDBOX", "network": "MXCLAW_NETWORK",
@@ -132,7 +133,11 @@ def cmd_help(m: Any, args: Any) -> None:
         print(HELP)
         return
     if args.command not in COMMANDS:
-        raise UsageError(f"%agent help: unknown command {args.command!r}; commands: {', '.join(COMMANDS)}. "
+        from mxclaw_nb.magics_input import near_command
+
+        near = near_command(args.command, COMMANDS)
+        hint = f"did you mean `%agent help {near}`? " if near else ""
+        raise UsageError(f"%agent help: unknown command {args.command!r}; {hint}commands: {', '.join(COMMANDS)}. "
                          f"To send a prompt starting with 'help', write %agent -- help ...")
     print(_parser(args.command, COMMANDS[args.command]).format_help())
 
@@ -190,6 +195,32 @@ def _shown_value(value: Any) -> Any:
     return display_url(value) if isinstance(value, str) and "://" in value else redact_obj(value)
 
 
+def _assign(m: Any, key: str, raw: str) -> None:
+    """Set one setting from text; a value outside its range (or a db that cannot open) is a UsageError."""
+    from mxclaw_nb.store import StoreError
+
+    previous = getattr(m, key)
+    try:
+        setattr(m, key, m.traits()[key].from_string(raw))
+    except (TraitError, ValueError) as exc:
+        trait = m.traits()[key]
+        if key in LIMITS:
+            text = f"{key} must be {describe_setting(key)} (got {raw!r})"
+        elif isinstance(trait, Bool):
+            text = f"{key} must be true or false (got {raw!r})"
+        elif isinstance(trait, Enum):
+            text = f"{key} must be one of {', '.join(map(str, trait.values or ()))} (got {raw!r})"
+        else:
+            text = str(exc)
+        raise UsageError(f"%agent config: {text}; nothing was changed.") from None
+    if key == "db":
+        try:
+            m.store()  # open it now: the current store stays in use unless the new one opens
+        except StoreError as exc:
+            m.db = previous
+            raise UsageError(f"%agent config: db not changed: {exc}") from None
+
+
 def cmd_config(m: Any, args: Any) -> Any:
     """Show the settings, or set `key=value` pairs."""
     from mxclaw_nb.magics import CONFIG_KEYS
@@ -201,10 +232,7 @@ def cmd_config(m: Any, args: Any) -> Any:
             if not eq or key not in CONFIG_KEYS:
                 raise UsageError(f"%agent config: expected key=value with key in {', '.join(CONFIG_KEYS)} "
                                  f"(got {item!r}).")
-            try:
-                setattr(m, key, m.traits()[key].from_string(raw.strip()))
-            except (TraitError, ValueError) as exc:
-                raise UsageError(f"%agent config: bad value for {key}: {exc}") from None
+            _assign(m, key, raw.strip())
             print(f"{key} = {_shown_value(getattr(m, key))!r}")
         return None
     agent = m.get_agent()
@@ -277,8 +305,9 @@ HELP = "\n".join([
     "",
     "Settings (%agent config key=value, %config AgentMagics.key = value, or ipython_config.py):",
     "  model, base_url, api_key_env, db, workspace, context_window_tokens, threshold_ratio,",
-    "  keep_recent_tokens, approval, counter, max_iterations, call_deadline, sandbox, network,",
-    "  shell_env, max_tool_calls, live, widgets, approval_timeout.",
+    "  keep_recent_tokens, approval, counter, max_iterations, call_deadline, max_prompt_bytes, sandbox,",
+    "  network, shell_env, max_tool_calls, live, widgets, approval_timeout. Numeric ones are checked",
+    "  when set (the range is in the message).",
     "  Unset ones fall back to MXCLAW_MODEL, OPENAI_BASE_URL, $<api_key_env> (OPENAI_API_KEY),",
     "  MXCLAW_DB, MXCLAW_CONTEXT_WINDOW, MXCLAW_SANDBOX, MXCLAW_NETWORK, MXCLAW_SHELL_ENV;",
     "  with no model configured the offline demo model answers.",

@@ -142,9 +142,12 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     """Replay the session's model calls under other policy values (no model calls)."""
     from dataclasses import replace
 
+    from mxclaw_nb.settings import check_settings
+
     agent = m.get_agent()
     base = agent.policy
-    try:
+    try:  # the same ranges as the settings (mxclaw_nb.settings)
+        check_settings(context_window_tokens=args.window, threshold_ratio=args.ratio, keep_recent_tokens=args.tail)
         policy = replace(base, context_window_tokens=args.window or base.context_window_tokens,
                          threshold_ratio=args.ratio if args.ratio is not None else base.threshold_ratio,
                          keep_recent_tokens=args.tail if args.tail is not None else base.keep_recent_tokens)

@@ -16,11 +16,12 @@ their session.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps_text, message_to_row, t
 from mxclaw_nb.store_errors import StoreError, translate
 from mxclaw_nb.store_lease import Lease, transaction
 from mxclaw_nb.store_read import StoreReads
-from mxclaw_nb.store_schema import migrate
+from mxclaw_nb.store_schema import MIGRATIONS, current_version, migrate
+from mxclaw_nb.store_turnlock import turn_lock
 from mxclaw_nb.text_policy import display
 
 __all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]
@@ -65,6 +67,14 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _on_open(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+    # A read-only file can be read only if it is already at this code's schema version.
+    if read_only and current_version(con) < len(MIGRATIONS):
+        raise StoreError(path, f"the database is read-only and at schema version {current_version(con)}, but this "
+                               f"mxclaw_nb needs {len(MIGRATIONS)}: open it once where it is writable to upgrade it")
+    migrate(con, path)
+
+
 class Store(StoreReads):
     """Append-only DuckDB store shared safely by several processes (SPEC S1-S4)."""
 
@@ -75,6 +85,7 @@ class Store(StoreReads):
         clock: Callable[[], datetime] | None = None,
         timeout: float = 30.0,
         idle_release: float = 3.0,
+        read_only: bool = False,
     ) -> None:
         self.path = (Path(path).expanduser() if path is not None else default_db_path()).absolute()
         self._clock = clock or _utcnow
@@ -85,7 +96,8 @@ class Store(StoreReads):
         except OSError as exc:
             raise translate(self.path, exc, "create the database folder") from exc
         path = self.path  # not self: the lease (and its watcher thread) must not keep the Store alive
-        self._lease = Lease(path, timeout=timeout, idle_release=idle_release, on_open=lambda c: migrate(c, path))
+        self._lease = Lease(path, timeout=timeout, idle_release=idle_release, read_only=read_only,
+                            on_open=lambda con, ro: _on_open(con, path, ro))
         self._next: dict[tuple[str, str], int] = {}
         self._next_gen = -1
         self._known_sessions: set[str] = set()
@@ -95,6 +107,43 @@ class Store(StoreReads):
             pass
 
     # -- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        """True when the file is open read-only (asked for, or the file or folder is not writable)."""
+        return self._lease.read_only
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why the store is read-only (e.g. `Read-only file system`), or None."""
+        return self._lease.read_only_reason
+
+    def read_only_error(self, action: str) -> StoreError:
+        """The error a write gets on a read-only store (one sentence: why, and what still works)."""
+        return self._lease.read_only_error(action)
+
+    @contextmanager
+    def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB cursor for reading, inside one read-only transaction (a consistent snapshot).
+
+        Use this (or `sql()`) from the kernel that runs the agent: a second `duckdb.connect(path,
+        read_only=True)` in the same process fails with DuckDB's "different configuration than existing
+        connections" while this store holds the file. The file is held for the block only.
+        """
+        with self._lease.connection("read the database") as con:
+            cursor = con.cursor()
+            try:
+                cursor.execute("BEGIN TRANSACTION READ ONLY")
+                yield cursor
+            finally:
+                with suppress(duckdb.Error):
+                    cursor.execute("ROLLBACK")
+                cursor.close()
+
+    def turn_lock(self, session_id: str, *, on_wait: Callable[[str], None] | None = None,
+                  timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Hold the session for one turn, across processes: one turn at a time per session (see store_turnlock)."""
+        return turn_lock(self.path, session_id, on_wait=on_wait, timeout=timeout)
 
     def close(self) -> None:
         """Close the database file; the Store cannot be used afterwards."""
@@ -107,7 +156,7 @@ class Store(StoreReads):
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Group appends into one transaction and one commit (e.g. one loop iteration): all or none."""
-        with self._lease.connection("write a batch") as con:
+        with self._lease.connection("write a batch", write=True) as con:
             if self._batch_depth:
                 yield
                 return
@@ -157,7 +206,7 @@ class Store(StoreReads):
 
     def _insert(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:
         # Shared path of every append: check the session, number the rows, insert them atomically.
-        with self._lease.connection(action) as con:
+        with self._lease.connection(action, write=True) as con:
             self._check_session(con, session_id)
             start = self._seq(con, table, session_id)
             seqs = list(range(start, start + len(rows)))
@@ -199,7 +248,7 @@ class Store(StoreReads):
             meta_json = None if meta is None else dumps_text(redact_obj(meta), "session meta")
         except ValueError as exc:
             raise self._bad_input(exc, "create a session") from exc
-        with self._lease.connection("create a session") as con:
+        with self._lease.connection("create a session", write=True) as con:
             if con.execute("SELECT 1 FROM sessions WHERE id = ?", [sid]).fetchall():
                 raise StoreError(self.path, f"a session with id {sid!r} already exists")
             con.execute(
@@ -265,7 +314,7 @@ class Store(StoreReads):
         text = redact(text)
         artifact_id = f"artifact-{uuid.uuid4().hex[:12]}"
         text = display(text)  # SPEC L7: what read_artifact serves is what the model could have been shown
-        with self._lease.connection("store an artifact") as con:
+        with self._lease.connection("store an artifact", write=True) as con:
             self._check_session(con, session_id)
             con.execute(
                 "INSERT INTO artifacts (session_id, id, created_at, bytes, chars, text) VALUES (?,?,?,?,?,?)",

@@ -50,6 +50,12 @@ def translate(path: Path, exc: BaseException, action: str) -> StoreError:
             f"cannot {action}: this file is not a DuckDB database (or is damaged). It was left untouched; "
             f"move it away or {MOVE_HINT}."
         )
+    elif "different configuration than existing connections" in text:
+        msg = (
+            f"cannot {action}: this process already has the file open through another DuckDB connection with "
+            "other settings (e.g. duckdb.connect(path, read_only=True)). Close that connection first; to read "
+            "the store from this kernel use store.sql(...), `with store.reader() as con:` or %agent sql."
+        )
     elif "Could not set lock" in text or "Conflicting lock" in text:
         msg = (
             f"cannot {action}: another program holds the database open ({text.strip()}). Close that program "

@@ -15,10 +15,17 @@ Waiting is announced through two `filelock` files beside the database: a waiter 
 when it needs the file again it queues behind the waiter, so nobody starves. The OS drops both
 locks when a process dies (even by SIGKILL), and DuckDB replays its WAL on the next open, so a
 killed holder blocks nobody and loses no committed row.
+
+Read-only files: when the lock files cannot be created or the database cannot be opened for writing
+(a read-only filesystem or mount, no write permission), the lease opens the file with DuckDB's
+`read_only=True` instead and says why (`read_only_reason`): every read works, and a write is refused
+with one sentence before DuckDB is asked. `Lease(read_only=True)` asks for that mode directly.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +35,7 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock, Timeout
 
-from mxclaw_nb.store_errors import StoreError, translate
+from mxclaw_nb.store_errors import MOVE_HINT, StoreError, translate
 
 # Errors that leave the connection usable (bad SQL, constraint hit); anything else discards it.
 _BENIGN = (
@@ -39,6 +46,33 @@ _BENIGN = (
     duckdb.ConversionException,
     duckdb.InvalidInputException,
 )
+
+
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class NotWritable(Exception):
+    """The lock files or the database cannot be written here; carries the reason in words."""
+
+
+def _not_writable_reason(exc: BaseException) -> str | None:
+    if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
+        return f"{os.strerror(exc.errno)}: {exc.filename or ''}".rstrip(": ")
+    text = str(exc).lower()
+    for marker in ("read-only file system", "permission denied"):
+        if marker in text:
+            return marker.capitalize() if marker != "read-only file system" else "Read-only file system"
+    return None
+
+
+def _probe_writable(lock_path: str) -> str | None:
+    """None if `lock_path` can be opened for writing (created if needed), else the reason."""
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        return _not_writable_reason(exc) or str(exc)
+    os.close(fd)
+    return None
 
 
 @contextmanager
@@ -65,7 +99,8 @@ class Lease:
         idle_release: float = 3.0,
         max_hold: float = 0.25,
         poll: float = 0.005,
-        on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        on_open: Callable[[duckdb.DuckDBPyConnection, bool], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.timeout, self.idle_release, self.max_hold, self.poll = timeout, idle_release, max_hold, poll
@@ -82,13 +117,17 @@ class Lease:
         self._depth = 0
         self.generation = 0  # bumps on every (re)open: cached facts about the file expire with it
         self.opens = 0
+        self.read_only = read_only
+        self.read_only_reason: str | None = "opened with read_only=True" if read_only else None
 
     @contextmanager
-    def connection(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connection(self, action: str, *, write: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """Yield the held connection (opening it if needed); errors become StoreError naming `action`."""
         with self._mu:
             if self._closed:
                 raise StoreError(self.path, f"cannot {action}: the store is closed")
+            if write and self.read_only:
+                raise self.read_only_error(action)
             if self._depth == 0 and self._con is not None and self._should_yield():
                 self._release()
             if self._con is None:
@@ -108,6 +147,15 @@ class Lease:
             finally:
                 self._depth -= 1
                 self._last_used = time.monotonic()
+
+    def read_only_error(self, action: str) -> StoreError:
+        """The sentence a refused write gets: why the file is read-only and what still works."""
+        return StoreError(
+            self.path,
+            f"cannot {action}: the database is open read-only ({self.read_only_reason}). Reading works "
+            "(sessions, transcripts, SQL); to write, copy the file to a writable folder and point "
+            "MXCLAW_DB (or %agent config db=...) at the copy",
+        )
 
     @property
     def held(self) -> bool:
@@ -143,11 +191,17 @@ class Lease:
         return self._waiter_present()
 
     def _take(self, lock: FileLock, deadline: float, action: str) -> None:
+        probed = False
         while True:
             try:
                 lock.acquire(blocking=False)
                 return
             except Timeout:
+                if not probed:  # a lock file that cannot be created looks like a busy lock to filelock
+                    probed = True
+                    reason = _probe_writable(lock.lock_file)
+                    if reason is not None:
+                        raise NotWritable(reason) from None
                 if time.monotonic() >= deadline:
                     raise StoreError(
                         self.path,
@@ -156,19 +210,39 @@ class Lease:
                     ) from None
                 time.sleep(self.poll)
             except OSError as exc:
+                reason = _not_writable_reason(exc)
+                if reason is not None:
+                    raise NotWritable(reason) from exc
                 raise translate(self.path, exc, action) from exc
+
+    def _take_locks(self, deadline: float, action: str) -> None:
+        """Queue, then the main lock; in read-only mode, lock files that cannot be created are skipped."""
+        try:
+            self._take(self._queue, deadline, action)
+        except NotWritable as exc:
+            self._go_read_only(str(exc), action)
+            return
+        try:
+            self._take(self._main, deadline, action)
+        except NotWritable as exc:
+            self._go_read_only(str(exc), action)
+        finally:
+            self._queue.release()
+
+    def _go_read_only(self, reason: str, action: str) -> None:
+        if self.read_only:
+            return
+        if not self.path.exists():  # nothing to read either: the plain "not writable" error
+            raise StoreError(self.path, f"cannot {action}: the folder or file is not writable ({reason}); {MOVE_HINT}.")
+        self.read_only, self.read_only_reason = True, reason
 
     def _acquire(self, action: str) -> None:
         deadline = time.monotonic() + self.timeout
-        self._take(self._queue, deadline, action)
-        try:
-            self._take(self._main, deadline, action)
-        finally:
-            self._queue.release()
+        self._take_locks(deadline, action)
         try:
             self._con = self._open(deadline, action)
             if self._on_open is not None:
-                self._on_open(self._con)
+                self._on_open(self._con, self.read_only)
         except BaseException as exc:
             self._release(broken=True)
             if isinstance(exc, duckdb.Error | OSError):
@@ -184,8 +258,12 @@ class Lease:
     def _open(self, deadline: float, action: str) -> duckdb.DuckDBPyConnection:
         while True:
             try:
-                return duckdb.connect(str(self.path))
+                return duckdb.connect(str(self.path), read_only=self.read_only)
             except duckdb.IOException as exc:
+                reason = None if self.read_only else _not_writable_reason(exc)
+                if reason is not None:  # e.g. the folder is writable (lock files) but the file is not
+                    self._go_read_only(reason, action)
+                    continue
                 # A program outside our lock protocol holds the file: wait for it like for a waiter.
                 if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
                     raise

@@ -121,7 +121,7 @@ class StoreReads:
     def import_parquet(self, folder: str | os.PathLike[str]) -> dict[str, int]:
         """Import a folder written by export_parquet; rows whose keys exist are skipped."""
         source = Path(folder).expanduser()
-        with self._lease.connection(f"import Parquet from {source}") as con:
+        with self._lease.connection(f"import Parquet from {source}", write=True) as con:
             try:
                 counts = import_tables(con, source)
             except FileNotFoundError as exc:

@@ -142,9 +142,9 @@ def test_n1_config_subcommand_sets_values_and_keeps_the_session(ip: InteractiveS
     for bad in ("nokey=1", "threshold_ratio=abc", "approval=maybe", "max_iterations"):
         with pytest.raises(UsageError):
             ip.run_line_magic("agent", f"config {bad}")
-    ip.run_line_magic("agent", "config threshold_ratio=1.5")  # the trait accepts it; the Agent rejects it
-    with pytest.raises(UsageError, match="threshold_ratio"):
-        m.get_agent()
+    with pytest.raises(UsageError, match=r"threshold_ratio must be a number in \(0, 1\]"):  # refused when set
+        ip.run_line_magic("agent", "config threshold_ratio=1.5")
+    assert m.threshold_ratio == 0.8 and m.get_agent().session_id == sid
 
 
 def test_n1_cell_turn_on_demo_streams_the_live_log(ip: InteractiveShell) -> None:

@@ -96,7 +96,7 @@ def test_l6_key_and_url_password_never_stored_shown_or_sent(shell: InteractiveSh
     db = tmp_path / "store.duckdb"
     stored = _database_text(db)
     assert "[redacted]" in stored and "bob:***@" in stored
-    raw = b"".join(p.read_bytes() for p in tmp_path.glob("store.duckdb*"))
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("store.duckdb*") if p.is_file())
     for secret in (KEY, PASSWORD):
         assert secret not in stored, f"{secret} stored in a table"
         assert secret.encode() not in raw, f"{secret} in the database file"
