@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from mxclaw_nb.kernel import DISPLAY_NAME, KERNEL_NAME
+from mxclaw_nb.kernel.binding import notebook_name
 from mxclaw_nb.kernel.cells import agent_completions, classify, touches_agent
 from mxclaw_nb.store import Store
 from mxclaw_nb.testserver import TestServer
@@ -194,12 +195,14 @@ def test_n4_one_session_per_notebook_resumed_on_reopen_and_restart(kernels: Any)
     a.restart()  # "Restart kernel": a new process with the same environment
     reply, turn = a.run("run the tests again")
     assert reply["content"]["status"] == "ok" and "turn 2 · done" in turn and f"session {first[:8]}" in turn
+    assert "Continuing this notebook's session" in turn  # said once per kernel, where it resumes
     assert a.value(SESSION_ID) == first
     a.close()
 
     reopened = kernels("work/a.ipynb")  # the notebook closed and opened again: a new kernel
     _, turn = reopened.run("and now?")
     assert f"session {first[:8]}" in turn and "turn 3 · done" in turn
+    assert turn.startswith(f"Continuing this notebook's session {first[:8]} (2 turns so far); %agent new starts")
     reopened.run("%agent new")
     _, turn = reopened.run("start over")
     fresh = reopened.value(SESSION_ID)
@@ -290,6 +293,14 @@ def test_n4_cell_rules() -> None:
     assert touches_agent("fix it") and touches_agent("%agent view") and touches_agent("%%agent --new\nx")
     assert not touches_agent("%agent config db=x.duckdb") and not touches_agent("%agent help")
     assert not touches_agent("%config AgentMagics.model = 'x'") and not touches_agent("%%python\n1")
+
+
+def test_n4_notebook_name_sources() -> None:
+    """MXCLAW_NOTEBOOK overrides Jupyter's JPY_SESSION_NAME; VS Code's variable is the fallback; else None."""
+    assert notebook_name({"JPY_SESSION_NAME": "/r/a.ipynb"}) == "/r/a.ipynb"
+    assert notebook_name({"JPY_SESSION_NAME": "/r/a.ipynb", "MXCLAW_NOTEBOOK": "batch"}) == "batch"
+    assert notebook_name({"JPY_SESSION_NAME": " "}, {"__vsc_ipynb_file__": "/v/b.ipynb"}) == "/v/b.ipynb"
+    assert notebook_name({}, {}) is None
 
 
 def test_n4_completion_rules() -> None:

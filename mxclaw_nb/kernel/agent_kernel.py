@@ -77,6 +77,9 @@ class AgentKernel(IPythonKernel):
             if found is not None:
                 magics.switch_session(found)
                 self.bound_session = found
+                turns = binding.turns(magics.store(), found)
+                print(f"Continuing this notebook's session {found[:8]} ({turns} turn{'s' if turns != 1 else ''} "
+                      "so far); %agent new starts a fresh one.")
         except Exception as exc:  # the cell itself reports store and settings problems in its own words
             print(f"mx-claw agent: could not resume this notebook's session: {exc}", file=sys.stderr)
 

@@ -49,6 +49,12 @@ def is_stored(store: Any, session_id: str) -> bool:
     return bool(store.sql("SELECT count(*) AS n FROM sessions WHERE id = ?", [session_id]).iloc[0]["n"])
 
 
+def turns(store: Any, session_id: str) -> int:
+    """How many prompts the session has stored."""
+    found = store.sql("SELECT count(*) AS n FROM messages WHERE session_id = ? AND role = 'user'", [session_id])
+    return int(found.iloc[0]["n"])
+
+
 def bind(store: Any, session_id: str, notebook: str) -> None:
     """Record that `notebook` uses `session_id` from now on (append-only, SPEC S2)."""
     store.append_event(session_id, EVENT, {"notebook": notebook})
