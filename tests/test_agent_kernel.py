@@ -312,3 +312,19 @@ def test_n4_completion_rules() -> None:
     assert agent_completions("%agent config approval=a", cmds, settings) == (["approval=ask", "approval=allow"], 10)
     assert agent_completions("%agent view --b", cmds, settings) is None
     assert agent_completions("x = 1", cmds, settings) is None
+
+
+def test_n4_console_is_complete(kernels: Any) -> None:
+    """jupyter console: Enter sends a prompt at once; a `%%python` cell, like any cell magic, waits for more."""
+    k = kernels(None)
+
+    def status(code: str) -> str:
+        msg_id = k.kc.is_complete(code)
+        reply = k.kc.get_shell_msg(timeout=TIMEOUT)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = k.kc.get_shell_msg(timeout=TIMEOUT)
+        return str(reply["content"]["status"])
+
+    assert status("fix the failing tests") == "complete"
+    assert status("%%python\nfor i in range(3):") == "incomplete"
+    assert status("%agent view") == "complete"

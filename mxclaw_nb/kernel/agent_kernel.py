@@ -142,11 +142,11 @@ class AgentKernel(IPythonKernel):
         return super().do_inspect(code, cursor_pos, detail_level, omit_sections)
 
     def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
-        """A console sends a prompt on Enter; Python and magic cells follow IPython's rules."""
-        cell = classify(code)
-        if cell.kind == "prompt":
+        """A console sends a prompt on Enter (`%%agent` for a multi-line one); other cells follow IPython's rules
+        (a `%%python` or `%%agent` cell, like any cell magic, ends with an empty line)."""
+        if classify(code).kind == "prompt":
             return {"status": "complete"}
-        return super().do_is_complete(cell.code if cell.kind == "python" else code)
+        return super().do_is_complete(code)
 
     def _commands(self) -> list[str]:
         from mxclaw_nb.magics_commands import COMMANDS
