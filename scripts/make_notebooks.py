@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,21 +31,22 @@ NAMES = {
     "02": "02-context-management-tour",
     "03": "03-compaction-experiments",
     "04": "04-cross-session-analysis",
+    "05": "05-agent-notebook",
 }
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def build(key: str) -> nbformat.NotebookNode:
-    """The notebook for `key` ("01".."04") without outputs, from `scripts/nb_cells/nbKEY.py`."""
+    """The notebook for `key` ("01".."05") without outputs, from `scripts/nb_cells/nbKEY.py`."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         module = importlib.import_module(f"nb_cells.nb{key}")
     finally:
         sys.path.pop(0)
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = dict(KERNELSPEC)
-    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["kernelspec"] = dict(getattr(module, "KERNELSPEC", KERNELSPEC))  # 05 runs on the agent kernel (N4)
+    nb.metadata["language_info"] = dict(getattr(module, "LANGUAGE_INFO", {"name": "python"}))
     for k, (kind, source, tags) in enumerate(module.CELLS):
         cell = nbformat.v4.new_markdown_cell(source) if kind == "md" else nbformat.v4.new_code_cell(source)
         cell["id"] = f"nb{key}-{k:03d}"  # stable ids: regenerating gives a clean diff
@@ -55,11 +58,28 @@ def build(key: str) -> nbformat.NotebookNode:
 
 
 def execute(nb: nbformat.NotebookNode, timeout: int = 600) -> float:
-    """Run the notebook in a fresh python3 kernel with notebooks/ as the working folder; seconds taken."""
+    """Run the notebook in a fresh kernel of its kernelspec with notebooks/ as the working folder; seconds taken.
+
+    The agent kernel (05) is installed into a temporary prefix for the run, so nothing is left installed.
+    """
+    name = nb.metadata["kernelspec"]["name"]
     started = time.perf_counter()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
-    client.execute()
+    with tempfile.TemporaryDirectory() as prefix:
+        saved = os.environ.get("JUPYTER_PATH")
+        if name != "python3":
+            from mxclaw_nb.kernel.spec import install
+
+            install(prefix=prefix, name=name)
+            os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (f"{prefix}/share/jupyter", saved) if p)
+        try:
+            client = NotebookClient(nb, timeout=timeout, kernel_name=name, store_widget_state=False,
+                                    resources={"metadata": {"path": str(NOTEBOOKS)}})
+            client.execute()
+        finally:
+            if saved is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = saved
     return time.perf_counter() - started
 
 
@@ -84,7 +104,7 @@ def static_widgets(nb: nbformat.NotebookNode) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Build (and by default execute) the selected notebooks and write them to notebooks/."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("keys", nargs="*", default=list(NAMES), help="which notebooks: 01 02 03 04 (default all)")
+    parser.add_argument("keys", nargs="*", default=list(NAMES), help="which notebooks: 01 02 03 04 05 (default all)")
     parser.add_argument("--no-execute", action="store_true", help="write the notebooks without outputs")
     args = parser.parse_args(argv)
     unknown = [k for k in args.keys if k not in NAMES]

@@ -2,9 +2,9 @@
 
 Why: the context engine is replayed over thousands of stored sessions and used from any notebook, so it
 must stay pure (standard library only); adapters (store, provider, tools) must not pull in the UI or the
-loop; and nothing but the magics (and users' notebooks) may import the UI, so the engine and the store
-work headless. Every import statement is read — module level and inside functions — so a lazy import
-cannot slip a dependency in unnoticed.
+loop; and nothing but the magics and the agent kernel (and users' notebooks) may import the UI, so the
+engine and the store work headless. Every import statement is read — module level and inside functions — so
+a lazy import cannot slip a dependency in unnoticed.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def within(target: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def is_ui_module(name: str) -> bool:
-    return within(name, ("mxclaw_nb.widgets",)) or name.startswith("mxclaw_nb.magics")
+    # The agent kernel (SPEC N4) is notebook surface too: it drives the magics.
+    return within(name, ("mxclaw_nb.widgets", "mxclaw_nb.kernel")) or name.startswith("mxclaw_nb.magics")
 
 
 def test_the_walker_sees_the_package() -> None:

@@ -29,5 +29,7 @@ def test_repo2docker_dockerfile_installs_the_package_and_opens_the_quickstart():
     assert "RUN ./binder/postBuild" in text
     assert "python=3.11" in text or "python3.11" in text or "3.11" in text
     assert (REPO / "binder" / "requirements.txt").read_text().split() == ["-e", "."]
-    assert "01-quickstart.ipynb" in (REPO / "binder" / "postBuild").read_text()
+    post_build = (REPO / "binder" / "postBuild").read_text()
+    assert "01-quickstart.ipynb" in post_build
+    assert "python -m mxclaw_nb.kernel install --sys-prefix" in post_build  # the agent kernel (SPEC N4)
     assert (REPO / "notebooks" / "01-quickstart.ipynb").is_file()
