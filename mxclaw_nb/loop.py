@@ -24,8 +24,10 @@ from mxclaw_nb.context import (
     build_fallback_view,
     build_request_view,
     build_structured_summary,
+    compose_lineage,
     estimate_messages,
 )
+from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.tools import ToolContext, ToolRegistry
 
@@ -124,6 +126,8 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
         "latency_ms": latency_ms, "error": error, "summary": view.summary,
         "provenance": view.provenance.to_columns(), "retry": retry,
+        # SPEC N3: what happened to each stored message up to this call, across the turn's C7 iterations
+        "lineage": view.lineage.to_record() if view.lineage is not None else None,
         # kept in `extra`: where the safe tail started, and the transcript seq of each input position, so a
         # stored provenance row can be resolved to its stored message even after compaction inside a turn.
         "tail_start": view.tail_start, "input_seqs": seqs,
@@ -139,6 +143,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     result = TurnResult(session_id, turn, "", "ok", 0)
     view_input: list[Message] = [*transcript, user_message]
     seqs: list[int | None] = [*range(len(transcript)), user_seq]  # transcript seq of each input position
+    # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
+    stored: list[Message] | None = view_input if user_seq == len(transcript) else None
+    stored = None if stored is None else list(stored)
+    lineage: Lineage | None = None  # what the earlier calls of this turn did (SPEC N3)
     try:
         while True:
             if result.iterations >= ctx.max_iterations:
@@ -149,7 +157,9 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 break
             result.iterations += 1
             it = result.iterations
-            view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result)
+            view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
+                                                   (lineage, stored))
+            lineage = view.lineage
             assistant = dict(completion.message)
             assistant.setdefault("role", "assistant")
             with ctx.store.batch():  # one commit for the call's record and its answer (store overhead, S1)
@@ -170,6 +180,11 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 appended.extend(m for m, _ in skipped)
                 new_seqs.extend(s for _, s in skipped)
             view_input = view.next_input(appended)
+            if stored is not None:  # grows in place: a lineage reads only its first `upto` messages
+                if new_seqs == list(range(len(stored), len(stored) + len(appended))):
+                    stored.extend(appended)
+                else:
+                    stored = None
             seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
     except KeyboardInterrupt:
         result.status = "interrupted"
@@ -184,12 +199,24 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     return result
 
 
+def _with_lineage(view: RequestView, seqs: list[int | None], carried: tuple[Lineage | None, list[Message] | None],
+                  it: int) -> RequestView:
+    """N3: the view with its transcript-relative lineage (the view's own provenance if it cannot be composed)."""
+    previous, stored = carried
+    try:
+        return view.with_lineage(compose_lineage(view, seqs, previous, call=it, transcript=stored))
+    except ValueError:
+        return view
+
+
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: list[int | None], turn: int,
-                it: int, result: TurnResult) -> tuple[RequestView, Any, dict[str, Any]]:
+                it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
+                ) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""
     from mxclaw_nb.provider import ProviderError
 
-    view = build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache)
+    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
+                         carried, it)
     retry = False
     while True:
         result.views.append(view)
@@ -215,7 +242,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                                                                  error=str(exc), retry=retry))
             if exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
-                view = build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}")
+                view = _with_lineage(build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}"),
+                                     seqs, carried, it)
                 continue
             raise TurnFailed(str(exc)) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
