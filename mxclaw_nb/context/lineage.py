@@ -22,7 +22,7 @@ from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.repair import plan_counted
 from mxclaw_nb.context.tokens import estimate_sent
 from mxclaw_nb.context.view import PREVIEW_CHARS, RequestView
-from mxclaw_nb.messages import Message, content_text, is_failure, tool_call_list, tool_call_name
+from mxclaw_nb.messages import Message, content_text, is_failure, sanitize, tool_call_list, tool_call_name
 
 LINEAGE_FORMAT = 1
 SEQ_ACTIONS = ("kept", "placeholder", "summarized", "dropped")
@@ -204,7 +204,7 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
     top = max(origins, default=-1) + 1
     if top > len(states):
         states.extend([KEPT] * (top - len(states)))
-    if view.stage == "unchanged" and not view.repaired:  # the common path: every input is sent as it came
+    if isinstance(t.sent_sources, range) and not view.repaired:  # the common path: every input sent as it came
         sent = origins
     else:
         sent = _decide(view, call, origins, states, made, made_state)
@@ -237,7 +237,7 @@ def _decide(view: RequestView, call: int, origins: list[int], states: list[State
     for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)):
         if pos is None:  # a synthetic result this call's repair made
             key = len(made)
-            made.append(Made(key, call, "synthetic", t.step_messages[k], last_seq))
+            made.append(Made(key, call, "synthetic", sanitize(t.step_messages[k]), last_seq))
             made_state.append(State("synthetic", call))
             o = -1 - key
         else:
