@@ -128,9 +128,8 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "provenance": view.provenance.to_columns(), "retry": retry,
         # SPEC N3: what happened to each stored message up to this call, across the turn's C7 iterations
         "lineage": view.lineage.to_record() if view.lineage is not None else None,
-        # kept in `extra`: where the safe tail started, and the transcript seq of each input position, so a
-        # stored provenance row can be resolved to its stored message even after compaction inside a turn.
-        "tail_start": view.tail_start, "input_seqs": seqs,
+        # kept in `extra`: where the safe tail started (input position; the lineage has it as a stored seq)
+        "tail_start": view.tail_start,
     }
 
 
