@@ -25,8 +25,10 @@ from mxclaw_nb.context import (
     build_fallback_view,
     build_request_view,
     build_structured_summary,
+    compose_lineage,
     estimate_messages,
 )
+from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.tools import ToolContext, ToolRegistry
 
@@ -145,9 +147,10 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
         "latency_ms": latency_ms, "error": error, "summary": view.summary,
         "provenance": view.provenance.to_columns(), "retry": retry,
-        # kept in `extra`: where the safe tail started, and the transcript seq of each input position, so a
-        # stored provenance row can be resolved to its stored message even after compaction inside a turn.
-        "tail_start": view.tail_start, "input_seqs": seqs,
+        # SPEC N3: what happened to each stored message up to this call, across the turn's C7 iterations
+        "lineage": view.lineage.to_record() if view.lineage is not None else None,
+        # kept in `extra`: where the safe tail started (input position; the lineage has it as a stored seq)
+        "tail_start": view.tail_start,
     }
 
 
@@ -161,6 +164,8 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     result = TurnResult(session_id, turn, "", "ok", 0)
     user_seq: int | None = None
     doing = "loading the session's transcript"
+    lineage: Lineage | None = None  # what the earlier calls of this turn did (SPEC N3)
+    stored: list[Message] | None = None
     try:
         transcript = ctx.store.load_transcript(session_id)
         doing = "storing your message"
@@ -170,6 +175,8 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         _emit(ctx, session_id, "turn.started", started, turn, None)
         view_input: list[Message] = [*transcript, user_message]
         seqs: list[int | None] = [*range(len(transcript)), user_seq]  # transcript seq of each input position
+        # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
+        stored = list(view_input) if user_seq == len(transcript) else None
         while True:
             if result.iterations >= ctx.max_iterations:
                 result.status = "max_iterations"
@@ -180,7 +187,9 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             result.iterations += 1
             it = result.iterations
             doing = f"building the request view for model call {it}"
-            view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result)
+            view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
+                                                   (lineage, stored))
+            lineage = view.lineage
             doing = f"storing the answer of model call {it}"
             assistant = dict(completion.message)
             assistant.setdefault("role", "assistant")
@@ -205,6 +214,11 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 new_seqs.extend(s for _, s in skipped)
             doing = f"preparing model call {it + 1}"
             view_input = view.next_input(appended)
+            if stored is not None:  # grows in place: a lineage reads only its first `upto` messages
+                if new_seqs == list(range(len(stored), len(stored) + len(appended))):
+                    stored.extend(appended)
+                else:
+                    stored = None
             seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
         doing = "finishing the turn"
         _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
@@ -239,12 +253,24 @@ def _fail(ctx: TurnContext, result: TurnResult, reason: str, kind: str, user_seq
     return reason
 
 
+def _with_lineage(view: RequestView, seqs: list[int | None], carried: tuple[Lineage | None, list[Message] | None],
+                  it: int) -> RequestView:
+    """N3: the view with its transcript-relative lineage (the view's own provenance if it cannot be composed)."""
+    previous, stored = carried
+    try:
+        return view.with_lineage(compose_lineage(view, seqs, previous, call=it, transcript=stored))
+    except ValueError:
+        return view
+
+
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: list[int | None], turn: int,
-                it: int, result: TurnResult) -> tuple[RequestView, Any, dict[str, Any]]:
+                it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
+                ) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""
     from mxclaw_nb.provider import ProviderError
 
-    view = build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache)
+    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
+                         carried, it)
     retry = False
     while True:
         result.views.append(view)
@@ -272,7 +298,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 view, ctx.provider, turn, it, seqs, latency_ms=latency, error=reason, retry=retry))
             if known and exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
-                view = build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}")
+                view = _with_lineage(build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}"),
+                                     seqs, carried, it)
                 continue
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000

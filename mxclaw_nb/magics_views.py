@@ -51,10 +51,13 @@ def cmd_view(m: Any, args: Any) -> Any:
     last = _last_call(m)
     if last is None:
         return _no_call(m)
-    inspector = CompactionInspector(last[0])
+    transcript = None
+    if isinstance(last[0], pd.Series):  # a stored record: its rows are rebuilt from the stored transcript (N3)
+        transcript = m.store().load_transcript(m.get_agent().session_id)
+    inspector = CompactionInspector(last[0], transcript=transcript)
     data = inspector.data
     unit = counter_label(data.counter)
-    print(m.caption(f"request view of the last model call (what the model saw) · {data.stage} · "
+    print(m.caption(f"request view of the last model call (what the model saw) · {data.carried or data.stage} · "
                     f"{fmt_int(data.before_tokens)} → {fmt_int(data.after_tokens)} {unit} tokens · the stored "
                     "transcript is unchanged (%agent transcript)"))
     if args.before:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mxclaw_nb import Agent
-from mxclaw_nb.context import provenance_rows
+from mxclaw_nb.context import Lineage, lineage_messages, lineage_rows, provenance_rows
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.messages import FALLBACK_PREFIX, SUMMARY_PREFIX
 from mxclaw_nb.store import Store
@@ -106,14 +106,15 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
     # the transcript itself is untouched: every read result is stored in full
     stored = agent.transcript()
     assert sum(1 for m in stored if m.get("content") == "x" * 6_000) == 4
-    # each stored request can resolve its provenance rows to stored messages, even mid-turn (input_seqs)
+    # each stored request resolves to stored messages, even mid-turn (SPEC N3: the record's lineage)
     for _, row in agent.store.requests(agent.session_id).iterrows():
         extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else row["extra"]
-        prov = provenance_rows(json.loads(row["provenance"]))  # stored in the compact columns form
-        seqs = extra["input_seqs"]
-        for rec in prov["before"]:
+        provenance_rows(json.loads(row["provenance"]))  # the view's own provenance is still stored (format 3)
+        lineage = Lineage.from_record(extra["lineage"])
+        for rec in lineage_rows(lineage, stored)["before"]:
             if rec["position"] is not None and rec["action"] in ("placeholder", "summarized") and rec["role"] == "tool":
-                assert stored[seqs[rec["position"]]]["content"] == "x" * 6_000
+                assert stored[rec["position"]]["content"] == "x" * 6_000
+        assert lineage_messages(lineage, stored) == result.views[int(row["iteration"]) - 1].messages
 
 
 def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path):

@@ -8,6 +8,7 @@ loop, the store, the widgets and the analysis depend on it; it depends on nothin
 from mxclaw_nb.context.errors import is_prompt_too_long
 from mxclaw_nb.context.fallback import fallback_window
 from mxclaw_nb.context.layers import LAYERS, layer_tokens, message_layer
+from mxclaw_nb.context.lineage import Lineage, compose_lineage, lineage_messages, lineage_rows
 from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.pipeline import ContextPolicy, build_fallback_view, build_request_view
 from mxclaw_nb.context.repair import repair_tool_call_transcript
@@ -25,8 +26,9 @@ from mxclaw_nb.context.view import (
 )
 
 __all__ = [
-    "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "MessageRecord", "Provenance", "RequestView", "SentRecord",
-    "TokenCache", "build_fallback_view", "build_request_view", "build_structured_summary", "estimate_messages",
-    "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long", "layer_tokens", "message_layer",
-    "placeholder_for", "provenance_rows", "repair_tool_call_transcript", "safe_tail_start",
+    "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "Lineage", "MessageRecord", "Provenance", "RequestView",
+    "SentRecord", "TokenCache", "build_fallback_view", "build_request_view", "build_structured_summary",
+    "compose_lineage", "estimate_messages", "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long",
+    "layer_tokens", "lineage_messages", "lineage_rows", "message_layer", "placeholder_for", "provenance_rows",
+    "repair_tool_call_transcript", "safe_tail_start",
 ]

@@ -10,7 +10,7 @@ nothing extra, which keeps the incremental rebuild inside the loop cheap.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -209,6 +209,12 @@ class RequestView:
     error: str | None = None  # why the compactor failed, on the fallback path
     after_estimate: int | None = None  # C1 estimate of `messages` (= after_tokens when counter is "estimate")
     trace: Trace | None = field(default=None, repr=False, compare=False)
+    # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the loop composes across a turn
+    lineage: Any = field(default=None, repr=False, compare=False)
+
+    def with_lineage(self, lineage: Any) -> RequestView:
+        """This view with its transcript-relative lineage attached (same messages, stage and trace)."""
+        return replace(self, lineage=lineage)
 
     @property
     def compacted(self) -> bool:

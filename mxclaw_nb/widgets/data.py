@@ -18,11 +18,20 @@ from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.context import LAYERS, RequestView, estimate_messages, message_layer, provenance_rows
+from mxclaw_nb.context import (
+    LAYERS,
+    Lineage,
+    RequestView,
+    estimate_messages,
+    lineage_rows,
+    message_layer,
+    provenance_rows,
+)
 from mxclaw_nb.messages import Message
 
 BEFORE_COLUMNS = ["position", "role", "tool", "tokens_before", "tokens_after", "action", "failure", "preview"]
 AFTER_COLUMNS = ["position", "source", "role", "tool", "tokens", "action", "preview"]
+BY_CALL = "by_call"  # N3 rows only: the call of the turn that did it (a carried summary or placeholder)
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,22 @@ class CallData:
     retry: bool = False
     inputs: Sequence[Any] | None = field(default=None, repr=False)  # full transcript messages, live views only
     sent: Sequence[Message] | None = field(default=None, repr=False)  # full sent messages, live views only
+    # SPEC N3: set when the rows are relative to the stored transcript (before = stored messages up to the call)
+    carried: str | None = None  # "unchanged · carries the summary of call 1 and 2 placeholders"
+    summaries: tuple[tuple[int, str], ...] = ()  # (call, text) of every summary or fallback note sent
+    transcript_relative: bool = False
+
+
+def _lineage_fields(lineage: Lineage | None, transcript: Sequence[Message] | None) -> dict[str, Any] | None:
+    """Before/after rows and the carried description from a lineage and the stored transcript (N3)."""
+    if lineage is None or transcript is None:
+        return None
+    try:
+        rows = lineage_rows(lineage, transcript)
+    except (ValueError, KeyError, IndexError):
+        return None  # a transcript that does not match the record: show the view's own provenance
+    return {"before": rows["before"], "after": rows["after"], "carried": lineage.describe(),
+            "summaries": tuple(lineage.summaries()), "transcript_relative": True}
 
 
 def opt_int(value: Any) -> int | None:
@@ -67,14 +92,22 @@ def from_view(view: RequestView, *, turn: int | None = None, iteration: int | No
     """CallData of a live RequestView (provenance built here, once)."""
     if not isinstance(view, RequestView):
         raise TypeError(f"expected a RequestView, got {type(view).__name__}")
-    records = view.provenance.to_records()
+    lin = view.lineage
+    n3 = _lineage_fields(lin, lin.transcript if lin is not None else None)
+    records = n3 if n3 is not None else view.provenance.to_records()
     estimate = view.after_tokens if view.counter == "estimate" else estimate_messages(view.messages)
     if calibrated_tokens is None and view.counter == "calibrated":
         calibrated_tokens = view.after_tokens
+    inputs = view.trace.inputs if view.trace is not None else None
+    if n3 is not None:
+        inputs = list(lin.transcript[: lin.upto])  # positions are stored seqs
+    tail = lin.tail_start if n3 is not None else view.tail_start
+    if n3 is not None and iteration is None:
+        iteration = lin.call  # the lineage knows which call of its turn this is
     return CallData(view.stage, view.before_tokens, view.after_tokens, view.threshold, view.window, view.summary,
-                    view.counter, view.tail_start, records["before"], records["after"], view.error, turn, iteration,
-                    estimate, calibrated_tokens, reported_prompt_tokens, False,
-                    view.trace.inputs if view.trace is not None else None, view.messages)
+                    view.counter, tail, records["before"], records["after"], view.error, turn, iteration,
+                    estimate, calibrated_tokens, reported_prompt_tokens, False, inputs, view.messages,
+                    **({k: n3[k] for k in ("carried", "summaries", "transcript_relative")} if n3 else {}))
 
 
 def _json(value: Any, what: str) -> Any:
@@ -95,18 +128,40 @@ def _tail_from_after(after: list[dict[str, Any]]) -> int | None:
     return None
 
 
-def from_request(row: Mapping[str, Any] | pd.Series) -> CallData:
-    """CallData of one stored request record (a `store.requests(sid)` row or a plain dict)."""
+def stored_lineage(row: Mapping[str, Any] | pd.Series) -> Lineage | None:
+    """The N3 lineage a stored request record carries (`extra.lineage`), or None for older records."""
+    extra = _json(row.get("extra"), "extra") or {}
+    stored = extra.get("lineage") if isinstance(extra, Mapping) else None
+    if stored is None:
+        return None
+    try:
+        return Lineage.from_record(stored)
+    except ValueError:
+        return None
+
+
+def from_request(row: Mapping[str, Any] | pd.Series, transcript: Sequence[Message] | None = None) -> CallData:
+    """CallData of one stored request record (a `store.requests(sid)` row or a plain dict).
+
+    With the session's stored `transcript` and a record that carries its lineage (N3), the rows are the
+    stored transcript up to the call with transcript-relative actions; otherwise the record's own (format 3)
+    provenance, relative to the call's input.
+    """
     get = row.get
-    prov = _json(get("provenance"), "provenance") or {}
-    if not isinstance(prov, Mapping):
-        raise ValueError("the request's provenance must be a JSON object with 'before' and 'after' lists")
     extra = _json(get("extra"), "extra") or {}
-    rows = provenance_rows(dict(prov))  # the loop stores the compact columns form; records form also accepted
-    before, after = rows["before"], rows["after"]
+    lin = stored_lineage(row) if transcript is not None else None
+    n3 = _lineage_fields(lin, transcript)
+    if n3 is not None:
+        before, after = n3["before"], n3["after"]
+    else:
+        prov = _json(get("provenance"), "provenance") or {}
+        if not isinstance(prov, Mapping):
+            raise ValueError("the request's provenance must be a JSON object with 'before' and 'after' lists")
+        rows = provenance_rows(dict(prov))  # the loop stores the compact columns form; records form also accepted
+        before, after = rows["before"], rows["after"]
     stage = str(get("stage") or "unchanged")
-    tail = opt_int(get("tail_start"))
-    if tail is None and isinstance(extra, Mapping):
+    tail = lin.tail_start if n3 is not None and lin is not None else opt_int(get("tail_start"))
+    if tail is None and n3 is None and isinstance(extra, Mapping):
         tail = opt_int(extra.get("tail_start"))
     if tail is None and stage == "summary":
         tail = _tail_from_after(after)
@@ -120,7 +175,9 @@ def from_request(row: Mapping[str, Any] | pd.Series) -> CallData:
         tail_start=tail, before=before, after=after, error=error if isinstance(error, str) else None,
         turn=opt_int(get("turn")), iteration=opt_int(get("iteration")),
         estimate_tokens=opt_int(get("estimate_tokens")), calibrated_tokens=opt_int(get("calibrated_tokens")),
-        reported_prompt_tokens=opt_int(get("prompt_tokens_reported")), retry=bool(get("retry") or False))
+        reported_prompt_tokens=opt_int(get("prompt_tokens_reported")), retry=bool(get("retry") or False),
+        inputs=list(transcript[: lin.upto]) if n3 is not None and lin is not None and transcript is not None else None,
+        **({k: n3[k] for k in ("carried", "summaries", "transcript_relative")} if n3 else {}))
 
 
 def _preview(rec: Mapping[str, Any]) -> str:
@@ -135,7 +192,10 @@ def before_frame(data: CallData) -> pd.DataFrame:
              "action": r.get("action"), "failure": bool(r.get("failure")), "preview": _preview(r)}
             for r in data.before]
     df = pd.DataFrame(rows, columns=BEFORE_COLUMNS)
-    return df.astype({"position": "Int64", "tokens_before": "int64", "tokens_after": "int64", "failure": "bool"})
+    df = df.astype({"position": "Int64", "tokens_before": "int64", "tokens_after": "int64", "failure": "bool"})
+    if data.transcript_relative:
+        df[BY_CALL] = pd.array([r.get("call") for r in data.before], dtype="Int64")
+    return df
 
 
 def after_frame(data: CallData) -> pd.DataFrame:
@@ -144,7 +204,10 @@ def after_frame(data: CallData) -> pd.DataFrame:
              "tool": r.get("tool_name"), "tokens": r.get("tokens", 0), "action": r.get("action"),
              "preview": _preview(r)} for r in data.after]
     df = pd.DataFrame(rows, columns=AFTER_COLUMNS)
-    return df.astype({"position": "int64", "source": "Int64", "tokens": "int64"})
+    df = df.astype({"position": "int64", "source": "Int64", "tokens": "int64"})
+    if data.transcript_relative:
+        df[BY_CALL] = pd.array([r.get("call") for r in data.after], dtype="Int64")
+    return df
 
 
 def _layer_of(rec: Mapping[str, Any]) -> str:

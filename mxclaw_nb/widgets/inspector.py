@@ -68,13 +68,14 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
     """Stage, tokens, summary and the before/after DataFrames of one model call, with filters."""
 
     def __init__(self, view_or_request: RequestView | CallData | Any, *, max_rows: int = DEFAULT_MAX_ROWS,
-                 **kwargs: Any) -> None:
+                 transcript: Any = None, **kwargs: Any) -> None:
+        """`transcript`: the session's stored messages, so a stored record's rows are the transcript (SPEC N3)."""
         if isinstance(view_or_request, RequestView):
             data = from_view(view_or_request)
         elif isinstance(view_or_request, CallData):
             data = view_or_request
         elif isinstance(view_or_request, (dict, pd.Series)):
-            data = from_request(view_or_request)
+            data = from_request(view_or_request, transcript)
         else:
             raise TypeError("CompactionInspector needs a RequestView, a stored request row (dict/Series) or CallData, "
                             f"got {type(view_or_request).__name__}")
@@ -93,8 +94,9 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         self._after = widgets.HTML()
         summary = widgets.HTML(self.summary_html())
         self.tabs = widgets.Tab(children=[self._before, self._after, summary])
-        self.tabs.titles = (f"Before ({len(self.before_df):,} msgs)", f"After (sent, {len(self.after_df):,} msgs)",
-                            "Summary")
+        before_title = "Before (transcript, " if data.transcript_relative else "Before ("
+        self.tabs.titles = (f"{before_title}{len(self.before_df):,} msgs)",
+                            f"After (sent, {len(self.after_df):,} msgs)", "Summary")
         children: list[widgets.Widget] = [self._header, widgets.HBox([self.role_filter, self.action_filter]),
                                           self.tabs]
         if data.inputs is not None:
@@ -116,6 +118,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         match = df[(df["turn"] == turn) & (df["iteration"] == iteration)] if len(df) else df
         if not len(match):
             raise LookupError(f"no stored request for session {session_id!r}, turn {turn}, call {iteration}")
+        kwargs.setdefault("transcript", store.load_transcript(session_id))
         return cls(match.iloc[-1], **kwargs)
 
     def filtered(self, which: str = "before") -> pd.DataFrame:
@@ -145,14 +148,28 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         where = f" · turn {d.turn}, call {d.iteration}" if d.turn is not None else ""
         retry = " · prompt-too-long retry" if d.retry else ""
         err = f'<div style="color:{FAILURE_COLOR}">{esc(d.error)}</div>' if d.error else ""
-        return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(d.stage, color_of("stage", d.stage))} '
-                f'· before {fmt_int(d.before_tokens)} {esc(unit)} → after {fmt_int(d.after_tokens)} {esc(unit)} '
+        carries = _carries(d)
+        carried = f" · {esc(carries)}" if carries else ""
+        stored = (f'<div style="color:#666">Before: the stored transcript up to this call, '
+                  f'{len(self.before_df):,} msgs, {fmt_int(int(self.before_df["tokens_before"].sum()))} est. tokens; '
+                  f'actions are relative to it across the turn (SPEC N3)</div>' if d.transcript_relative else "")
+        return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(d.stage, color_of("stage", d.stage))}'
+                f'{carried} · before {fmt_int(d.before_tokens)} {esc(unit)} '
+                f'→ after {fmt_int(d.after_tokens)} {esc(unit)} '
                 f'· threshold {fmt_int(d.threshold)}{tail}{where}{retry}'
                 f'<div style="color:#666">request view: what the model saw — the stored transcript is unchanged'
-                f'</div>{err}</div>')
+                f'</div>{stored}{err}</div>')
 
     def summary_html(self) -> str:
-        """The summary (or micro/fallback note) text, in full."""
+        """The summary (or micro/fallback note) text, in full; carried summaries name the call that made them."""
+        d = self.data
+        if d.summaries:
+            mine = d.summary and all(text != d.summary for _, text in d.summaries)
+            own = [(d.iteration, d.summary)] if mine else []
+            parts = [f'<div style="color:#666">{esc(_summary_title(d, call))}</div>'
+                     f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(text)}</pre>'
+                     for call, text in [*own, *d.summaries]]
+            return "".join(parts)
         if not self.data.summary:
             return f'<div class="mx-summary" style="{FONT}color:#777">no summary: nothing was compacted</div>'
         return (f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(self.data.summary)}</pre>')
@@ -195,10 +212,27 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         counts = self.before_df["action"].value_counts()
         acts = ", ".join(f"{a} {int(counts[a])}" for a in ACTIONS if a in counts)
         tail = f"   tail starts at #{d.tail_start}" if d.tail_start is not None else ""
-        lines = [f"Stage: {d.stage}    before {fmt_int(d.before_tokens)} {unit}  →  after {fmt_int(d.after_tokens)} "
+        carries = _carries(d)
+        stage = d.stage + (" · " + carries if carries else "")
+        lines = [f"Stage: {stage}    before {fmt_int(d.before_tokens)} {unit}  →  after {fmt_int(d.after_tokens)} "
                  f"{unit}   threshold {fmt_int(d.threshold)}{tail}",
                  f"Before (transcript): {shown_count(len(self.before_df), len(self.before_df), 'msgs')} · {acts}",
                  f"After (sent): {len(self.after_df):,} msgs"]
-        if d.summary:
+        if d.summaries:
+            lines += [f"{_summary_title(d, call)}: " + preview_text(text, 300) for call, text in d.summaries]
+        elif d.summary:
             lines.append("Summary: " + preview_text(d.summary, 300))
         return "\n".join(lines)
+
+
+def _carries(d: CallData) -> str:
+    """`carries the summary of call 1 and 2 placeholders` (the part of `d.carried` after the stage)."""
+    if not d.carried or " · " not in d.carried:
+        return ""
+    return d.carried.split(" · ", 1)[1]
+
+
+def _summary_title(d: CallData, call: int | None) -> str:
+    if call is not None and d.iteration is not None and call != d.iteration:
+        return f"summary made by call {call} of this turn, carried (pinned, SPEC C7)"
+    return f"summary made by this call (call {call})" if call is not None else "summary"

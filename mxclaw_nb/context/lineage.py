@@ -1,0 +1,393 @@
+"""SPEC N3: provenance relative to the stored transcript, across the C7 iterations of one turn.
+
+Why: inside a turn each call's view is built from the previous view plus new messages (C7), so the
+view's own provenance describes *its input*: a summary pinned at call 1 is an input system message at
+call 2 and a placeholder made at call 1 is a `kept` tool result at call 2. A user asks what happened to
+the *stored* messages. `compose_lineage` folds each call's decision into what the earlier calls of the
+turn did (the loop carries the previous lineage), giving every stored seq up to the call exactly one
+action and the call that made it, and every sent message its origin (a stored seq or an engine-made
+message). The stored form is small (run-length ranges over seqs plus the engine-made messages);
+`lineage_rows` and `lineage_messages` rebuild the before/after rows and the exact sent list from the
+stored transcript and that record. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any, NamedTuple
+
+from mxclaw_nb.context.micro import placeholder_for
+from mxclaw_nb.context.repair import plan_counted
+from mxclaw_nb.context.tokens import estimate_sent
+from mxclaw_nb.context.view import PREVIEW_CHARS, RequestView
+from mxclaw_nb.messages import Message, content_text, is_failure, sanitize, tool_call_list, tool_call_name
+
+LINEAGE_FORMAT = 1
+SEQ_ACTIONS = ("kept", "placeholder", "summarized", "dropped")
+
+
+class State(NamedTuple):
+    """What happened to one stored (or engine-made) message: action, the call that did it, the summary covering it."""
+
+    action: str
+    call: int | None = None  # None for `kept`: nothing was done to it
+    ref: int | None = None  # key of the engine-made summary that covers a `summarized` message
+
+
+KEPT = State("kept")
+
+
+class Made(NamedTuple):
+    """An engine-made message of the turn: a summary, a fallback note or a synthetic repair result."""
+
+    key: int
+    call: int
+    kind: str  # "summary" | "fallback" | "synthetic"
+    message: Message  # as sent
+    after: int | None  # the stored seq it follows in transcript order (a synthetic result: its assistant's block)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Transcript-relative provenance of one model call (SPEC N3).
+
+    `states[s]` is the action of stored seq `s` (0 <= s < upto); `made` lists the turn's engine-made
+    messages with `made_state`; `sent[m]` is the origin of sent message m: a seq (>= 0) or `-1 - key` for
+    engine-made message `key`. `stage` is the call's own C10 stage.
+    """
+
+    call: int
+    stage: str
+    tail_start: int | None  # stored seq of the first safe-tail message
+    states: list[State]
+    made: tuple[Made, ...]
+    made_state: tuple[State, ...]
+    sent: list[int]
+    transcript: Sequence[Message] | None = field(default=None, compare=False, repr=False)  # live views only
+
+    @property
+    def upto(self) -> int:
+        """Number of stored seqs the call covers (seqs 0 .. upto-1)."""
+        return len(self.states)
+
+    def carried(self) -> list[tuple[str, int, int]]:
+        """(kind, call, count) of what this call sends that earlier calls of the turn made."""
+        out: dict[tuple[str, int], int] = {}
+        for o in self.sent:
+            if o >= 0:
+                st = self.states[o]
+                if st.action == "placeholder" and st.call is not None and st.call < self.call:
+                    out[("placeholder", st.call)] = out.get(("placeholder", st.call), 0) + 1
+            else:
+                m = self.made[-1 - o]
+                if m.call < self.call:
+                    out[(m.kind, m.call)] = out.get((m.kind, m.call), 0) + 1
+        return [(kind, call, n) for (kind, call), n in sorted(out.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+
+    def describe(self) -> str:
+        """`unchanged · carries the summary of call 1 and 2 placeholders`: the stage and what the call carries."""
+        return describe_carried(self.stage, self.carried())
+
+    def summaries(self) -> list[tuple[int, str]]:
+        """(call, text) of every summary or fallback note this call sends, oldest first."""
+        return [(m.call, content_text(m.message.get("content"))) for o in self.sent if o < 0
+                for m in (self.made[-1 - o],) if m.kind in ("summary", "fallback")]
+
+    def to_record(self) -> dict[str, Any]:
+        """Compact JSON-able form (stored in the request record's `extra.lineage`)."""
+        runs: list[list[Any]] = []
+        at = 0
+        for st, group in groupby(self.states):
+            n = len(list(group))
+            runs.append([at, at + n, st.action, *([st.call, st.ref] if st.ref is not None else
+                                                  [st.call] if st.call is not None else [])])
+            at += n
+        referenced = {st.ref for st in self.made_state if st.ref is not None}
+        referenced |= {r[4] for r in runs if len(r) > 4}
+        sent_keys = {-1 - o for o in self.sent if o < 0}
+        made = [[m.key, m.call, m.kind, m.after, m.message, *self.made_state[m.key]] for m in self.made
+                if m.key in sent_keys or m.key in referenced or m.kind == "synthetic"]
+        return {"format": LINEAGE_FORMAT, "call": self.call, "stage": self.stage, "tail_start": self.tail_start,
+                "upto": self.upto, "runs": runs, "made": made, "sent": _ranges(self.sent),
+                "carried": self.describe()}
+
+    @classmethod
+    def from_record(cls, stored: Any) -> Lineage:
+        """The lineage of a stored record (`to_record` output); raises ValueError when it is not one."""
+        try:
+            if not isinstance(stored, dict) or stored.get("format") != LINEAGE_FORMAT:
+                raise ValueError(f"not a format {LINEAGE_FORMAT} lineage")
+            states: list[State] = []
+            for run in stored["runs"]:
+                start, stop, action, *rest = run
+                if start != len(states) or stop < start or action not in SEQ_ACTIONS:
+                    raise ValueError(f"bad run {run!r}")
+                st = State(action, *rest) if rest else KEPT if action == "kept" else State(action)
+                states.extend([st] * (stop - start))
+            keys = max((int(m[0]) for m in stored["made"]), default=-1) + 1
+            made: list[Made | None] = [None] * keys
+            made_state: list[State] = [State("dropped")] * keys
+            for key, call, kind, after, message, *st in stored["made"]:
+                made[key] = Made(int(key), int(call), str(kind), dict(message), after)
+                made_state[key] = State(*st)
+            filled = tuple(m if m is not None else Made(k, 0, "dropped", {}, None) for k, m in enumerate(made))
+            sent: list[int] = []
+            for r in stored["sent"]:
+                sent.extend(range(r[0], r[1]) if len(r) == 2 else [int(r[0])])
+            return cls(int(stored["call"]), str(stored["stage"]), stored.get("tail_start"), states, filled,
+                       tuple(made_state), sent)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"the stored lineage cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _ranges(origins: Sequence[int]) -> list[list[int]]:
+    """[a, b] for a run of consecutive seqs a..b-1, [o] for an engine-made origin (o < 0)."""
+    out: list[list[int]] = []
+    for o in origins:
+        if o >= 0 and out and len(out[-1]) == 2 and out[-1][1] == o:
+            out[-1][1] = o + 1
+        else:
+            out.append([o, o + 1] if o >= 0 else [o])
+    return out
+
+
+def describe_carried(stage: str, carried: Sequence[tuple[str, int, int]]) -> str:
+    """`<stage> · carries <what>`, e.g. `unchanged · carries the summary of call 1 and 2 placeholders`."""
+    parts: list[str] = []
+    by_kind: dict[str, list[tuple[int, int]]] = {}
+    for kind, call, n in carried:
+        by_kind.setdefault(kind, []).append((call, n))
+    for kind, noun in (("summary", "summary"), ("fallback", "fallback note")):
+        calls = [c for c, _ in by_kind.get(kind, [])]
+        if calls:
+            plural = "summaries" if kind == "summary" else "fallback notes"
+            parts.append(f"the {noun} of call {calls[0]}" if len(calls) == 1
+                         else f"the {plural} of calls {_join([str(c) for c in calls])}")
+    for kind, noun in (("placeholder", "placeholder"), ("synthetic", "synthetic result")):
+        n = sum(k for _, k in by_kind.get(kind, []))
+        if n:
+            parts.append(f"{n} {noun}{'s' if n != 1 else ''}")
+    return stage if not parts else f"{stage} · carries {_join(parts)}"
+
+
+def _join(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lineage | None = None, *,
+                    call: int | None = None, transcript: Sequence[Message] | None = None) -> Lineage:
+    """SPEC N3: the lineage of `view`, given what the earlier calls of the turn did (`previous`).
+
+    `seqs[p]` is the stored seq of input position p, or None for a message `previous` sent that the engine
+    made (its origin is taken from `previous.sent`). The first call of a turn needs a seq for every input.
+    """
+    t = view.trace
+    if t is None:
+        raise ValueError("a lineage needs a view built by build_request_view (it has no trace)")
+    call = call if call is not None else 1 if previous is None else previous.call + 1
+    if previous is None:
+        if any(s is None for s in seqs):
+            raise ValueError("the first call of a turn needs a stored seq for every input position")
+        origins: list[int] = list(seqs)  # type: ignore[arg-type]
+        states: list[State] = []
+        made: list[Made] = []
+        made_state: list[State] = []
+    else:
+        n = len(previous.sent)
+        origins = list(previous.sent) + [int(s) if s is not None else _missing(p) for p, s in
+                                         enumerate(seqs[n:], n)]
+        states, made, made_state = list(previous.states), list(previous.made), list(previous.made_state)
+    if len(origins) != len(t.inputs):
+        raise ValueError(f"{len(seqs)} seqs for {len(t.inputs)} input messages")
+    top = max(origins, default=-1) + 1
+    if top > len(states):
+        states.extend([KEPT] * (top - len(states)))
+    if isinstance(t.sent_sources, range) and not view.repaired:  # the common path: every input sent as it came
+        sent = origins
+    else:
+        sent = _decide(view, call, origins, states, made, made_state)
+    tail = origins[view.tail_start] if view.tail_start is not None else None
+    return Lineage(call, view.stage, tail if tail is None or tail >= 0 else None, states, tuple(made),
+                   tuple(made_state), sent, transcript)
+
+
+def _missing(position: int) -> int:
+    raise ValueError(f"input position {position} is new in this call but has no stored seq")
+
+
+def _decide(view: RequestView, call: int, origins: list[int], states: list[State], made: list[Made],
+            made_state: list[State]) -> list[int]:
+    """Fold this call's actions into `states`/`made_state` (in place); return the sent origins."""
+    t = view.trace
+    assert t is not None
+    engine_now: dict[int, int] = {}  # sent position -> key of a message this call made (summary, fallback note)
+    summary_key: int | None = None
+    for m, k in enumerate(t.sent_sources):
+        if k is None:
+            key = len(made)
+            kind = "summary" if view.stage == "summary" else "fallback"
+            made.append(Made(key, call, kind, view.messages[m], None))
+            made_state.append(State("summary", call))
+            engine_now[m] = key
+            summary_key = key if kind == "summary" else summary_key
+    step_origin: list[int] = []
+    last_seq: int | None = None
+    for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)):
+        if pos is None:  # a synthetic result this call's repair made
+            key = len(made)
+            made.append(Made(key, call, "synthetic", sanitize(t.step_messages[k]), last_seq))
+            made_state.append(State("synthetic", call))
+            o = -1 - key
+        else:
+            o = origins[pos]
+            if o >= 0:
+                last_seq = o
+        step_origin.append(o)
+        if act in ("kept", "synthetic"):
+            continue
+        st = State(act, call, summary_key if act == "summarized" else None)
+        if o >= 0:
+            states[o] = st
+        else:
+            made_state[-1 - o] = st
+    for pos in t.dropped:
+        o = origins[pos]
+        if o >= 0:
+            states[o] = State("dropped", call)
+        else:
+            made_state[-1 - o] = State("dropped", call)
+    sent = [-1 - engine_now[m] if k is None else step_origin[k] for m, k in enumerate(t.sent_sources)]
+    # A message covered by a summary that is no longer sent (the fallback window dropped it) is dropped now.
+    sent_made = {-1 - o for o in sent if o < 0}
+    gone = {m.key for m in made if m.kind == "summary" and m.key not in sent_made}
+    for key in gone:
+        if made_state[key].action == "summary":
+            made_state[key] = State("dropped", call)
+    if gone:
+        for s, st in enumerate(states):
+            if st.ref in gone:
+                states[s] = State("dropped", call)
+        for key, st in enumerate(made_state):
+            if st.ref in gone:
+                made_state[key] = State("dropped", call)
+    return sent
+
+
+# -- rebuilding rows and messages from the stored transcript ----------------------------------------------
+
+
+def _preview(text: str) -> str:
+    text = " ".join(text[: PREVIEW_CHARS * 4].split())
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class _Rebuilt:
+    steps: list[tuple[int | None, Message, Message, int]]  # (seq or None, message as stored, sent form, C1 tokens)
+    dropped: dict[int, str]
+
+
+def _rebuild(transcript: Sequence[Message], upto: int) -> _Rebuilt:
+    if len(transcript) < upto:
+        raise ValueError(f"the lineage covers {upto} stored messages, the transcript has {len(transcript)}")
+    planned = plan_counted(list(transcript[:upto]))
+    steps = list(zip(planned.sources, planned.messages, planned.sent, planned.tokens, strict=True))
+    return _Rebuilt(steps, dict(planned.dropped))
+
+
+def _sent_form(lineage: Lineage, origin: int, forms: dict[int, tuple[Message, Message]]) -> Message:
+    if origin < 0:
+        return dict(lineage.made[-1 - origin].message)
+    stored, sent = forms[origin]
+    if lineage.states[origin].action == "placeholder":
+        text = placeholder_for(stored)
+        if text is None:
+            raise ValueError(f"stored message {origin} is marked placeholder but has no placeholder")
+        return {**sent, "content": text}
+    return dict(sent)
+
+
+def lineage_messages(lineage: Lineage, transcript: Sequence[Message]) -> list[Message]:
+    """The exact messages the call sent, rebuilt from the stored transcript and the lineage."""
+    rebuilt = _rebuild(transcript, lineage.upto)
+    forms = {seq: (msg, sent) for seq, msg, sent, _ in rebuilt.steps if seq is not None}
+    return [_sent_form(lineage, o, forms) for o in lineage.sent]
+
+
+def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, list[dict[str, Any]]]:
+    """Before rows (the stored transcript up to the call, one action per message) and after rows (sent).
+
+    Same fields as `provenance_rows` (position is the stored seq; None for an engine-made message) plus
+    `call`, the call of the turn that did it. Tokens are C1 estimates of the stored and sent forms.
+    """
+    rebuilt = _rebuild(transcript, lineage.upto)
+    forms = {seq: (msg, sent) for seq, msg, sent, _ in rebuilt.steps if seq is not None}
+    sent_msgs = [_sent_form(lineage, o, forms) for o in lineage.sent]
+    sent_at = {o: m for m, o in enumerate(lineage.sent)}
+    synthetic = {(m.after, str(m.message.get("tool_call_id"))): m.key for m in lineage.made if m.kind == "synthetic"}
+    names: dict[str, str | None] = {}
+    before: list[dict[str, Any]] = []
+    last_seq: int | None = None
+    used: set[int] = set()
+
+    def row(seq: int | None, msg: Message, tokens: int, st: State, origin: int | None, reason: str | None
+            ) -> dict[str, Any]:
+        role = str(msg.get("role"))
+        if role == "assistant":
+            names.update({str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)})
+        text = content_text(msg.get("content"))
+        m = sent_at.get(origin) if origin is not None else None
+        return {"position": seq, "role": role, "tool_name": names.get(str(msg.get("tool_call_id")))
+                if role == "tool" else None, "tokens_before": tokens,
+                "tokens_after": 0 if m is None else estimate_sent(sent_msgs[m]), "action": st.action,
+                "sent_position": m, "failure": role == "tool" and is_failure(msg), "synthetic": seq is None,
+                "chars": len(text), "preview": _preview(text), "reason": reason, "call": st.call}
+
+    dropped = sorted(rebuilt.dropped.items())
+    di = 0
+    for seq, msg, _sent, tokens in rebuilt.steps:
+        while seq is not None and di < len(dropped) and dropped[di][0] < seq:
+            before.append(_dropped_row(lineage, transcript, *dropped[di], row))
+            di += 1
+        if seq is None:
+            key = synthetic.get((last_seq, str(msg.get("tool_call_id"))))
+            if key is None:
+                st = State("synthetic")
+                before.append(row(None, msg, tokens, st, None, None))
+                continue
+            used.add(key)
+            before.append(row(None, lineage.made[key].message, tokens, lineage.made_state[key], -1 - key, None))
+            continue
+        last_seq = seq
+        before.append(row(seq, msg, tokens, lineage.states[seq], seq, None))
+    while di < len(dropped):
+        before.append(_dropped_row(lineage, transcript, *dropped[di], row))
+        di += 1
+    for m in lineage.made:  # synthetic results a later call made (the transcript's repair did not)
+        if m.kind == "synthetic" and m.key not in used:
+            at = next((i + 1 for i, r in enumerate(before) if r["position"] == m.after), len(before))
+            before.insert(at, row(None, m.message, estimate_sent(m.message), lineage.made_state[m.key],
+                                  -1 - m.key, None))
+    after: list[dict[str, Any]] = []
+    for m, (o, msg) in enumerate(zip(lineage.sent, sent_msgs, strict=True)):
+        text = content_text(msg.get("content"))
+        role = str(msg.get("role"))
+        if o >= 0:
+            action, src, by = lineage.states[o].action, o, lineage.states[o].call
+        else:
+            made = lineage.made[-1 - o]
+            action, src, by = ("synthetic" if made.kind == "synthetic" else "summary"), None, made.call
+        after.append({"position": m, "source": src, "role": role,
+                      "tool_name": names.get(str(msg.get("tool_call_id"))) if role == "tool" else None,
+                      "tokens": estimate_sent(msg), "action": action, "chars": len(text), "preview": _preview(text),
+                      "call": by})
+    return {"before": before, "after": after}
+
+
+def _dropped_row(lineage: Lineage, transcript: Sequence[Message], seq: int, reason: str, row: Any) -> dict[str, Any]:
+    msg = transcript[seq]
+    ok = isinstance(msg, dict)
+    st = lineage.states[seq] if seq < lineage.upto else State("dropped")
+    return row(seq, msg if ok else {"role": "?", "content": str(msg)}, 0, st, None, reason)
