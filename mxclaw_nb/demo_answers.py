@@ -132,7 +132,9 @@ _ANSWERS = {"fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore
 
 def final_answer(plan: str, ctx: Ctx) -> str:
     """The turn's closing answer for `plan`, built from the visible results."""
-    return _ANSWERS[plan](ctx) + FOOTER
+    denied = [str(d.args.get("command")) for d in ctx.done if d.denied_by_user]
+    skipped = f" Not run because you denied it: {'; '.join(f'`{c}`' for c in denied)}." if denied else ""
+    return _ANSWERS[plan](ctx) + skipped + FOOTER
 
 
 def failure_answer(failure: Done, ctx: Ctx) -> str:
@@ -140,7 +142,8 @@ def failure_answer(failure: Done, ctx: Ctx) -> str:
     first = (failure.result or "").strip().splitlines()[0][:300]
     hint = ""
     if first.lower().startswith("permission denied") and failure.name == "bash":
-        hint = " Shell commands need approval: run the agent with approval='allow' or click Approve."
+        hint = (" Shell commands need approval: answer the approval prompt when it appears, or set "
+                "%agent config approval=allow (Agent(approval='allow') from Python).")
     elif "no such" in first.lower():
         hint = (" This workspace does not look like the demo's sample project; copy it with "
                 "mxclaw_nb.demo_model.copy_demo_workspace(path).")

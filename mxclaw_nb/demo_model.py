@@ -70,6 +70,11 @@ class Done:
         """True when the result carries one of the SPEC's failure markers."""
         return bool(self.result) and plans.is_failure(self.result or "")
 
+    @property
+    def denied_by_user(self) -> bool:
+        """True when the person asked to approve this shell command said no (the turn goes on without it)."""
+        return self.name == "bash" and (self.result or "").startswith(plans.USER_DENIED)
+
 
 def _turn(messages: list[dict]) -> tuple[str, list[Done], int]:
     """(goal, tool calls since the last user message, number of user messages) from a request."""
@@ -117,7 +122,7 @@ def next_reply(messages: list[dict]) -> Reply:
     goal, done, users = _turn(messages)
     name, plan = plans.choose(goal, users, done, messages)
     ctx = plans.Ctx(goal=goal, done=done, messages=messages)
-    failure = next((d for d in done if d.failed and not plans.expected_failure(d)), None)
+    failure = next((d for d in done if d.failed and not d.denied_by_user and not plans.expected_failure(d)), None)
     if failure is not None:
         return Reply(text=f"{PREFIX} " + answers.failure_answer(failure, ctx))
     if len(done) >= MAX_TOOL_CALLS:

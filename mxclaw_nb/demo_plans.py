@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # The interpreter the shell tool will find: the kernel's PATH may lack `python` (e.g. Debian).
 PY = "python" if shutil.which("python") else "python3" if shutil.which("python3") else shlex.quote(sys.executable)
 _FAILURE = re.compile(r"^\s*(Tool failed|Invalid|Permission denied|Forbidden)", re.IGNORECASE)
+USER_DENIED = "Permission denied: the user denied"  # the shell tool's result when the person said no
 WARN_LINE = re.compile(r"(\S+Z) WARN\s+\[(\w+)\s*\]\s+(\S+)\s+(\d+) ms")
 _ARTIFACT = re.compile(r"\[artifact ([^\]\s:]+)")
 BUG_LINE = "    for item in items[1:]:\n"

@@ -127,7 +127,7 @@ def test_n1_kernel_usage_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_n1_kernel_approval_asks_an_interactive_frontend(tmp_path: Path) -> None:
-    """approval=ask with a frontend that allows input: the command waits for the answer; decisions are stored."""
+    """approval=ask, widgets off, a frontend that allows input: the text prompt waits for the answer; stored."""
     from jupyter_client import KernelManager
 
     km = KernelManager(kernel_name="python3")
@@ -148,7 +148,7 @@ def test_n1_kernel_approval_asks_an_interactive_frontend(tmp_path: Path) -> None
 
     try:
         kc.wait_for_ready(timeout=CELL_TIMEOUT)
-        kc.execute_interactive("%load_ext mxclaw_nb", timeout=CELL_TIMEOUT)
+        kc.execute_interactive("%load_ext mxclaw_nb\n%config AgentMagics.widgets = False", timeout=CELL_TIMEOUT)
         reply = kc.execute_interactive("%%agent\nfix the failing tests", allow_stdin=True, stdin_hook=on_input,
                                        output_hook=on_output, timeout=CELL_TIMEOUT)
         assert reply["content"]["status"] == "ok"
@@ -160,7 +160,7 @@ def test_n1_kernel_approval_asks_an_interactive_frontend(tmp_path: Path) -> None
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    assert len(prompts) == 2, "".join(shown)[-3000:]
+    assert len(prompts) >= 2, "".join(shown)[-3000:]  # after a denial the turn goes on (and may ask again)
     assert "python tools/gen_log.py" in prompts[0] and "Allow? [y/N]" in prompts[0]
     table = "".join(shown)
     assert "allow  user" in table and "deny  user" in table and "nobody" not in table
