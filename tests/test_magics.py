@@ -430,3 +430,19 @@ def test_n1_live_off_prints_only_the_answer(ip: InteractiveShell, server: TestSe
     _, cap = agent(ip, "fail please")
     assert cap.stdout == "" and "rejected the request (400)" in cap.stderr
     assert magics(ip).last_result is None
+
+
+def test_l2_demo_answers_an_unscripted_prompt_plainly_and_still_runs_scripts(ip: InteractiveShell) -> None:
+    """L2: `%agent What is 2+2?` on the demo runs no tool and lists the scripted tasks; a task still runs."""
+    from mxclaw_nb.demo_plans import TASKS
+
+    ip.run_line_magic("agent", "config approval=allow")
+    with capture_output() as cap:
+        ip.run_cell("%agent What is 2+2?")
+    m = magics(ip)
+    assert "→ " not in cap.stdout and "offline demo model" in cap.stdout and "(done · 1 model calls)" in cap.stdout
+    assert all(example in cap.stdout for _, _, example in TASKS)
+    assert m.last_result.status == "ok" and m.last_result.iterations == 1
+    with capture_output() as cap:
+        ip.run_cell_magic("agent", "", TASKS[0][2])
+    assert "→ list_dir ." in cap.stdout and "[demo model] Fixed." in cap.stdout
