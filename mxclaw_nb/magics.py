@@ -249,7 +249,11 @@ class AgentMagics(Magics, Configurable):
             print(f"Interrupted. Everything done so far is stored (session {agent.session_id[:8]}); the next turn "
                   "repairs any unfinished tool call.", file=sys.stderr)
         except (TurnFailed, StoreError) as exc:
-            print(failure_paragraph(self, agent, exc), file=sys.stderr)
+            paragraph = failure_paragraph(self, agent, exc)
+            if widget is not None:  # shown once: in the turn's view (and its saved static HTML), not again below
+                widget.error = paragraph
+            else:
+                print(paragraph, file=sys.stderr)
         finally:
             for stop in unsubscribe:
                 stop()

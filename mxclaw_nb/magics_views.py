@@ -215,16 +215,34 @@ def cmd_gauge(m: Any, args: Any) -> Any:
     return ContextGauge(last[0], reported_prompt_tokens=last[1])
 
 
+def setting_names(m: Any) -> dict[str, str]:
+    """How an error's remedy names each provider setting: the way this user set it (config, else environment)."""
+    import os
+
+    def name(key: str, env: str) -> str:
+        if getattr(m, key) is not None:
+            return f"%config AgentMagics.{key}"
+        return env if os.environ.get(env) else f"%config AgentMagics.{key} (or {env})"
+
+    key_env = m.api_key_env
+    api_key = (f"{key_env} or %config AgentMagics.api_key_env" if key_env == "OPENAI_API_KEY" else
+               f"{key_env} (the variable %config AgentMagics.api_key_env names)")
+    return {"base_url": name("base_url", "OPENAI_BASE_URL"), "model": name("model", "MXCLAW_MODEL"),
+            "api_key": api_key}
+
+
 def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
-    """One paragraph: what failed, what to do, and where the user's message is stored."""
+    """One paragraph: what failed, what to do (naming the settings as the user set them), where the message is."""
     from mxclaw_nb.provider import ProviderError
     from mxclaw_nb.store import StoreError
 
     cause = exc.__cause__ if isinstance(exc.__cause__, ProviderError) else exc
+    names = setting_names(m)
     if isinstance(cause, ProviderError) and cause.kind == "auth":
         code = f" ({cause.status_code})" if cause.status_code else ""
-        text = (f"Provider at {cause.base_url} refused the key{code}. Set {m.api_key_env} or "
-                "%config AgentMagics.api_key_env.")
+        text = f"Provider at {cause.base_url} refused the key{code}. Set {names['api_key']}."
+    elif isinstance(cause, ProviderError):
+        text = cause.worded(names)
     else:
         text = getattr(cause, "message", None) or str(cause)
     if agent.is_demo:

@@ -446,3 +446,49 @@ def test_l2_demo_answers_an_unscripted_prompt_plainly_and_still_runs_scripts(ip:
     with capture_output() as cap:
         ip.run_cell_magic("agent", "", TASKS[0][2])
     assert "→ list_dir ." in cap.stdout and "[demo model] Fixed." in cap.stdout
+
+
+def _final_texts(cap) -> list[str]:
+    """stdout, stderr and the text/plain of each display's final publication (updates replace earlier ones)."""
+    finals: dict[str, str] = {}
+    for i, raw in enumerate(cap._outputs):
+        key = (raw.get("transient") or {}).get("display_id") or f"plain-{i}"
+        finals[key] = raw["data"].get("text/plain", "")
+    return [cap.stdout, cap.stderr, *finals.values()]
+
+
+def test_l7_provider_error_is_shown_once_and_names_the_setting_used(ip: InteractiveShell, monkeypatch) -> None:
+    """L7/N1: in a kernel the error appears once (in the turn view, not again on stderr) and its remedy names
+    `%config AgentMagics.base_url` / `.model` when those were set, the environment variables when they were."""
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)  # the live view path of a Jupyter kernel
+    with TestServer() as srv:
+        srv.enqueue_error(404, "model 'nope' not found")
+        ip.run_line_magic("config", f"AgentMagics.base_url = {srv.base_url!r}")
+        ip.run_line_magic("config", "AgentMagics.model = 'nope'")
+        with capture_output() as cap:
+            result = ip.run_cell("%agent hello")
+    assert result.error_in_exec is None
+    texts = _final_texts(cap)
+    shown = [t for t in texts if "does not know model 'nope'" in t]
+    assert len(shown) == 1 and sum(t.count("does not know model") for t in texts) == 1, texts
+    err = shown[0]
+    assert "Check %config AgentMagics.model (the server's models: GET " in err
+    assert "and %config AgentMagics.base_url." in err
+    assert "OPENAI_BASE_URL" not in err and "MXCLAW_MODEL" not in err and "Your message is stored (session " in err
+    assert cap.stderr == ""
+
+
+def test_l7_connection_error_names_the_environment_variable_when_that_was_used(ip: InteractiveShell,
+                                                                                 monkeypatch) -> None:
+    """The same remedy names OPENAI_BASE_URL when the URL came from the environment (terminal: once, on stderr)."""
+    with TestServer() as srv:
+        url = srv.base_url  # closed below: nothing listens there any more
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("MXCLAW_MODEL", "m")
+    ip.run_line_magic("agent", "config call_deadline=20")
+    with capture_output() as cap:
+        ip.run_cell("%agent hello")
+    err = cap.stderr.strip()
+    assert err.startswith(f"Could not connect to the provider at {url}") and "\n" not in err
+    assert "Check that the server is running and OPENAI_BASE_URL is right." in err and "%config" not in err
+    assert "Could not connect" not in cap.stdout and "(failed (see below))" in cap.stdout
