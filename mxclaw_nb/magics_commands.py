@@ -143,9 +143,10 @@ def cmd_help(m: Any, args: Any) -> None:
 
 
 def cmd_new(m: Any, args: Any) -> None:
-    """Start a new session."""
-    m.get_agent().new_session()
-    print(m.caption("new session (fresh frozen context on the first turn)"))
+    """Start a new session (the demo model: in a fresh copy of its sample project)."""
+    agent = m.new_session()
+    fresh = f" · workspace {agent.workspace} (a fresh sample copy)" if agent.is_demo and not m.workspace else ""
+    print(m.caption(f"new session (fresh frozen context on the first turn){fresh}"))
 
 
 def cmd_sessions(m: Any, args: Any) -> Any:

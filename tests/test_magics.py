@@ -492,3 +492,27 @@ def test_l7_connection_error_names_the_environment_variable_when_that_was_used(i
     assert err.startswith(f"Could not connect to the provider at {url}") and "\n" not in err
     assert "Check that the server is running and OPENAI_BASE_URL is right." in err and "%config" not in err
     assert "Could not connect" not in cap.stdout and "(failed (see below))" in cap.stdout
+
+
+def test_n1_quickstart_run_twice_in_one_kernel_starts_its_own_session(ip: InteractiveShell, monkeypatch,
+                                                                      tmp_path: Path) -> None:
+    """N1: notebook 01's cells run again in the same shell start a new session in a fresh sample copy (`--new`),
+    in the store the notebook names now ($MXCLAW_DB changed), so the first turn fixes the tests again."""
+    prompt = "The unit tests of the inventory package fail. Find out why and fix them."
+    m = magics(ip)
+    seen = []
+    for run, db in enumerate((tmp_path / "run1.duckdb", tmp_path / "run2.duckdb", None)):
+        if db is not None:
+            monkeypatch.setenv("MXCLAW_DB", str(db))  # the quickstart's first cell: a fresh store per run
+        ip.run_line_magic("load_ext", "mxclaw_nb")  # a no-op after the first run
+        ip.run_line_magic("config", 'AgentMagics.model = "mxclaw-demo"')
+        ip.run_line_magic("config", 'AgentMagics.approval = "allow"')
+        with capture_output() as cap:
+            ip.run_cell_magic("agent", "--new", prompt)
+        agent_now = m.get_agent()
+        assert "[demo model] Fixed." in cap.stdout and "nothing to fix" not in cap.stdout, run
+        assert m.store().path == (db or tmp_path / "run2.duckdb") and " · turn 1" in cap.stdout
+        seen.append((agent_now.session_id, agent_now.workspace))
+    assert len({sid for sid, _ in seen}) == 3 and len({ws for _, ws in seen}) == 3
+    _, cap = agent(ip, "new")
+    assert "a fresh sample copy" in cap.stdout and m.get_agent().workspace not in {ws for _, ws in seen}
