@@ -156,10 +156,15 @@ def cmd_sessions(m: Any, args: Any) -> Any:
         from mxclaw_nb.widgets import SessionBrowser
 
         return SessionBrowser(m.store())
+    from mxclaw_nb.magics_frames import sessions_frame
+
     df = m.store().sessions()
-    df.insert(0, "current", df["id"] == agent.session_id)
-    print(m.caption(f"{len(df):,} sessions in {m.store().path}"))
-    return df
+    print(m.caption(f"{len(df):,} sessions in {m.store().path}" + ("" if args.full else
+                    " · ids are the first 8 characters (enough for %agent resume) · --full: as stored")))
+    if args.full:
+        df.insert(0, "current", df["id"] == agent.session_id)
+        return df
+    return sessions_frame(df, agent.session_id)
 
 
 def cmd_resume(m: Any, args: Any) -> None:
@@ -251,6 +256,7 @@ def _configure_help(p: Parser) -> None:
 
 def _configure_sessions(p: Parser) -> None:
     p.add_argument("--browse", action="store_true", help="open the session browser widget")
+    p.add_argument("--full", action="store_true", help="the store's frame: full ids, every column")
 
 
 def _configure_resume(p: Parser) -> None:
@@ -264,7 +270,7 @@ def _configure_config(p: Parser) -> None:
 COMMANDS: dict[str, Command] = {
     "help": Command("list commands and options", "help [command]", cmd_help, _configure_help),
     "new": Command("start a new session", "new", cmd_new),
-    "sessions": Command("list sessions (DataFrame; --browse opens the session browser)", "sessions [--browse]",
+    "sessions": Command("list sessions (DataFrame; --browse opens the session browser)", "sessions [--browse] [--full]",
                         cmd_sessions, _configure_sessions),
     "resume": Command("continue a stored session", "resume <id-prefix>", cmd_resume, _configure_resume),
     "config": Command("show settings, or set them", "config [key=value ...]", cmd_config, _configure_config),
@@ -274,11 +280,12 @@ COMMANDS: dict[str, Command] = {
                        "compact", views.cmd_compact),
     "dry-run": Command("the next request view and its estimate, without calling the model", "dry-run [prompt]",
                        views.cmd_dry_run, raw=True),
-    "events": Command("stored events (DataFrame)", "events [--type T] [--all] [--tail N]", views.cmd_events,
+    "events": Command("stored events (DataFrame)", "events [--type T] [--all] [--tail N] [--full]", views.cmd_events,
                       views.configure_events),
     "sql": Command("read-only SQL on the store (DataFrame)", "sql <query>", views.cmd_sql, raw=True),
     "replay": Command("replay this session under other policy values (DataFrame, no model calls)",
-                      "replay [--window N] [--ratio R] [--tail N]", views.cmd_replay, views.configure_replay),
+                      "replay [--window N] [--ratio R] [--tail N] [--all-columns]", views.cmd_replay,
+                      views.configure_replay),
     "transcript": Command("the stored transcript of this session (DataFrame)", "transcript [--full]",
                           views.cmd_transcript, views.configure_transcript),
     "timeline": Command("prompt tokens per model call, threshold and compactions (plot)", "timeline",

@@ -17,9 +17,6 @@ from IPython.core.error import UsageError
 
 from mxclaw_nb.widgets.style import counter_label, fmt_int
 
-TRANSCRIPT_COLUMNS = ["seq", "turn", "iteration", "role", "content", "tool_call_id", "is_error"]
-PREVIEW_CHARS = 120
-
 
 def _last_call(m: Any) -> tuple[Any, int | None] | None:
     """The last model call of the current session: a live RequestView, else the stored request row."""
@@ -60,10 +57,10 @@ def cmd_view(m: Any, args: Any) -> Any:
     print(m.caption(f"request view of the last model call (what the model saw) · {data.carried or data.stage} · "
                     f"{fmt_int(data.before_tokens)} → {fmt_int(data.after_tokens)} {unit} tokens · the stored "
                     "transcript is unchanged (%agent transcript)"))
-    if args.before:
-        return inspector.before_df
-    if args.after:
-        return inspector.after_df
+    if args.before or args.after:
+        from mxclaw_nb.magics_frames import view_frame
+
+        return view_frame(inspector.before_df if args.before else inspector.after_df)
     return inspector
 
 
@@ -111,18 +108,22 @@ def configure_events(p: Any) -> None:
     p.add_argument("--type", help="only events of this type, e.g. context.compacted")
     p.add_argument("--all", action="store_true", help="events of every session, not just the current one")
     p.add_argument("--tail", type=int, metavar="N", help="only the last N events")
+    p.add_argument("--full", action="store_true", help="the store's frame: full ids, payloads as JSON text")
 
 
 def cmd_events(m: Any, args: Any) -> pd.DataFrame:
-    """Stored events of the current session (or all sessions)."""
+    """Stored events of the current session (or all sessions): payload keys as columns (--full: as stored)."""
+    from mxclaw_nb.magics_frames import events_frame
+
     agent = m.get_agent()
     df = m.store().events(None if args.all else agent.session_id, args.type)
     if args.tail is not None:
         if args.tail < 0:
             raise UsageError("%agent events: --tail must be >= 0.")
         df = df.tail(args.tail)
-    print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "")))
-    return df
+    print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "") +
+                    ("" if args.full else " · tokens are as each event says (unit) · --full: as stored")))
+    return df if args.full else events_frame(df, all_sessions=args.all)
 
 
 def cmd_sql(m: Any, query: str) -> pd.DataFrame:
@@ -139,6 +140,8 @@ def configure_replay(p: Any) -> None:
     p.add_argument("--window", type=int, metavar="N", help="context window tokens (default: current)")
     p.add_argument("--ratio", type=float, metavar="R", help="threshold ratio (default: current)")
     p.add_argument("--tail", type=int, metavar="N", help="safe-tail budget, keep_recent_tokens (default: current)")
+    p.add_argument("--all-columns", "--full", dest="all_columns", action="store_true",
+                   help="every replay column (session id, fact survival by kind, ...), not the focused set")
 
 
 def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
@@ -160,14 +163,21 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     if not messages:
         raise UsageError("%agent replay: the session has no messages yet; run a turn first.")
     from mxclaw_nb.analysis.replay import replay
+    from mxclaw_nb.magics_frames import replay_frame
 
-    df = replay((agent.session_id, messages), policy)
+    df = replay((agent.session_id, messages), policy, progress=True)  # a bar when it takes a few seconds
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
                     f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {len(df)} calls · "
-                    f"compactions: {comp} · tokens are est."))
-    return df
+                    f"compactions: {comp} · tokens are {'est.' if policy_counter(df) == 'estimate' else 'calibrated'}"
+                    + ("" if args.all_columns else " · --all-columns for the other columns")))
+    return df if args.all_columns else replay_frame(df)
+
+
+def policy_counter(df: Any) -> str:
+    """The counter a replay's token figures come from (`estimate` unless the frame says otherwise)."""
+    return str(df["counter"].iloc[0]) if len(df) and "counter" in df.columns else "estimate"
 
 
 def configure_transcript(p: Any) -> None:
@@ -176,17 +186,15 @@ def configure_transcript(p: Any) -> None:
 
 
 def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
-    """The stored transcript (the source of truth, never trimmed)."""
+    """The stored transcript (the source of truth, never trimmed): one-line previews (--full: as stored)."""
+    from mxclaw_nb.magics_frames import transcript_frame
+
     agent = m.get_agent()
     df = m.store().transcript(agent.session_id)
     print(m.caption(f"stored transcript: {len(df):,} messages (the source of truth; views are trimmed, this is not)"))
     if args.full or df.empty:
         return df
-    out = df[[c for c in TRANSCRIPT_COLUMNS if c in df.columns]].copy()
-    out["chars"] = df["content"].fillna("").astype(str).str.len()
-    out["content"] = df["content"].fillna("").astype(str).map(
-        lambda t: " ".join(t.split())[:PREVIEW_CHARS] + ("…" if len(t) > PREVIEW_CHARS else ""))
-    return out
+    return transcript_frame(df)
 
 
 def cmd_timeline(m: Any, args: Any) -> Any:

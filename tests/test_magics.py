@@ -264,7 +264,10 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     dry, _ = agent(ip, "dry-run and then?")
     assert dry.data.after[-1]["preview"] == "and then?"
     events, _ = agent(ip, "events --type approval.decided")
-    assert len(events) >= 1 and events["payload"].str.contains('"by": "policy"').all()
+    assert len(events) >= 1 and (events["by"] == "policy").all() and (events["decision"] == "deny").all()
+    assert "payload" not in events.columns and "session_id" not in events.columns
+    raw, _ = agent(ip, "events --type approval.decided --full")  # the store's frame, payload as JSON text
+    assert raw["payload"].str.contains('"by": "policy"').all() and (raw["session_id"] == sid).all()
     tail, _ = agent(ip, "events --tail 2")
     assert list(tail["type"])[-1] == "turn.finished" and len(tail) == 2
     counts, _ = agent(ip, "sql SELECT role, count(*) AS n FROM messages GROUP BY role ORDER BY role")
@@ -281,7 +284,7 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     gauge, _ = agent(ip, "gauge")
     assert gauge.data.after_tokens == m.last_view.after_tokens
     sessions, _ = agent(ip, "sessions")
-    assert sessions.loc[sessions["current"], "id"].tolist() == [sid]
+    assert sessions.loc[sessions["current"], "id"].tolist() == [sid[:8]]
     _, cap = agent(ip, "new")
     assert m.get_agent().session_id != sid and "new session" in cap.stdout
     _, cap = agent(ip, f"resume {sid[:6]}")
@@ -516,3 +519,60 @@ def test_n1_quickstart_run_twice_in_one_kernel_starts_its_own_session(ip: Intera
     assert len({sid for sid, _ in seen}) == 3 and len({ws for _, ws in seen}) == 3
     _, cap = agent(ip, "new")
     assert "a fresh sample copy" in cap.stdout and m.get_agent().workspace not in {ws for _, ws in seen}
+
+
+def _noise_free(df: pd.DataFrame) -> bool:
+    """No NaN/<NA>/None cell and no 32-character session id anywhere in a displayed frame."""
+    text = df.astype(str)
+    return (not df.isna().any().any() and not text.isin(["<NA>", "nan", "NaN", "None", "NaT"]).any().any()
+            and not text.apply(lambda col: col.str.fullmatch(r"[0-9a-f]{32}")).any().any())
+
+
+def test_n1_command_frames_are_tidy_and_replay_shows_progress(ip: InteractiveShell, monkeypatch) -> None:
+    """N1/S4: sessions, events, transcript, replay and view frames: short ids, payloads as columns, no NaN
+    noise, a focused replay (the rest with --all-columns); a replay past PROGRESS_DELAY shows a tqdm bar."""
+    import importlib
+
+    replay_module = importlib.import_module("mxclaw_nb.analysis.replay")  # the module, not the function
+    ip.run_line_magic("agent", "config approval=allow context_window_tokens=6000 keep_recent_tokens=1500")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    sid = magics(ip).get_agent().session_id
+    sessions, cap = agent(ip, "sessions")
+    assert list(sessions.columns[:2]) == ["current", "id"] and sessions["id"].tolist() == [sid[:8]]
+    assert _noise_free(sessions) and "--full" in cap.stdout
+    events, _ = agent(ip, "events")
+    assert list(events.columns[:4]) == ["seq", "turn", "call", "type"] and _noise_free(events)
+    assert {"tool", "status", "stage", "tokens_before", "tokens_after", "unit", "decision", "by", "detail"} <= set(
+        events.columns) and "payload" not in events.columns
+    compacted = events[events["type"] == "context.compacted"].iloc[0]
+    assert compacted["stage"] == "micro" and compacted["tokens_before"] > compacted["tokens_after"] > 0
+    assert compacted["unit"] in ("est.", "calibrated") and compacted["detail"].startswith("[microcompaction]")
+    finished = events[events["type"] == "tool.finished"]
+    assert finished["tool"].iloc[0] == "list_dir" and set(finished["status"]) == {"ok", "failed (exit 1)"}
+    approval = events[events["type"] == "approval.decided"].iloc[0]
+    assert (approval["decision"], approval["by"], approval["tool"]) == ("allow", "policy", "bash")
+    assert events.loc[events["type"] == "turn.started", "detail"].tolist() == ["fix the failing tests"]
+    assert events.loc[events["type"] == "turn.started", "stage"].tolist() == [""]  # empty, not NaN
+    everywhere, _ = agent(ip, "events --all --tail 3")
+    assert everywhere["session"].tolist() == [sid[:8]] * 3
+    transcript, _ = agent(ip, "transcript")
+    assert list(transcript.columns) == ["seq", "turn", "call", "role", "tool", "content", "chars", "outcome"]
+    assert _noise_free(transcript)
+    tools = transcript[transcript["role"] == "tool"]
+    assert tools["tool"].iloc[0] == "list_dir" and set(tools["outcome"]) == {"ok", "failed"}
+    assert transcript.loc[transcript["role"] == "assistant", "tool"].iloc[0] == "→ list_dir"
+    assert set(transcript.loc[transcript["role"] != "tool", "outcome"]) == {""}
+    monkeypatch.setattr(replay_module, "PROGRESS_DELAY", 0)  # every replay counts as long here
+    replayed, cap = agent(ip, "replay --window 3000 --tail 400")
+    assert len(replayed.columns) <= 16 and "session_id" not in replayed.columns and _noise_free(replayed)
+    assert list(replayed.columns[:3]) == ["call", "turn", "stage"] and "--all-columns" in cap.stdout
+    assert "session_id" in replayed.attrs["hidden_columns"] and "survival_path" in replayed.attrs["hidden_columns"]
+    assert f"replay {sid[:8]}" in cap.stderr and "call" in cap.stderr  # the tqdm bar (text form outside a kernel)
+    everything, _ = agent(ip, "replay --window 3000 --tail 400 --all-columns")
+    assert len(everything.columns) > 25 and (everything["session_id"] == sid).all()
+    assert everything["stage"].tolist() == replayed["stage"].tolist()
+    assert everything["after_tokens"].tolist() == replayed["after_tokens"].tolist()
+    for flag in ("--before", "--after"):
+        frame, _ = agent(ip, f"view {flag}")
+        assert _noise_free(frame) and len(frame) > 5, flag
