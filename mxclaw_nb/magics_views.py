@@ -122,7 +122,7 @@ def cmd_events(m: Any, args: Any) -> pd.DataFrame:
             raise UsageError("%agent events: --tail must be >= 0.")
         df = df.tail(args.tail)
     print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "") +
-                    ("" if args.full else " · tokens are as each event says (unit) · --full: as stored")))
+                    ("" if args.full else " · token figures in the unit their row names · --full: as stored")))
     return df if args.full else events_frame(df, all_sessions=args.all)
 
 
@@ -170,7 +170,7 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
                     f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {len(df)} calls · "
-                    f"compactions: {comp} · tokens are {'est.' if policy_counter(df) == 'estimate' else 'calibrated'}"
+                    f"compactions: {comp} · tokens are {counter_label(policy_counter(df))}"
                     + ("" if args.all_columns else " · --all-columns for the other columns")))
     return df if args.all_columns else replay_frame(df)
 
