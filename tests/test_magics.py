@@ -464,21 +464,23 @@ def test_l7_provider_error_is_shown_once_and_names_the_setting_used(ip: Interact
     """L7/N1: in a kernel the error appears once (in the turn view, not again on stderr) and its remedy names
     `%config AgentMagics.base_url` / `.model` when those were set, the environment variables when they were."""
     monkeypatch.setattr(ip, "kernel", object(), raising=False)  # the live view path of a Jupyter kernel
-    with TestServer() as srv:
-        srv.enqueue_error(404, "model 'nope' not found")
-        ip.run_line_magic("config", f"AgentMagics.base_url = {srv.base_url!r}")
-        ip.run_line_magic("config", "AgentMagics.model = 'nope'")
-        with capture_output() as cap:
-            result = ip.run_cell("%agent hello")
-    assert result.error_in_exec is None
-    texts = _final_texts(cap)
-    shown = [t for t in texts if "does not know model 'nope'" in t]
-    assert len(shown) == 1 and sum(t.count("does not know model") for t in texts) == 1, texts
-    err = shown[0]
-    assert "Check %config AgentMagics.model (the server's models: GET " in err
-    assert "and %config AgentMagics.base_url." in err
-    assert "OPENAI_BASE_URL" not in err and "MXCLAW_MODEL" not in err and "Your message is stored (session " in err
-    assert cap.stderr == ""
+    for widgets in (True, False):  # the LiveTurnView widget, or the HTML log with the paragraph below it
+        ip.run_line_magic("config", f"AgentMagics.widgets = {widgets}")
+        with TestServer() as srv:
+            srv.enqueue_error(404, "model 'nope' not found")
+            ip.run_line_magic("config", f"AgentMagics.base_url = {srv.base_url!r}")
+            ip.run_line_magic("config", "AgentMagics.model = 'nope'")
+            with capture_output() as cap:
+                result = ip.run_cell("%agent hello")
+        assert result.error_in_exec is None
+        texts = _final_texts(cap)
+        shown = [t for t in texts if "does not know model 'nope'" in t]
+        assert len(shown) == 1 and sum(t.count("does not know model") for t in texts) == 1, texts
+        err = shown[0]
+        assert "Check %config AgentMagics.model (the server's models: GET " in err
+        assert "and %config AgentMagics.base_url." in err
+        assert "OPENAI_BASE_URL" not in err and "MXCLAW_MODEL" not in err and "Your message is stored (session " in err
+        assert (cap.stderr == "") is widgets  # without the widget the paragraph is the cell's stderr
 
 
 def test_l7_connection_error_names_the_environment_variable_when_that_was_used(ip: InteractiveShell,

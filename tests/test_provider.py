@@ -428,3 +428,23 @@ def test_l2_demo_says_what_it_can_do_for_a_prompt_it_cannot_script():
     for plan, _, example in TASKS:  # every example the demo offers runs the script it names
         first = next_reply([{"role": "user", "content": example}])
         assert first.tool_calls and f"Plan ({plan}," in first.text, example
+
+
+def test_l7_error_remedy_names_settings_as_the_caller_says():
+    """L7: the remedy names environment variables by default; `worded(names)` names the caller's settings."""
+    with TestServer(known_models=["llama3.1:8b"]) as srv:
+        with pytest.raises(ProviderError) as err:
+            provider(srv).complete(USER, None)
+        url = srv.base_url
+    e = err.value
+    assert e.message.endswith(f"Check MXCLAW_MODEL (the server's models: GET {url}/models) and OPENAI_BASE_URL.")
+    worded = e.worded({"model": "%config AgentMagics.model", "base_url": "%config AgentMagics.base_url"})
+    assert worded.startswith(e.what) and "MXCLAW_MODEL" not in worded and "OPENAI_BASE_URL" not in worded
+    assert worded.endswith("Check %config AgentMagics.model (the server's models: GET "
+                           f"{url}/models) and %config AgentMagics.base_url.")
+    with pytest.raises(ProviderError) as err:
+        OpenAIProvider(base_url=url, api_key="k", model="m", max_retries=0).complete(USER, None)
+    assert err.value.message.endswith("Check that the server is running and OPENAI_BASE_URL is right.")
+    assert err.value.worded({"base_url": "B"}).endswith("Check that the server is running and B is right.")
+    plain = ProviderError("server", "Provider failed {base_url}.")  # no remedy: braces in server text stay
+    assert plain.worded({"base_url": "B"}) == plain.message == "Provider failed {base_url}."
