@@ -194,6 +194,16 @@ def _source(m: Any, key: str) -> str:
     return f"env ${env}" if env and os.environ.get(env) else "default"
 
 
+def _effective(m: Any, key: str) -> Any:
+    """A setting's value as shown in the table: the environment's when it comes from there, never None/NaN."""
+    import os
+
+    value = getattr(m, key)
+    if value is None and ENV_OF.get(key) and os.environ.get(ENV_OF[key]):
+        value = os.environ[ENV_OF[key]]
+    return "" if value is None else _shown_value(value)
+
+
 def _shown_value(value: Any) -> Any:
     """A setting as shown: URL passwords and known keys replaced (L6)."""
     from mxclaw_nb.secrets import display_url
@@ -242,7 +252,7 @@ def cmd_config(m: Any, args: Any) -> Any:
             print(f"{key} = {_shown_value(getattr(m, key))!r}")
         return None
     agent = m.get_agent()
-    rows = [{"setting": k, "value": _shown_value(getattr(m, k)), "source": _source(m, k), "help": m.traits()[k].help}
+    rows = [{"setting": k, "value": _effective(m, k), "source": _source(m, k), "help": m.traits()[k].help}
             for k in CONFIG_KEYS]
     print(m.caption(f"window {agent.policy.context_window_tokens:,} · threshold {agent.policy.threshold:,} est. · "
                     f"db {m.store().path} · workspace {agent.workspace}"))

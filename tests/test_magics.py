@@ -120,6 +120,9 @@ def test_n1_percent_config_env_fallback_and_ipython_config(ip: InteractiveShell,
     assert source["keep_recent_tokens"] == "config" and source["threshold_ratio"] == "config"
     assert source["context_window_tokens"] == "env $MXCLAW_CONTEXT_WINDOW" and source["approval"] == "default"
     assert "$OPENAI_API_KEY is not set" in source["api_key_env"]
+    value = dict(zip(table["setting"], table["value"], strict=True))
+    assert value["context_window_tokens"] == "20000" and value["model"] == ""  # the env's value; empty, not None
+    assert not table["value"].map(lambda v: v is None).any()
     assert "demo model (offline)" in cap.stdout and "window 20,000" in cap.stdout and "threshold 10,000" in cap.stdout
     policy = m.get_agent().policy
     assert (policy.context_window_tokens, policy.threshold_ratio, policy.keep_recent_tokens) == (20000, 0.5, 1234)
