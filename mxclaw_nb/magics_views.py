@@ -192,9 +192,7 @@ def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
     agent = m.get_agent()
     df = m.store().transcript(agent.session_id)
     print(m.caption(f"stored transcript: {len(df):,} messages (the source of truth; views are trimmed, this is not)"))
-    if args.full or df.empty:
-        return df
-    return transcript_frame(df)
+    return df if args.full else transcript_frame(df)
 
 
 def cmd_timeline(m: Any, args: Any) -> Any:
