@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-DEMO_PROMPTS = (
-    "The unit tests of the inventory package fail. Find out why and fix them.",
-    "Look at the build log and tell me what the slowest step was.",
-    "Summarize what you changed and what you checked, with file names.",
-)
+from mxclaw_nb.demo_plans import TASKS
+
+# Three of the demo's scripted tasks, in the order that fills the context (fix, build log, recap); the same
+# example prompts the demo model lists when a prompt matches none of its scripts.
+DEMO_PROMPTS = tuple(example for name, _, example in TASKS if name in ("fix", "logs", "summary"))
 
 
 def _printer(kind: str, payload: dict[str, Any]) -> None:

@@ -117,10 +117,12 @@ def _position(plan: list[plans.Step], done: list[Done]) -> int:
 def next_reply(messages: list[dict]) -> Reply:
     """The demo model's reply to a Chat Completions request (decided from its messages only)."""
     if not any(m.get("role") == "user" for m in messages) and not any(m.get("role") == "tool" for m in messages):
-        return Reply(text=f"{PREFIX} Hello! Ask me something about the sample workspace, e.g. 'fix the failing "
-                          "test'.")
-    goal, done, users = _turn(messages)
-    name, plan = plans.choose(goal, users, done, messages)
+        return Reply(text=f"{PREFIX} Hello! " + plans.capabilities(""))
+    goal, done, _users = _turn(messages)
+    chosen = plans.choose(goal, done)
+    if chosen is None:  # no script fits this prompt: say so instead of running an unrelated one
+        return Reply(text=f"{PREFIX} " + plans.capabilities(goal))
+    name, plan = chosen
     ctx = plans.Ctx(goal=goal, done=done, messages=messages)
     failure = next((d for d in done if d.failed and not d.denied_by_user and not plans.expected_failure(d)), None)
     if failure is not None:

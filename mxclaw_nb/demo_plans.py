@@ -6,7 +6,9 @@ cover what a small coding agent does: fix the failing test (list, read, grep, a 
 becomes an artifact, the failing test, an edit, the verification command), inspect the build log
 through `read_artifact`, explore the project, review files, and summarize the session. Each builder may
 return None to skip its step (e.g. no edit when the test already passes), so the plans adapt to what
-the tools returned. The closing answers live in `demo_answers`.
+the tools returned. A prompt no plan's keywords match ("What is 2+2?") runs nothing: the model says it
+is an offline demo and lists the tasks it knows, with prompts that run them (`capabilities`), rather than
+pretending a script answers it. The closing answers live in `demo_answers`.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ WARN_LINE = re.compile(r"(\S+Z) WARN\s+\[(\w+)\s*\]\s+(\S+)\s+(\d+) ms")
 _ARTIFACT = re.compile(r"\[artifact ([^\]\s:]+)")
 BUG_LINE = "    for item in items[1:]:\n"
 FIXED_LINE = "    for item in items:\n"
-FOOTER = ("\n\n(This is the offline demo model: its steps are scripted for the sample workspace. Set "
-          "OPENAI_API_KEY or OPENAI_BASE_URL and MXCLAW_MODEL to use a real model.)")
+FOOTER = ("\n\n(This is the offline demo model: its steps are scripted for the sample workspace. To use a real "
+          "model set OPENAI_API_KEY, or OPENAI_BASE_URL and MXCLAW_MODEL; in a notebook also "
+          "%config AgentMagics.base_url / .model.)")
 
 
 def is_failure(text: str) -> bool:
@@ -233,25 +236,45 @@ PLANS: dict[str, list[Step]] = {
         Step("read_file", "And the verification policy.", {"path": ".mx-claw/project.json"}),
     ],
 }
-_KEYWORDS = [
-    ("summary", r"summar|recap|what (did )?you (change|do|did)|总结"),
-    ("fix", r"fix|bug|fail|broken|repair|修"),
-    ("logs", r"log|build|artifact|error|warn|日志"),
-    ("explore", r"explain|overview|structure|explore|describe|what does|介绍|结构"),
-    ("review", r"review|read|look|code|files|审"),
+_KEYWORDS = [  # \b before Latin words: "already" is not "read", "prefix" is not "fix", "catalog" is not "log"
+    ("summary", r"\b(summar|recap)|what (did )?you (change|do|did)|总结"),
+    ("fix", r"\b(fix|bug|debug|fail|broken|repair)|修"),
+    ("logs", r"\b(logs?\b|build|artifact|error|warn)|日志"),
+    ("explore", r"\b(explain|overview|structure|explore|describe|what does)|介绍|结构"),
+    ("review", r"\b(review|read|look|code|files?\b)|审"),
 ]
-ROTATION = ["fix", "logs", "explore", "review"]
+# What the demo says it can do when a prompt matches no script: one task per plan, with a prompt that runs it.
+TASKS = [
+    ("fix", "fix the failing unit tests of the sample project",
+     "The unit tests of the inventory package fail. Find out why and fix them."),
+    ("logs", "find the slowest step in the long build log (an artifact)",
+     "Look at the build log and tell me what the slowest step was."),
+    ("explore", "explain the project's structure", "Explain the project structure."),
+    ("review", "review the tests and the code", "Review the tests and the code."),
+    ("summary", "summarize what was changed and checked in this session",
+     "Summarize what you changed and what you checked, with file names."),
+]
 
 
-def choose(goal: str, users: int, done: list[Done], messages: list[dict]) -> tuple[str, list[Step]]:
-    """Plan for the goal's keywords; else the plan the visible calls follow; else by turn number."""
+def capabilities(goal: str) -> str:
+    """The answer to a prompt no script matches: what the demo model is, and the tasks it knows."""
+    asked = " ".join(goal.split())
+    asked = (f'"{asked}"' if len(asked) <= 80 else f'"{asked[:80]}…"') if asked else "free questions"
+    tasks = "\n".join(f"- {what}: \"{example}\"" for _, what, example in TASKS)
+    return (f"I am the offline demo model, not a real language model, so I cannot answer {asked}. "
+            "I only play a few scripted tasks on the sample project (`inventory`, copied into the workspace) to "
+            f"show the context engine at work. A prompt that asks for one of them runs its script, e.g.:\n{tasks}"
+            "\n\nNothing was run for this prompt." + FOOTER)
+
+
+def choose(goal: str, done: list[Done]) -> tuple[str, list[Step]] | None:
+    """Plan for the goal's keywords; else the plan the visible calls follow; None when no script fits."""
     for name, pattern in _KEYWORDS:
         if re.search(pattern, goal, re.IGNORECASE):
             return name, PLANS[name]
-    if done:
+    if done:  # mid-turn with the goal trimmed away: follow the calls still visible
         score = {n: sum(any(s.matches(d.name, d.args) for s in p) for d in done) for n, p in PLANS.items()}
         best = max(PLANS, key=lambda n: score[n])
         if score[best]:
             return best, PLANS[best]
-    name = ROTATION[(max(users, 1) - 1) % len(ROTATION)]
-    return name, PLANS[name]
+    return None

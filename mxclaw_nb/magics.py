@@ -104,8 +104,8 @@ class AgentMagics(Magics, Configurable):
 
     # -- agent lifecycle ---------------------------------------------------------------------------
     def store(self) -> Store:
-        """The store for the configured database (opened once, reopened when `db` changes)."""
-        key = self.db or ""
+        """The store for the configured database (opened once, reopened when `db` or $MXCLAW_DB changes)."""
+        key = self.db or os.environ.get("MXCLAW_DB") or ""  # a notebook run again may point MXCLAW_DB elsewhere
         if self._store is None or key != self._store_key:
             new = Store(self.db or None)  # may raise: the old store then stays open and in use
             old, self._store, self._store_key = self._store, new, key
@@ -115,9 +115,10 @@ class AgentMagics(Magics, Configurable):
 
     def get_agent(self) -> Agent:
         """The current Agent, built on first use and rebuilt (same session) after a configuration change."""
-        if self._agent is None or self._dirty:
+        store = self.store()
+        if self._agent is None or self._dirty or self._agent.store is not store:
             old = self._agent
-            same_db = old is not None and (self.db or "") == self._store_key
+            same_db = old is not None and old.store is store  # another database: a new session there
             self._agent = self._build(old.session_id if old is not None and same_db else None)
             if old is not None and same_db and self._agent.session_id == old.session_id:
                 self._agent.calibrated = old.calibrated
@@ -144,6 +145,19 @@ class AgentMagics(Magics, Configurable):
         except ValueError as exc:
             raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "
                              "or the environment variable).") from None
+
+    def new_session(self) -> Agent:
+        """Start a new session; on the demo model with no configured workspace, in a fresh sample copy.
+
+        The demo's scripts assume the sample project as shipped: a new session in the copy the last one
+        already fixed would begin with "nothing to fix", so a new demo session gets a new copy (as at load).
+        """
+        agent = self.get_agent()
+        if agent.is_demo and not self.workspace:
+            self._agent = self._build(None)
+            return self._agent
+        agent.new_session()
+        return agent
 
     def switch_session(self, session_id: str) -> Agent:
         """Continue another stored session (its workspace unless `workspace` is configured)."""
@@ -228,9 +242,7 @@ class AgentMagics(Magics, Configurable):
             check_prompt_size(prompt, self.max_prompt_bytes)
         except ValueError as exc:
             raise UsageError(f"%agent: {exc}.") from None
-        agent = self.get_agent()
-        if new:
-            agent.new_session()
+        agent = self.new_session() if new else self.get_agent()
         if dry_run:
             return show_dry_run(self, prompt or None)
         if agent.store.read_only:
@@ -249,7 +261,11 @@ class AgentMagics(Magics, Configurable):
             print(f"Interrupted. Everything done so far is stored (session {agent.session_id[:8]}); the next turn "
                   "repairs any unfinished tool call.", file=sys.stderr)
         except (TurnFailed, StoreError) as exc:
-            print(failure_paragraph(self, agent, exc), file=sys.stderr)
+            paragraph = failure_paragraph(self, agent, exc)
+            if widget is not None:  # shown once: in the turn's view (and its saved static HTML), not again below
+                widget.error = paragraph
+            else:
+                print(paragraph, file=sys.stderr)
         finally:
             for stop in unsubscribe:
                 stop()

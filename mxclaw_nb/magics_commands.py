@@ -143,9 +143,10 @@ def cmd_help(m: Any, args: Any) -> None:
 
 
 def cmd_new(m: Any, args: Any) -> None:
-    """Start a new session."""
-    m.get_agent().new_session()
-    print(m.caption("new session (fresh frozen context on the first turn)"))
+    """Start a new session (the demo model: in a fresh copy of its sample project)."""
+    agent = m.new_session()
+    fresh = f" · workspace {agent.workspace} (a fresh sample copy)" if agent.is_demo and not m.workspace else ""
+    print(m.caption(f"new session (fresh frozen context on the first turn){fresh}"))
 
 
 def cmd_sessions(m: Any, args: Any) -> Any:
@@ -155,10 +156,15 @@ def cmd_sessions(m: Any, args: Any) -> Any:
         from mxclaw_nb.widgets import SessionBrowser
 
         return SessionBrowser(m.store())
+    from mxclaw_nb.magics_frames import sessions_frame
+
     df = m.store().sessions()
-    df.insert(0, "current", df["id"] == agent.session_id)
-    print(m.caption(f"{len(df):,} sessions in {m.store().path}"))
-    return df
+    print(m.caption(f"{len(df):,} sessions in {m.store().path}" + ("" if args.full else
+                    " · ids are the first 8 characters (enough for %agent resume) · --full: as stored")))
+    if args.full:
+        df.insert(0, "current", df["id"] == agent.session_id)
+        return df
+    return sessions_frame(df, agent.session_id)
 
 
 def cmd_resume(m: Any, args: Any) -> None:
@@ -186,6 +192,16 @@ def _source(m: Any, key: str) -> str:
         return "config"
     env = ENV_OF.get(key)
     return f"env ${env}" if env and os.environ.get(env) else "default"
+
+
+def _effective(m: Any, key: str) -> Any:
+    """A setting's value as shown in the table: the environment's when it comes from there, never None/NaN."""
+    import os
+
+    value = getattr(m, key)
+    if value is None and ENV_OF.get(key) and os.environ.get(ENV_OF[key]):
+        value = os.environ[ENV_OF[key]]
+    return "" if value is None else _shown_value(value)
 
 
 def _shown_value(value: Any) -> Any:
@@ -236,7 +252,7 @@ def cmd_config(m: Any, args: Any) -> Any:
             print(f"{key} = {_shown_value(getattr(m, key))!r}")
         return None
     agent = m.get_agent()
-    rows = [{"setting": k, "value": _shown_value(getattr(m, k)), "source": _source(m, k), "help": m.traits()[k].help}
+    rows = [{"setting": k, "value": _effective(m, k), "source": _source(m, k), "help": m.traits()[k].help}
             for k in CONFIG_KEYS]
     print(m.caption(f"window {agent.policy.context_window_tokens:,} · threshold {agent.policy.threshold:,} est. · "
                     f"db {m.store().path} · workspace {agent.workspace}"))
@@ -250,6 +266,7 @@ def _configure_help(p: Parser) -> None:
 
 def _configure_sessions(p: Parser) -> None:
     p.add_argument("--browse", action="store_true", help="open the session browser widget")
+    p.add_argument("--full", action="store_true", help="the store's frame: full ids, every column")
 
 
 def _configure_resume(p: Parser) -> None:
@@ -263,7 +280,7 @@ def _configure_config(p: Parser) -> None:
 COMMANDS: dict[str, Command] = {
     "help": Command("list commands and options", "help [command]", cmd_help, _configure_help),
     "new": Command("start a new session", "new", cmd_new),
-    "sessions": Command("list sessions (DataFrame; --browse opens the session browser)", "sessions [--browse]",
+    "sessions": Command("list sessions (DataFrame; --browse opens the session browser)", "sessions [--browse] [--full]",
                         cmd_sessions, _configure_sessions),
     "resume": Command("continue a stored session", "resume <id-prefix>", cmd_resume, _configure_resume),
     "config": Command("show settings, or set them", "config [key=value ...]", cmd_config, _configure_config),
@@ -273,11 +290,12 @@ COMMANDS: dict[str, Command] = {
                        "compact", views.cmd_compact),
     "dry-run": Command("the next request view and its estimate, without calling the model", "dry-run [prompt]",
                        views.cmd_dry_run, raw=True),
-    "events": Command("stored events (DataFrame)", "events [--type T] [--all] [--tail N]", views.cmd_events,
+    "events": Command("stored events (DataFrame)", "events [--type T] [--all] [--tail N] [--full]", views.cmd_events,
                       views.configure_events),
     "sql": Command("read-only SQL on the store (DataFrame)", "sql <query>", views.cmd_sql, raw=True),
     "replay": Command("replay this session under other policy values (DataFrame, no model calls)",
-                      "replay [--window N] [--ratio R] [--tail N]", views.cmd_replay, views.configure_replay),
+                      "replay [--window N] [--ratio R] [--tail N] [--all-columns]", views.cmd_replay,
+                      views.configure_replay),
     "transcript": Command("the stored transcript of this session (DataFrame)", "transcript [--full]",
                           views.cmd_transcript, views.configure_transcript),
     "timeline": Command("prompt tokens per model call, threshold and compactions (plot)", "timeline",

@@ -18,7 +18,19 @@ import time
 from typing import Any
 
 from mxclaw_nb.tools.policy import shown_command
-from mxclaw_nb.widgets.style import FONT, STAGE_COLORS, chip, counter_label, esc, fmt_int
+from mxclaw_nb.widgets.style import (
+    FAIL_CSS,
+    FONT,
+    MONO_FONT,
+    MUTED,
+    STAGE_COLORS,
+    THEME_STYLE,
+    WARN_CSS,
+    chip,
+    counter_label,
+    esc,
+    fmt_int,
+)
 
 BAR_CELLS = 18
 TOOL_PREVIEW_CHARS = 300  # text shown under a tool line
@@ -167,8 +179,14 @@ class LiveLog:
     def _on_approval_decided(self, p: dict[str, Any]) -> None:
         verb = "approved" if p.get("decision") == "allow" else "denied"
         command = shown_command(str(p.get("command") or ""))
-        self.entries.append({"kind": "note", "text": f"{verb} by {p.get('by')}: {command}"})
-        self._print(f"  {'✓' if verb == 'approved' else '✗'} {verb} by {p.get('by')}: {command}")
+        mark = "✓" if verb == "approved" else "✗"
+        self._print(f"  {mark} {verb} by {p.get('by')}: {command}")
+        entry = next((e for e in reversed(self.entries) if e["kind"] == "tool" and e["outcome"] == "running…"
+                      and not e.get("decision")), None)
+        if entry is not None:  # the decision sits on its tool line
+            entry["decision"] = f"{mark} {verb} by {p.get('by')}"
+        else:
+            self.entries.append({"kind": "note", "text": f"{mark} {verb} by {p.get('by')}: {command}"})
         self._refresh()
 
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
@@ -221,7 +239,8 @@ class LiveLog:
             lines.append("  " + self.gauge)
         for e in self.entries:
             if e["kind"] == "tool":
-                lines.append(f"  → {e['name']} {e['args']}  {e['outcome']}")
+                decided = f"{e['decision']} · " if e.get("decision") else ""
+                lines.append(f"  → {e['name']} {e['args']}  {decided}{e['outcome']}")
             elif e["kind"] == "compaction":
                 lines.append("  " + self._compaction_line(e))
             elif e["kind"] == "note":
@@ -234,16 +253,19 @@ class LiveLog:
 
     def to_html(self) -> str:
         """The whole log as HTML: tool results and summaries open on demand."""
-        out = [f'<div class="mx-live" style="{FONT}"><div style="color:#555">{esc(self.header())}</div>']
+        out = [f'{THEME_STYLE}<div class="mx-live" style="{FONT}"><div style="color:{MUTED}">{esc(self.header())}'
+               '</div>']
         if self.gauge:
-            out.append(f'<div style="font-family:monospace">{esc(self.gauge)}</div>')
+            out.append(f'<div style="{MONO_FONT}">{esc(self.gauge)}</div>')
         for e in self.entries:
             if e["kind"] == "tool":
-                mark = "color:#e53935" if e.get("is_error") else ""
-                head = f'→ <b>{esc(e["name"])}</b> {esc(e["args"])} <span style="{mark}">{esc(e["outcome"])}</span>'
+                mark = f"color:{FAIL_CSS}" if e.get("is_error") else ""
+                decided = f'{esc(e["decision"])} · ' if e.get("decision") else ""
+                head = (f'→ <b>{esc(e["name"])}</b> {esc(e["args"])} {decided}'
+                        f'<span style="{mark}">{esc(e["outcome"])}</span>')
                 body = esc(e["content"][:2000])
-                out.append(f'<details style="font-family:monospace"><summary>{head}</summary>'
-                           f'<pre style="white-space:pre-wrap;margin:0 0 0 1em">{body}</pre></details>')
+                out.append(f'<details style="{MONO_FONT}"><summary>{head}</summary>'
+                           f'<pre style="white-space:pre-wrap;margin:0 0 0 1em;{MONO_FONT}">{body}</pre></details>')
             elif e["kind"] == "compaction":
                 color = STAGE_COLORS.get(str(e["stage"]), "#9e9e9e")
                 out.append(f'<details><summary>⟳ context compacted before call {esc(e["iteration"])}: '
@@ -251,12 +273,12 @@ class LiveLog:
                            f'{e["unit"]} tokens'
                            f'</summary><pre style="white-space:pre-wrap">{esc(e["summary"])}</pre></details>')
             elif e["kind"] == "note":
-                warn = "color:#e65100;font-weight:bold;" if e.get("warning") else ""
-                out.append(f'<div style="font-family:monospace;{warn}">{esc(e["text"])}</div>')
+                warn = f"color:{WARN_CSS};font-weight:bold;" if e.get("warning") else ""
+                out.append(f'<div style="{MONO_FONT}{warn}">{esc(e["text"])}</div>')
             else:
                 out.append(f'<div style="white-space:pre-wrap">{esc(e["text"])}</div>')
         if self.status:
-            out.append(f'<div style="color:#555">({esc(self.status)})</div>')
+            out.append(f'<div style="color:{MUTED}">({esc(self.status)})</div>')
         return "".join(out) + "</div>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

@@ -17,9 +17,6 @@ from IPython.core.error import UsageError
 
 from mxclaw_nb.widgets.style import counter_label, fmt_int
 
-TRANSCRIPT_COLUMNS = ["seq", "turn", "iteration", "role", "content", "tool_call_id", "is_error"]
-PREVIEW_CHARS = 120
-
 
 def _last_call(m: Any) -> tuple[Any, int | None] | None:
     """The last model call of the current session: a live RequestView, else the stored request row."""
@@ -60,10 +57,10 @@ def cmd_view(m: Any, args: Any) -> Any:
     print(m.caption(f"request view of the last model call (what the model saw) · {data.carried or data.stage} · "
                     f"{fmt_int(data.before_tokens)} → {fmt_int(data.after_tokens)} {unit} tokens · the stored "
                     "transcript is unchanged (%agent transcript)"))
-    if args.before:
-        return inspector.before_df
-    if args.after:
-        return inspector.after_df
+    if args.before or args.after:
+        from mxclaw_nb.magics_frames import view_frame
+
+        return view_frame(inspector.before_df if args.before else inspector.after_df)
     return inspector
 
 
@@ -111,18 +108,22 @@ def configure_events(p: Any) -> None:
     p.add_argument("--type", help="only events of this type, e.g. context.compacted")
     p.add_argument("--all", action="store_true", help="events of every session, not just the current one")
     p.add_argument("--tail", type=int, metavar="N", help="only the last N events")
+    p.add_argument("--full", action="store_true", help="the store's frame: full ids, payloads as JSON text")
 
 
 def cmd_events(m: Any, args: Any) -> pd.DataFrame:
-    """Stored events of the current session (or all sessions)."""
+    """Stored events of the current session (or all sessions): payload keys as columns (--full: as stored)."""
+    from mxclaw_nb.magics_frames import events_frame
+
     agent = m.get_agent()
     df = m.store().events(None if args.all else agent.session_id, args.type)
     if args.tail is not None:
         if args.tail < 0:
             raise UsageError("%agent events: --tail must be >= 0.")
         df = df.tail(args.tail)
-    print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "")))
-    return df
+    print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "") +
+                    ("" if args.full else " · token figures in the unit their row names · --full: as stored")))
+    return df if args.full else events_frame(df, all_sessions=args.all)
 
 
 def cmd_sql(m: Any, query: str) -> pd.DataFrame:
@@ -139,6 +140,8 @@ def configure_replay(p: Any) -> None:
     p.add_argument("--window", type=int, metavar="N", help="context window tokens (default: current)")
     p.add_argument("--ratio", type=float, metavar="R", help="threshold ratio (default: current)")
     p.add_argument("--tail", type=int, metavar="N", help="safe-tail budget, keep_recent_tokens (default: current)")
+    p.add_argument("--all-columns", "--full", dest="all_columns", action="store_true",
+                   help="every replay column (session id, fact survival by kind, ...), not the focused set")
 
 
 def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
@@ -160,14 +163,21 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     if not messages:
         raise UsageError("%agent replay: the session has no messages yet; run a turn first.")
     from mxclaw_nb.analysis.replay import replay
+    from mxclaw_nb.magics_frames import replay_frame
 
-    df = replay((agent.session_id, messages), policy)
+    df = replay((agent.session_id, messages), policy, progress=True)  # a bar when it takes a few seconds
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
                     f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {len(df)} calls · "
-                    f"compactions: {comp} · tokens are est."))
-    return df
+                    f"compactions: {comp} · tokens are {counter_label(policy_counter(df))}"
+                    + ("" if args.all_columns else " · --all-columns for the other columns")))
+    return df if args.all_columns else replay_frame(df)
+
+
+def policy_counter(df: Any) -> str:
+    """The counter a replay's token figures come from (`estimate` unless the frame says otherwise)."""
+    return str(df["counter"].iloc[0]) if len(df) and "counter" in df.columns else "estimate"
 
 
 def configure_transcript(p: Any) -> None:
@@ -176,17 +186,13 @@ def configure_transcript(p: Any) -> None:
 
 
 def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
-    """The stored transcript (the source of truth, never trimmed)."""
+    """The stored transcript (the source of truth, never trimmed): one-line previews (--full: as stored)."""
+    from mxclaw_nb.magics_frames import transcript_frame
+
     agent = m.get_agent()
     df = m.store().transcript(agent.session_id)
     print(m.caption(f"stored transcript: {len(df):,} messages (the source of truth; views are trimmed, this is not)"))
-    if args.full or df.empty:
-        return df
-    out = df[[c for c in TRANSCRIPT_COLUMNS if c in df.columns]].copy()
-    out["chars"] = df["content"].fillna("").astype(str).str.len()
-    out["content"] = df["content"].fillna("").astype(str).map(
-        lambda t: " ".join(t.split())[:PREVIEW_CHARS] + ("…" if len(t) > PREVIEW_CHARS else ""))
-    return out
+    return df if args.full else transcript_frame(df)
 
 
 def cmd_timeline(m: Any, args: Any) -> Any:
@@ -215,16 +221,34 @@ def cmd_gauge(m: Any, args: Any) -> Any:
     return ContextGauge(last[0], reported_prompt_tokens=last[1])
 
 
+def setting_names(m: Any) -> dict[str, str]:
+    """How an error's remedy names each provider setting: the way this user set it (config, else environment)."""
+    import os
+
+    def name(key: str, env: str) -> str:
+        if getattr(m, key) is not None:
+            return f"%config AgentMagics.{key}"
+        return env if os.environ.get(env) else f"%config AgentMagics.{key} (or {env})"
+
+    key_env = m.api_key_env
+    api_key = (f"{key_env} or %config AgentMagics.api_key_env" if key_env == "OPENAI_API_KEY" else
+               f"{key_env} (the variable %config AgentMagics.api_key_env names)")
+    return {"base_url": name("base_url", "OPENAI_BASE_URL"), "model": name("model", "MXCLAW_MODEL"),
+            "api_key": api_key}
+
+
 def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
-    """One paragraph: what failed, what to do, and where the user's message is stored."""
+    """One paragraph: what failed, what to do (naming the settings as the user set them), where the message is."""
     from mxclaw_nb.provider import ProviderError
     from mxclaw_nb.store import StoreError
 
     cause = exc.__cause__ if isinstance(exc.__cause__, ProviderError) else exc
+    names = setting_names(m)
     if isinstance(cause, ProviderError) and cause.kind == "auth":
         code = f" ({cause.status_code})" if cause.status_code else ""
-        text = (f"Provider at {cause.base_url} refused the key{code}. Set {m.api_key_env} or "
-                "%config AgentMagics.api_key_env.")
+        text = f"Provider at {cause.base_url} refused the key{code}. Set {names['api_key']}."
+    elif isinstance(cause, ProviderError):
+        text = cause.worded(names)
     else:
         text = getattr(cause, "message", None) or str(cause)
     if agent.is_demo:

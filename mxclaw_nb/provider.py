@@ -80,21 +80,42 @@ class Completion:
     model: str
 
 
+# How a remedy names each setting when nothing better is known: the environment, as `Agent` reads it. The
+# magics reword the remedy with the setting the user actually used (`%config AgentMagics.base_url`, ...).
+SETTING_NAMES = {"base_url": "OPENAI_BASE_URL", "api_key": "OPENAI_API_KEY (or pass api_key=...)",
+                 "model": "MXCLAW_MODEL"}
+_SETTING = re.compile(r"\{(base_url|api_key|model)\}")
+
+
+def _name_settings(remedy: str, names: Mapping[str, str]) -> str:
+    return _SETTING.sub(lambda m: names.get(m.group(1)) or SETTING_NAMES[m.group(1)], remedy)
+
+
 class ProviderError(Exception):
-    """A failed model call: `kind` for the loop, `message` (one paragraph) for the user."""
+    """A failed model call: `kind` for the loop, `message` (one paragraph) for the user.
+
+    `remedy` is the "what to do" sentence with `{base_url}`, `{api_key}` and `{model}` where it names a
+    setting; `message` names them as environment variables, `worded(names)` as the caller's settings.
+    """
 
     KINDS = ("prompt_too_long", "auth", "not_found", "rate_limit", "server", "connection", "timeout", "bad_request",
              "bad_response")
 
     def __init__(self, kind: str, message: str, *, status_code: int | None = None, base_url: str = "",
-                 detail: str = "") -> None:
+                 detail: str = "", remedy: str = "") -> None:
         if kind not in self.KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}")
-        message = " ".join(redact(message).split())  # one paragraph, no echoed key (L6, L7)
+        what = " ".join(redact(message).split())  # one paragraph, no echoed key (L6, L7)
+        message = f"{what} {_name_settings(remedy, SETTING_NAMES)}" if remedy else what
         detail = redact(detail)
         super().__init__(message)
         self.kind, self.message, self.status_code = kind, message, status_code
+        self.what, self.remedy = what, remedy
         self.base_url, self.detail = display_url(base_url) if base_url else base_url, detail
+
+    def worded(self, names: Mapping[str, str]) -> str:
+        """The message with its remedy naming settings as `names` says (e.g. base_url -> %config ...)."""
+        return f"{self.what} {_name_settings(self.remedy, names)}" if self.remedy else self.message
 
 
 def _server_text(exc: openai.APIError) -> str:
@@ -123,8 +144,8 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
             return ProviderError("connection", f"The connection to the provider at {base_url} broke during the "
                                  f"response ({cause}), still after {retries} retries. Try again.", base_url=base_url,
                                  detail=str(cause))
-        return ProviderError("connection", f"Could not connect to the provider at {base_url} ({cause}). Check "
-                             "that the server is running and OPENAI_BASE_URL is right.", base_url=base_url,
+        return ProviderError("connection", f"Could not connect to the provider at {base_url} ({cause}).",
+                             remedy="Check that the server is running and {base_url} is right.", base_url=base_url,
                              detail=str(cause))
     text = _server_text(exc) if isinstance(exc, openai.APIError) else str(exc)
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
@@ -132,16 +153,17 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
     short = " ".join(text.split())
     short = short if len(short) <= 400 else short[:400] + "..."
     short = short if short.endswith((".", "!", "?", "...")) else short + "."
+    remedy = ""
     if is_prompt_too_long(text):
         kind, msg = "prompt_too_long", (f"{where} rejected the request as longer than model {model}'s context "
                                         f"window{code}: {short} Send fewer tokens (compact the context) or use a "
                                         "model with a larger window.")
     elif status in (401, 403):
-        kind, msg = "auth", (f"{where} refused the key{code}: {short} Set OPENAI_API_KEY (or pass api_key=...) "
-                             "to a valid key for this endpoint.")
+        kind, msg = "auth", f"{where} refused the key{code}: {short}"
+        remedy = "Set {api_key} to a valid key for this endpoint."
     elif status == 404:
-        kind, msg = "not_found", (f"{where} does not know model '{model}' or this endpoint{code}: {short} Check "
-                                  f"MXCLAW_MODEL (the server's models: GET {base_url}/models) and OPENAI_BASE_URL.")
+        kind, msg = "not_found", f"{where} does not know model '{model}' or this endpoint{code}: {short}"
+        remedy = f"Check {{model}} (the server's models: GET {base_url}/models) and {{base_url}}."
     elif status == 429:
         kind, msg = "rate_limit", (f"{where} is rate limiting requests{code}, still after {retries} retries: "
                                    f"{short} Wait a moment and try again, or check the account's quota.")
@@ -150,7 +172,7 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
                                "Try again later.")
     else:
         kind, msg = "bad_request", f"{where} rejected the request{code}: {short}"
-    return ProviderError(kind, msg, status_code=status, base_url=base_url, detail=text)
+    return ProviderError(kind, msg, status_code=status, base_url=base_url, detail=text, remedy=remedy)
 
 
 def _sendable(messages: list[dict]) -> list[dict]:
@@ -329,7 +351,7 @@ class OpenAIProvider:
         models = [m.id for m in self._client.models.list()]
         if not models:
             raise ProviderError("not_found", f"No model is configured and the provider at {self.base_url} lists "
-                                "none. Set MXCLAW_MODEL (or pass model=...).", base_url=self.base_url)
+                                "none.", remedy="Set {model}.", base_url=self.base_url)
         self.model = models[0]
         if self.label.startswith("(server default model) @ "):
             self.label = f"{self.model} @ {self.base_url}"

@@ -120,6 +120,9 @@ def test_n1_percent_config_env_fallback_and_ipython_config(ip: InteractiveShell,
     assert source["keep_recent_tokens"] == "config" and source["threshold_ratio"] == "config"
     assert source["context_window_tokens"] == "env $MXCLAW_CONTEXT_WINDOW" and source["approval"] == "default"
     assert "$OPENAI_API_KEY is not set" in source["api_key_env"]
+    value = dict(zip(table["setting"], table["value"], strict=True))
+    assert value["context_window_tokens"] == "20000" and value["model"] == ""  # the env's value; empty, not None
+    assert not table["value"].map(lambda v: v is None).any()
     assert "demo model (offline)" in cap.stdout and "window 20,000" in cap.stdout and "threshold 10,000" in cap.stdout
     policy = m.get_agent().policy
     assert (policy.context_window_tokens, policy.threshold_ratio, policy.keep_recent_tokens) == (20000, 0.5, 1234)
@@ -264,7 +267,10 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     dry, _ = agent(ip, "dry-run and then?")
     assert dry.data.after[-1]["preview"] == "and then?"
     events, _ = agent(ip, "events --type approval.decided")
-    assert len(events) >= 1 and events["payload"].str.contains('"by": "policy"').all()
+    assert len(events) >= 1 and (events["by"] == "policy").all() and (events["decision"] == "deny").all()
+    assert "payload" not in events.columns and "session_id" not in events.columns
+    raw, _ = agent(ip, "events --type approval.decided --full")  # the store's frame, payload as JSON text
+    assert raw["payload"].str.contains('"by": "policy"').all() and (raw["session_id"] == sid).all()
     tail, _ = agent(ip, "events --tail 2")
     assert list(tail["type"])[-1] == "turn.finished" and len(tail) == 2
     counts, _ = agent(ip, "sql SELECT role, count(*) AS n FROM messages GROUP BY role ORDER BY role")
@@ -281,7 +287,7 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     gauge, _ = agent(ip, "gauge")
     assert gauge.data.after_tokens == m.last_view.after_tokens
     sessions, _ = agent(ip, "sessions")
-    assert sessions.loc[sessions["current"], "id"].tolist() == [sid]
+    assert sessions.loc[sessions["current"], "id"].tolist() == [sid[:8]]
     _, cap = agent(ip, "new")
     assert m.get_agent().session_id != sid and "new session" in cap.stdout
     _, cap = agent(ip, f"resume {sid[:6]}")
@@ -430,3 +436,148 @@ def test_n1_live_off_prints_only_the_answer(ip: InteractiveShell, server: TestSe
     _, cap = agent(ip, "fail please")
     assert cap.stdout == "" and "rejected the request (400)" in cap.stderr
     assert magics(ip).last_result is None
+
+
+def test_l2_demo_answers_an_unscripted_prompt_plainly_and_still_runs_scripts(ip: InteractiveShell) -> None:
+    """L2: `%agent What is 2+2?` on the demo runs no tool and lists the scripted tasks; a task still runs."""
+    from mxclaw_nb.demo_plans import TASKS
+
+    ip.run_line_magic("agent", "config approval=allow")
+    with capture_output() as cap:
+        ip.run_cell("%agent What is 2+2?")
+    m = magics(ip)
+    assert "→ " not in cap.stdout and "offline demo model" in cap.stdout and "(done · 1 model calls)" in cap.stdout
+    assert all(example in cap.stdout for _, _, example in TASKS)
+    assert m.last_result.status == "ok" and m.last_result.iterations == 1
+    with capture_output() as cap:
+        ip.run_cell_magic("agent", "", TASKS[0][2])
+    assert "→ list_dir ." in cap.stdout and "[demo model] Fixed." in cap.stdout
+
+
+def _final_texts(cap) -> list[str]:
+    """stdout, stderr and the text/plain of each display's final publication (updates replace earlier ones)."""
+    finals: dict[str, str] = {}
+    for i, raw in enumerate(cap._outputs):
+        key = (raw.get("transient") or {}).get("display_id") or f"plain-{i}"
+        finals[key] = raw["data"].get("text/plain", "")
+    return [cap.stdout, cap.stderr, *finals.values()]
+
+
+def test_l7_provider_error_is_shown_once_and_names_the_setting_used(ip: InteractiveShell, monkeypatch) -> None:
+    """L7/N1: in a kernel the error appears once (in the turn view, not again on stderr) and its remedy names
+    `%config AgentMagics.base_url` / `.model` when those were set, the environment variables when they were."""
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)  # the live view path of a Jupyter kernel
+    for widgets in (True, False):  # the LiveTurnView widget, or the HTML log with the paragraph below it
+        ip.run_line_magic("config", f"AgentMagics.widgets = {widgets}")
+        with TestServer() as srv:
+            srv.enqueue_error(404, "model 'nope' not found")
+            ip.run_line_magic("config", f"AgentMagics.base_url = {srv.base_url!r}")
+            ip.run_line_magic("config", "AgentMagics.model = 'nope'")
+            with capture_output() as cap:
+                result = ip.run_cell("%agent hello")
+        assert result.error_in_exec is None
+        texts = _final_texts(cap)
+        shown = [t for t in texts if "does not know model 'nope'" in t]
+        assert len(shown) == 1 and sum(t.count("does not know model") for t in texts) == 1, texts
+        err = shown[0]
+        assert "Check %config AgentMagics.model (the server's models: GET " in err
+        assert "and %config AgentMagics.base_url." in err
+        assert "OPENAI_BASE_URL" not in err and "MXCLAW_MODEL" not in err and "Your message is stored (session " in err
+        assert (cap.stderr == "") is widgets  # without the widget the paragraph is the cell's stderr
+
+
+def test_l7_connection_error_names_the_environment_variable_when_that_was_used(ip: InteractiveShell,
+                                                                                 monkeypatch) -> None:
+    """The same remedy names OPENAI_BASE_URL when the URL came from the environment (terminal: once, on stderr)."""
+    with TestServer() as srv:
+        url = srv.base_url  # closed below: nothing listens there any more
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("MXCLAW_MODEL", "m")
+    ip.run_line_magic("agent", "config call_deadline=20")
+    with capture_output() as cap:
+        ip.run_cell("%agent hello")
+    err = cap.stderr.strip()
+    assert err.startswith(f"Could not connect to the provider at {url}") and "\n" not in err
+    assert "Check that the server is running and OPENAI_BASE_URL is right." in err and "%config" not in err
+    assert "Could not connect" not in cap.stdout and "(failed (see below))" in cap.stdout
+
+
+def test_n1_quickstart_run_twice_in_one_kernel_starts_its_own_session(ip: InteractiveShell, monkeypatch,
+                                                                      tmp_path: Path) -> None:
+    """N1: notebook 01's cells run again in the same shell start a new session in a fresh sample copy (`--new`),
+    in the store the notebook names now ($MXCLAW_DB changed), so the first turn fixes the tests again."""
+    prompt = "The unit tests of the inventory package fail. Find out why and fix them."
+    m = magics(ip)
+    seen = []
+    for run, db in enumerate((tmp_path / "run1.duckdb", tmp_path / "run2.duckdb", None)):
+        if db is not None:
+            monkeypatch.setenv("MXCLAW_DB", str(db))  # the quickstart's first cell: a fresh store per run
+        ip.run_line_magic("load_ext", "mxclaw_nb")  # a no-op after the first run
+        ip.run_line_magic("config", 'AgentMagics.model = "mxclaw-demo"')
+        ip.run_line_magic("config", 'AgentMagics.approval = "allow"')
+        with capture_output() as cap:
+            ip.run_cell_magic("agent", "--new", prompt)
+        agent_now = m.get_agent()
+        assert "[demo model] Fixed." in cap.stdout and "nothing to fix" not in cap.stdout, run
+        assert m.store().path == (db or tmp_path / "run2.duckdb") and " · turn 1" in cap.stdout
+        seen.append((agent_now.session_id, agent_now.workspace))
+    assert len({sid for sid, _ in seen}) == 3 and len({ws for _, ws in seen}) == 3
+    _, cap = agent(ip, "new")
+    assert "a fresh sample copy" in cap.stdout and m.get_agent().workspace not in {ws for _, ws in seen}
+
+
+def _noise_free(df: pd.DataFrame) -> bool:
+    """No NaN/<NA>/None cell and no 32-character session id anywhere in a displayed frame."""
+    text = df.astype(str)
+    return (not df.isna().any().any() and not text.isin(["<NA>", "nan", "NaN", "None", "NaT"]).any().any()
+            and not text.apply(lambda col: col.str.fullmatch(r"[0-9a-f]{32}")).any().any())
+
+
+def test_n1_command_frames_are_tidy_and_replay_shows_progress(ip: InteractiveShell, monkeypatch) -> None:
+    """N1/S4: sessions, events, transcript, replay and view frames: short ids, payloads as columns, no NaN
+    noise, a focused replay (the rest with --all-columns); a replay past PROGRESS_DELAY shows a tqdm bar."""
+    import importlib
+
+    replay_module = importlib.import_module("mxclaw_nb.analysis.replay")  # the module, not the function
+    ip.run_line_magic("agent", "config approval=allow context_window_tokens=6000 keep_recent_tokens=1500")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    sid = magics(ip).get_agent().session_id
+    sessions, cap = agent(ip, "sessions")
+    assert list(sessions.columns[:2]) == ["current", "id"] and sessions["id"].tolist() == [sid[:8]]
+    assert _noise_free(sessions) and "--full" in cap.stdout
+    events, _ = agent(ip, "events")
+    assert list(events.columns[:4]) == ["seq", "turn", "call", "type"] and _noise_free(events)
+    assert {"tool", "status", "stage", "tokens_before", "tokens_after", "unit", "decision", "by", "detail"} <= set(
+        events.columns) and "payload" not in events.columns
+    compacted = events[events["type"] == "context.compacted"].iloc[0]
+    assert compacted["stage"] == "micro" and compacted["tokens_before"] > compacted["tokens_after"] > 0
+    assert compacted["unit"] in ("est.", "calibrated") and compacted["detail"].startswith("[microcompaction]")
+    finished = events[events["type"] == "tool.finished"]
+    assert finished["tool"].iloc[0] == "list_dir" and set(finished["status"]) == {"ok", "failed (exit 1)"}
+    approval = events[events["type"] == "approval.decided"].iloc[0]
+    assert (approval["decision"], approval["by"], approval["tool"]) == ("allow", "policy", "bash")
+    assert events.loc[events["type"] == "turn.started", "detail"].tolist() == ["fix the failing tests"]
+    assert events.loc[events["type"] == "turn.started", "stage"].tolist() == [""]  # empty, not NaN
+    everywhere, _ = agent(ip, "events --all --tail 3")
+    assert everywhere["session"].tolist() == [sid[:8]] * 3
+    transcript, _ = agent(ip, "transcript")
+    assert list(transcript.columns) == ["seq", "turn", "call", "role", "tool", "content", "chars", "outcome"]
+    assert _noise_free(transcript)
+    tools = transcript[transcript["role"] == "tool"]
+    assert tools["tool"].iloc[0] == "list_dir" and set(tools["outcome"]) == {"ok", "failed"}
+    assert transcript.loc[transcript["role"] == "assistant", "tool"].iloc[0] == "→ list_dir"
+    assert set(transcript.loc[transcript["role"] != "tool", "outcome"]) == {""}
+    monkeypatch.setattr(replay_module, "PROGRESS_DELAY", 0)  # every replay counts as long here
+    replayed, cap = agent(ip, "replay --window 3000 --tail 400")
+    assert len(replayed.columns) <= 16 and "session_id" not in replayed.columns and _noise_free(replayed)
+    assert list(replayed.columns[:3]) == ["call", "turn", "stage"] and "--all-columns" in cap.stdout
+    assert "session_id" in replayed.attrs["hidden_columns"] and "survival_path" in replayed.attrs["hidden_columns"]
+    assert f"replay {sid[:8]}" in cap.stderr and "call" in cap.stderr  # the tqdm bar (text form outside a kernel)
+    everything, _ = agent(ip, "replay --window 3000 --tail 400 --all-columns")
+    assert len(everything.columns) > 25 and (everything["session_id"] == sid).all()
+    assert everything["stage"].tolist() == replayed["stage"].tolist()
+    assert everything["after_tokens"].tolist() == replayed["after_tokens"].tolist()
+    for flag in ("--before", "--after"):
+        frame, _ = agent(ip, f"view {flag}")
+        assert _noise_free(frame) and len(frame) > 5, flag

@@ -412,3 +412,39 @@ def test_stream_that_stalls_midway_times_out_and_streamed_text_arrives_live(test
     with pytest.raises(ProviderError) as err:
         provider(test_server, timeout=0.3, max_retries=0).complete(USER, None)
     assert err.value.kind == "timeout"
+
+
+def test_l2_demo_says_what_it_can_do_for_a_prompt_it_cannot_script():
+    """L2: "What is 2+2?" runs no script: the demo says it is an offline demo and lists its tasks with prompts."""
+    from mxclaw_nb.demo_plans import TASKS
+
+    reply = next_reply([{"role": "user", "content": "What is 2+2?"}])
+    assert reply.tool_calls == [] and reply.text.startswith("[demo model] I am the offline demo model")
+    assert 'cannot answer "What is 2+2?"' in reply.text and "Nothing was run" in reply.text
+    for _, what, example in TASKS:
+        assert f'- {what}: "{example}"' in reply.text
+    for prompt in ("hello", "I already did that", "what is the capital of France?", "prefix the catalog"):
+        assert next_reply([{"role": "user", "content": prompt}]).tool_calls == [], prompt
+    for plan, _, example in TASKS:  # every example the demo offers runs the script it names
+        first = next_reply([{"role": "user", "content": example}])
+        assert first.tool_calls and f"Plan ({plan}," in first.text, example
+
+
+def test_l7_error_remedy_names_settings_as_the_caller_says():
+    """L7: the remedy names environment variables by default; `worded(names)` names the caller's settings."""
+    with TestServer(known_models=["llama3.1:8b"]) as srv:
+        with pytest.raises(ProviderError) as err:
+            provider(srv).complete(USER, None)
+        url = srv.base_url
+    e = err.value
+    assert e.message.endswith(f"Check MXCLAW_MODEL (the server's models: GET {url}/models) and OPENAI_BASE_URL.")
+    worded = e.worded({"model": "%config AgentMagics.model", "base_url": "%config AgentMagics.base_url"})
+    assert worded.startswith(e.what) and "MXCLAW_MODEL" not in worded and "OPENAI_BASE_URL" not in worded
+    assert worded.endswith("Check %config AgentMagics.model (the server's models: GET "
+                           f"{url}/models) and %config AgentMagics.base_url.")
+    with pytest.raises(ProviderError) as err:
+        OpenAIProvider(base_url=url, api_key="k", model="m", max_retries=0).complete(USER, None)
+    assert err.value.message.endswith("Check that the server is running and OPENAI_BASE_URL is right.")
+    assert err.value.worded({"base_url": "B"}).endswith("Check that the server is running and B is right.")
+    plain = ProviderError("server", "Provider failed {base_url}.")  # no remedy: braces in server text stay
+    assert plain.worded({"base_url": "B"}) == plain.message == "Provider failed {base_url}."

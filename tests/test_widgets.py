@@ -32,6 +32,7 @@ from mxclaw_nb.widgets import (
     TokenTimeline,
     requests_from_views,
 )
+from mxclaw_nb.widgets.gauge import room
 from mxclaw_nb.widgets.style import fmt_int, preview_text
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "transcripts"
@@ -83,9 +84,13 @@ def test_n2_gauge_worked_example_numbers_layers_and_labels(view):
     assert before["tool results"] > sent["tool results"]
     assert sent["system prompt"] == before["system prompt"] > 0  # C6: system messages survive
     html = gauge.to_html()
-    for text in (f"{fmt_int(view.after_tokens)} est.", f"{fmt_int(view.threshold)} threshold",
-                 f"{fmt_int(view.window)} window", view.stage, f"{fmt_int(view.after_tokens + 777)} reported"):
-        assert text in html
+    r = room(gauge.data)
+    for text in ("tokens (est.)", f"<b>{fmt_int(view.after_tokens)}</b> sent", f"threshold {fmt_int(view.threshold)}",
+                 f"of the {fmt_int(view.window)} window", view.stage, f"<b>{r['percent']:.0f}%</b>",
+                 f"{fmt_int(view.window - view.after_tokens)} free",
+                 f"{fmt_int(view.threshold - view.after_tokens)} until compaction",
+                 f"{fmt_int(view.after_tokens + 777)} tokens (reported by the provider)"):
+        assert text in html, text
     for layer, n in sent.items():
         if n:
             assert f'data-layer="{layer}"' in html and LAYER_COLORS[layer] in html
@@ -94,7 +99,8 @@ def test_n2_gauge_worked_example_numbers_layers_and_labels(view):
     assert f"before {fmt_int(view.before_tokens)} est." in text
     bundle = gauge._repr_mimebundle_()
     assert bundle["text/html"] == html and bundle["text/plain"] == text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "application/vnd.jupyter.widget-view+json" not in bundle  # static: survives a reopen without a kernel
+    assert "application/vnd.jupyter.widget-view+json" in ContextGauge(view, live=True)._repr_mimebundle_()
 
 
 def test_t3_gauge_labels_counter_calibrated_and_reported(view):
@@ -103,9 +109,9 @@ def test_t3_gauge_labels_counter_calibrated_and_reported(view):
         "chars", text_count=len)))
     gauge = ContextGauge(counted, calibrated_tokens=12_345, reported_prompt_tokens=23_456)
     html = gauge.to_html()
-    assert f"{fmt_int(counted.after_tokens)} counted (chars)" in html
-    assert f"{fmt_int(estimate_messages(counted.messages))} est." in html
-    assert "12,345 calibrated" in html and "23,456 reported" in html
+    assert "tokens (chars)" in html and f"<b>{fmt_int(counted.after_tokens)}</b> sent" in html
+    assert f"{fmt_int(estimate_messages(counted.messages))} tokens (est.)" in html
+    assert "12,345 tokens (calibrated)" in html and "23,456 tokens (reported by the provider)" in html
     gauge.update(None)
     assert "no model call yet" in gauge.to_html() and gauge.layers() == dict.fromkeys(LAYERS, 0)
 
@@ -235,7 +241,7 @@ def test_c10_timeline_lines_markers_and_turns():
     tl = TokenTimeline(df, title="replay")
     ax = tl.figure.axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert {"est. (sent)", "reported", "threshold", "window"} <= set(labels)
+    assert {"est. (sent)", "reported by the provider", "threshold", "window"} <= set(labels)
     est = next(line for line in ax.get_lines() if line.get_label() == "est. (sent)")
     assert list(est.get_ydata()) == [estimate_messages(v.messages) for v in views]
     compacted = [v for v in views if v.compacted]
@@ -243,11 +249,15 @@ def test_c10_timeline_lines_markers_and_turns():
     scatter = ax.collections[-1]
     assert len(scatter.get_offsets()) == len(compacted)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert {f"compaction: {v.stage}" for v in compacted} <= set(legend)
+    assert {f"compaction: {v.stage} (before → sent)" for v in compacted} <= set(legend)
+    # markers sit at the tokens before compaction (where the threshold was crossed), not on the sent line
+    assert [y for _, y in scatter.get_offsets()] == [v.before_tokens for v in compacted]
     boundaries = [line for line in ax.get_lines() if line.get_linestyle() == "--" and line.get_label().startswith("_")]
     assert len(boundaries) == len(set(turns)) - 1
-    assert tl.png.startswith(b"\x89PNG") and tl.output.outputs[0]["data"]["image/png"]
-    assert f"{len(views)} model calls" in tl.caption_html() and "data:image/png;base64," in tl.to_html()
+    assert tl.png.startswith(b"\x89PNG") and "currentColor" in tl.svg and "#010203" not in tl.svg
+    assert f"{len(views)} model calls" in tl.caption_html() and "<svg" in tl.to_html()
+    assert "application/vnd.jupyter.widget-view+json" not in tl._repr_mimebundle_()
+    assert all(float(t).is_integer() for t in ax.get_xticks())
     assert tl.to_text().count("⟳") == len(compacted)
     with pytest.raises(ValueError, match="estimate_tokens"):
         TokenTimeline(pd.DataFrame({"turn": [1]}))
@@ -296,7 +306,7 @@ def test_c10_live_turn_view_scripted_events(view):
     live.handle("request.built", {"turn": 2, "iteration": 1, "view": first, "counter_tokens": None})
     assert live.gauge.data.after_tokens == first.after_tokens
     live.handle("model.completed", {"usage": {"prompt_tokens": 9_999, "completion_tokens": 5}, "latency_ms": 3})
-    assert live.gauge.data.reported_prompt_tokens == 9_999 and "9,999 reported" in live.gauge.to_html()
+    assert live.gauge.data.reported_prompt_tokens == 9_999 and "9,999 tokens (reported" in live.gauge.to_html()
     live.handle("tool.started", {"call_id": "c1", "name": "read_file", "arguments": '{"path": "src/io.py"}'})
     live.handle("tool.finished", {"call_id": "c1", "name": "read_file", "is_error": False, "content": "x",
                                   "chars": 18_440, "artifact_id": None})

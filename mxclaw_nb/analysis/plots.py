@@ -4,28 +4,45 @@ Why: a comparison of several policies over hundreds of sessions is read at a gla
 These functions turn ``compare`` / ``estimate_honesty`` frames into small matplotlib figures: share of
 tokens saved, stages reached, fact survival by kind, and the estimate/exact ratio per content kind.
 They use matplotlib's object API (``Figure``, no pyplot state), like the widgets, so they work
-headless and in any notebook; colours come from ``mxclaw_nb.palette`` (one palette everywhere). The
+headless and in any notebook; colours come from ``mxclaw_nb.palette`` (one palette everywhere), drawn
+on a transparent figure with a grey ink that reads in light and dark themes (``PLOT_STYLE``). The
 ipywidgets views of these results live in ``mxclaw_nb.widgets.compare`` (analysis never imports UI).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mxclaw_nb.analysis.facts import FACT_KINDS
-from mxclaw_nb.palette import STAGE_COLORS
+from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE, STAGE_COLORS
 
-_KIND_COLORS = {"path": "#3949ab", "error": "#e53935", "number": "#00897b", "command": "#8d6e63", "all": "#212121"}
+_KIND_COLORS = {"path": "#3949ab", "error": "#e53935", "number": "#00897b", "command": "#8d6e63", "all": PLOT_INK}
 _SAVED_COLORS = ("#1e88e5", "#90caf9")
 
 
 def stage_colors() -> dict[str, str]:
     """Stage -> colour (the project's palette)."""
     return dict(STAGE_COLORS)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _themed(fn: F) -> F:
+    """Draw with the project's plot style: transparent figure, a grey ink that reads on light and dark."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from matplotlib import rc_context
+
+        with rc_context(PLOT_STYLE):
+            return fn(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (6.0, 3.2)) -> tuple[Figure, Axes]:
@@ -43,6 +60,7 @@ def _policy_summary(df: pd.DataFrame) -> pd.DataFrame:
     return summarize_policies(df)
 
 
+@_themed
 def plot_tokens_saved(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
     """Bars per policy: share of tokens saved over all calls and over compacted calls only."""
     s = _policy_summary(df)
@@ -59,6 +77,7 @@ def plot_tokens_saved(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
     return fig
 
 
+@_themed
 def plot_stage_counts(df: pd.DataFrame, ax: Axes | None = None, *, include_unchanged: bool = False) -> Figure:
     """Stacked bars per policy: number of simulated calls reaching each stage."""
     s = _policy_summary(df)
@@ -77,6 +96,7 @@ def plot_stage_counts(df: pd.DataFrame, ax: Axes | None = None, *, include_uncha
     return fig
 
 
+@_themed
 def plot_fact_survival(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
     """Grouped bars per policy: share of facts of compacted messages still visible, overall and per kind."""
     s = _policy_summary(df)
@@ -97,6 +117,7 @@ def plot_fact_survival(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
     return fig
 
 
+@_themed
 def plot_estimate_error(honesty: pd.DataFrame, ax: Axes | None = None, by: str = "kind") -> Figure:
     """Box plot of estimate / exact per content kind (or role); below the red line the estimate under-counts."""
     fig, ax = _axes(ax)
@@ -110,6 +131,7 @@ def plot_estimate_error(honesty: pd.DataFrame, ax: Axes | None = None, by: str =
     return fig
 
 
+@_themed
 def plot_comparison(df: pd.DataFrame) -> Figure:
     """One figure with tokens saved, stage counts and fact survival side by side."""
     fig = Figure(figsize=(15, 3.8), dpi=100, layout="constrained")

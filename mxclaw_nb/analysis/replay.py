@@ -37,6 +37,7 @@ COLUMNS = [
 ]
 FACT_COLUMNS = ["facts_total", "facts_visible", "fact_survival", *(f"survival_{k}" for k in FACT_KINDS)]
 EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
+PROGRESS_DELAY = 2.0  # seconds before a replay's progress bar appears: a short replay shows none
 
 
 class IdCache:
@@ -155,7 +156,8 @@ def _fact_columns(chain: _Chain, messages: Sequence[Any], view: RequestView, cac
 
 def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_id: str = "messages",
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
-                    facts: bool = True, caches: SessionCaches | None = None) -> list[dict[str, Any]]:
+                    facts: bool = True, caches: SessionCaches | None = None,
+                    progress: bool = False) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``."""
     msgs = list(messages)
     caches = caches or SessionCaches()
@@ -174,7 +176,13 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     view: RequestView | None = None
     chain, prev = _Chain(0), 0
     calls = [i for i, m in enumerate(msgs) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
-    for call_no, i in enumerate(calls, 1):
+    steps: Any = enumerate(calls, 1)
+    if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
+        from tqdm.auto import tqdm
+
+        steps = tqdm(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
+                     leave=False)
+    for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         if rebuilt:
             chain, inputs = _Chain(i), msgs[:i]
@@ -218,18 +226,20 @@ def frame(rows: list[dict[str, Any]], *, facts: bool, exact: bool, extra: Sequen
 
 def replay(session_or_messages: Any, policy: ContextPolicy | dict[str, Any], *, store: Any = None,
            summarize: Callable[[list[Message]], str] | None = build_structured_summary, exact: bool = False,
-           facts: bool = True) -> pd.DataFrame:
+           facts: bool = True, progress: bool = False) -> pd.DataFrame:
     """One row per simulated model call as the transcript grew (see module doc for the columns).
 
     ``session_or_messages``: a list of messages, an ``(id, messages)`` pair, a ``Conversation``, or a
-    session id (needs ``store``). ``exact=True`` adds exact o200k_base counts of each view.
+    session id (needs ``store``). ``exact=True`` adds exact o200k_base counts of each view. ``progress=True``
+    shows a progress bar (tqdm) when the replay takes longer than ``PROGRESS_DELAY`` seconds.
     """
     from mxclaw_nb.analysis.sources import one_conversation
 
     sid, messages = one_conversation(session_or_messages, store)
     _, pol = as_policy(policy)
     caches = SessionCaches(exact_o200k() if exact else None)
-    rows = replay_messages(messages, pol, session_id=sid, summarize=summarize, facts=facts, caches=caches)
+    rows = replay_messages(messages, pol, session_id=sid, summarize=summarize, facts=facts, caches=caches,
+                           progress=progress)
     return frame(rows, facts=facts, exact=exact)
 
 

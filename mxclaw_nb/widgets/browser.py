@@ -18,7 +18,7 @@ from mxclaw_nb.widgets.data import from_request, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.static import StaticReprMixin
-from mxclaw_nb.widgets.style import DEFAULT_MAX_ROWS, FONT, chip, color_of, esc, fmt_int, html_table
+from mxclaw_nb.widgets.style import DEFAULT_MAX_ROWS, FONT, MUTED, chip, color_of, esc, fmt_int, html_table
 from mxclaw_nb.widgets.timeline import TokenTimeline
 
 SESSION_COLUMNS = ("session", "title", "created", "model", "turns", "model calls", "compactions",
@@ -87,7 +87,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         req = self.requests_df
         self.timeline = TokenTimeline(req, session_id=str(session_id)) if len(req) else None
         self._timeline_box.children = [self.timeline] if self.timeline is not None else [
-            widgets.HTML(f'<div style="{FONT}color:#777">no model calls recorded in this session</div>')]
+            widgets.HTML(f'<div style="{FONT}color:{MUTED}">no model calls recorded in this session</div>')]
         options = [(self._call_label(k, r), k) for k, r in req.iterrows()]
         self._quiet = True  # setting options may select the first call: show only the one we pick
         self.call_picker.options = options

@@ -20,16 +20,22 @@ from mxclaw_nb.context import LAYERS, RequestView
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
+    BORDER,
+    FAIL_CSS,
     FONT,
     LAYER_COLORS,
+    MUTED,
+    THEME_STYLE,
     THRESHOLD_COLOR,
-    WINDOW_COLOR,
+    TRACK,
+    WINDOW_CSS,
     chip,
     color_of,
     counter_label,
     esc,
     fmt_int,
     swatch,
+    unit_label,
 )
 
 BAR_CHARS = 18
@@ -53,63 +59,77 @@ def _bar(label: str, total: int, layers: dict[str, int], scale: int, data: CallD
             continue
         pct = 100.0 * n / scale
         share = 100.0 * n / total if total else 0.0
-        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {unit} tokens '
+        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {unit} '
                     f'({share:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
     lines = ""
-    for value, color, name in ((data.threshold, THRESHOLD_COLOR, "threshold"), (data.window, WINDOW_COLOR, "window")):
+    for value, color, name in ((data.threshold, THRESHOLD_COLOR, "threshold"), (data.window, WINDOW_CSS, "window")):
         if value:
             left = min(100.0, 100.0 * value / scale)
-            lines += (f'<div class="mx-line" title="{name} {fmt_int(value)}" style="position:absolute;top:-3px;'
-                      f'bottom:-3px;left:calc({left:.3f}% - 1px);width:2px;background:{color}"></div>')
+            lines += (f'<div class="mx-line mx-{name}" title="{name} {fmt_int(value)} {unit}" style="position:absolute;'
+                      f'top:-3px;bottom:-3px;left:calc({left:.3f}% - 1px);width:2px;background:{color}"></div>')
     return (f'<div style="display:flex;align-items:center;margin:3px 0">'
-            f'<div style="width:170px;color:#444">{esc(label)}</div>'
-            f'<div style="position:relative;flex:1;height:16px;background:#f1f1f1;border-radius:2px">'
+            f'<div style="width:170px;color:{MUTED}">{esc(label)}</div>'
+            f'<div class="mx-track" style="position:relative;flex:1;height:16px;background:{TRACK};'
+            f'border:1px solid {BORDER};border-radius:2px">'
             f'<div style="display:flex;height:100%;overflow:hidden">{"".join(segs)}</div>{lines}</div>'
-            f'<div style="width:150px;text-align:right">{fmt_int(total)} {esc(unit)}</div></div>')
+            f'<div style="width:170px;text-align:right">{fmt_int(total)} {esc(unit)}</div></div>')
 
 
 def secondary_figures(data: CallData) -> list[str]:
     """The labelled extra figures: est. (when the view used another counter), calibrated, reported."""
     out = []
     if data.counter != "estimate" and data.estimate_tokens is not None:
-        out.append(f"{fmt_int(data.estimate_tokens)} est.")
+        out.append(f"{fmt_int(data.estimate_tokens)} tokens (est.)")
     if data.calibrated_tokens is not None and data.counter != "calibrated":
-        out.append(f"{fmt_int(data.calibrated_tokens)} calibrated")
+        out.append(f"{fmt_int(data.calibrated_tokens)} tokens (calibrated)")
     if data.reported_prompt_tokens is not None:
-        out.append(f"{fmt_int(data.reported_prompt_tokens)} reported")
+        out.append(f"{fmt_int(data.reported_prompt_tokens)} tokens (reported by the provider)")
     return out
+
+
+def room(data: CallData) -> dict[str, Any]:
+    """Share of the window used, free tokens and tokens until compaction (negative: over the threshold)."""
+    window = max(int(data.window or 0), 1)
+    return {"percent": 100.0 * data.after_tokens / window, "free": int(data.window or 0) - data.after_tokens,
+            "until_compaction": int(data.threshold or 0) - data.after_tokens}
 
 
 def gauge_html(data: CallData | None) -> str:
     """The gauge as self-contained HTML (used by the widget and by the static fallback)."""
     if data is None:
-        return f'<div class="mx-gauge" style="{FONT}color:#777">context · no model call yet</div>'
-    unit = counter_label(data.counter)
+        return f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}color:{MUTED}">context · no model call yet</div>'
+    unit = unit_label(data.counter)
     scale = max(data.window, data.before_tokens, data.after_tokens, 1)
-    head = (f'<b>context</b> · {fmt_int(data.after_tokens)} {esc(unit)} / {fmt_int(data.threshold)} threshold / '
-            f'{fmt_int(data.window)} window · {chip(data.stage, color_of("stage", data.stage))}')
-    extra = secondary_figures(data)
-    if extra:
-        head += " · " + " · ".join(esc(x) for x in extra)
+    r = room(data)
+    until = (f"{fmt_int(r['until_compaction'])} until compaction" if r["until_compaction"] >= 0
+             else f"{fmt_int(-r['until_compaction'])} over the compaction threshold")
+    head = (f'<b>context</b> · {esc(unit)} · <b>{fmt_int(data.after_tokens)}</b> sent · '
+            f'<b>{r["percent"]:.0f}%</b> of the {fmt_int(data.window)} window · {fmt_int(r["free"])} free · '
+            f'{until} (threshold {fmt_int(data.threshold)}) · {chip(data.stage, color_of("stage", data.stage))}')
     if data.turn is not None:
-        head += f' <span style="color:#777">(turn {data.turn}, call {data.iteration})</span>'
+        head += f' <span style="color:{MUTED}">(turn {data.turn}, call {data.iteration})</span>'
+    extra = secondary_figures(data)
+    other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary>other counts of this call</summary>'
+             f'{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
     sent = layer_split(data.after, "tokens")
     before = layer_split(data.before, "tokens_before")
     bars = _bar("request view (sent)", data.after_tokens, sent, scale, data, unit)
-    bars += _bar("transcript (before)", data.before_tokens, before, scale, data, unit)
+    bars += _bar("transcript (before compaction)", data.before_tokens, before, scale, data, unit)
     legend = "".join(
-        f'<span style="margin-right:10px;white-space:nowrap" title="sent / before">{swatch(LAYER_COLORS[n])}'
-        f'{esc(n)} {fmt_int(sent[n])} / {fmt_int(before[n])}</span>' for n in LAYERS if sent[n] or before[n])
+        f'<span style="margin-right:10px;white-space:nowrap">{swatch(LAYER_COLORS[n])}'
+        f'{esc(n)} {fmt_int(sent[n])} sent / {fmt_int(before[n])} before</span>'
+        for n in LAYERS if sent[n] or before[n])
     lines = (f'<span style="margin-left:6px">{swatch(THRESHOLD_COLOR)}threshold</span>'
-             f'<span style="margin-left:6px">{swatch(WINDOW_COLOR)}window</span>')
+             f'<span style="margin-left:6px">{swatch(WINDOW_CSS)}window</span>')
     warn = ""
     if data.after_tokens > data.threshold:
-        warn = (f'<div style="color:{THRESHOLD_COLOR}">still over the threshold after every allowed step '
-                f'({fmt_int(data.after_tokens)} &gt; {fmt_int(data.threshold)})</div>')
+        warn = (f'<div style="color:{FAIL_CSS}">still over the threshold after every allowed step '
+                f'({fmt_int(data.after_tokens)} &gt; {fmt_int(data.threshold)} {esc(unit)})</div>')
     if data.error:
-        warn += f'<div style="color:{THRESHOLD_COLOR}">compactor error: {esc(data.error)}</div>'
-    return (f'<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
-            f'<div class="mx-legend" style="color:#444">{legend}{lines}</div>{warn}</div>')
+        warn += f'<div style="color:{FAIL_CSS}">compactor error: {esc(data.error)}</div>'
+    return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
+            f'<div class="mx-legend" style="color:{MUTED}">{esc(unit)} per layer: {legend}{lines}</div>'
+            f'{other}{warn}</div>')
 
 
 def gauge_text(data: CallData | None) -> str:
@@ -118,8 +138,10 @@ def gauge_text(data: CallData | None) -> str:
         return "[ctx · no model call yet]"
     filled = min(BAR_CHARS, round(BAR_CHARS * data.after_tokens / data.window)) if data.window else 0
     bar = "▓" * filled + "░" * (BAR_CHARS - filled)
+    r = room(data)
     line = (f"[ctx {bar} {fmt_int(data.after_tokens)} {counter_label(data.counter)} / {fmt_int(data.threshold)} "
-            f"threshold / {fmt_int(data.window)} window · {data.stage}]")
+            f"threshold / {fmt_int(data.window)} window · {data.stage}] {r['percent']:.0f}% of window · "
+            f"{fmt_int(r['free'])} free · {fmt_int(r['until_compaction'])} until compaction")
     extra = secondary_figures(data)
     if data.stage != "unchanged":
         extra.insert(0, f"before {fmt_int(data.before_tokens)} {counter_label(data.counter)}")
@@ -130,7 +152,10 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
     """Stacked per-layer bars of the last request view (sent, and before compaction) vs threshold and window."""
 
     def __init__(self, view: RequestView | CallData | None = None, *, reported_prompt_tokens: int | None = None,
-                 calibrated_tokens: int | None = None, **kwargs: Any) -> None:
+                 calibrated_tokens: int | None = None, live: bool = False, **kwargs: Any) -> None:
+        # live=False: displayed on its own it is static HTML (survives a reopen); live=True: a widget
+        # whose display follows update()
+        self.static_display = not live
         self._html = widgets.HTML()
         super().__init__(children=[self._html], **kwargs)
         self.add_class("mx-context-gauge")

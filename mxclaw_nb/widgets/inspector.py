@@ -23,8 +23,10 @@ from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
     ACTION_COLORS,
     DEFAULT_MAX_ROWS,
-    FAILURE_COLOR,
+    FAIL_CSS,
     FONT,
+    MUTED,
+    THEME_STYLE,
     chip,
     color_of,
     counter_label,
@@ -33,6 +35,7 @@ from mxclaw_nb.widgets.style import (
     html_table,
     preview_text,
     shown_count,
+    unit_label,
 )
 
 ALL = "(all)"
@@ -48,12 +51,20 @@ def _cell(col: str, value: Any, failure: bool = False) -> str:
         return ""
     text = esc(value)
     if col == "role" and failure:
-        return f'{text} <span style="color:{FAILURE_COLOR}" title="failed tool result">✖ failed</span>'
+        return f'{text} <span style="color:{FAIL_CSS}" title="failed tool result">✖ failed</span>'
     return text
 
 
+def column_title(col: str, unit: str) -> str:
+    """Shown column name: token columns name their unit (`tokens before (est.)`)."""
+    inner = unit[len("tokens ("):-1] if unit.startswith("tokens (") else unit
+    titles = {"tokens": f"tokens ({inner})", "tokens_before": f"tokens before ({inner})",
+              "tokens_after": f"tokens after ({inner})"}
+    return titles.get(col, col)
+
+
 def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int | None = None,
-               noun: str = "messages") -> str:
+               noun: str = "messages", unit: str = "tokens (est.)") -> str:
     """An inspector table as HTML: action chips, failure marks, rows capped with a visible count."""
     shown = df.head(max_rows)
     cols = [c for c in shown.columns if c != "failure"]
@@ -61,15 +72,19 @@ def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int
     records = shown.to_dict("records")
     rows = [[_cell(c, rec[c], fail) for c in cols] for rec, fail in zip(records, failures, strict=True)]
     colors = [ACTION_COLORS.get(str(a), "transparent") for a in shown["action"]]
-    return html_table(cols, rows, total=len(df) if total is None else total, row_colors=colors, noun=noun)
+    return html_table([column_title(c, unit) for c in cols], rows, total=len(df) if total is None else total,
+                      row_colors=colors, noun=noun)
 
 
 class CompactionInspector(StaticReprMixin, widgets.VBox):
     """Stage, tokens, summary and the before/after DataFrames of one model call, with filters."""
 
     def __init__(self, view_or_request: RequestView | CallData | Any, *, max_rows: int = DEFAULT_MAX_ROWS,
-                 transcript: Any = None, **kwargs: Any) -> None:
-        """`transcript`: the session's stored messages, so a stored record's rows are the transcript (SPEC N3)."""
+                 transcript: Any = None, live: bool = True, **kwargs: Any) -> None:
+        """`transcript`: the session's stored messages, so a stored record's rows are the transcript (SPEC N3).
+
+        `live=False`: displayed as static HTML (sections open on click, no filters; survives a reopen)."""
+        self.static_display = not live
         if isinstance(view_or_request, RequestView):
             data = from_view(view_or_request)
         elif isinstance(view_or_request, CallData):
@@ -147,17 +162,18 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         tail = f" · tail starts at #{d.tail_start}" if d.tail_start is not None else ""
         where = f" · turn {d.turn}, call {d.iteration}" if d.turn is not None else ""
         retry = " · prompt-too-long retry" if d.retry else ""
-        err = f'<div style="color:{FAILURE_COLOR}">{esc(d.error)}</div>' if d.error else ""
+        err = f'<div style="color:{FAIL_CSS}">{esc(d.error)}</div>' if d.error else ""
         carries = _carries(d)
         carried = f" · {esc(carries)}" if carries else ""
-        stored = (f'<div style="color:#666">Before: the stored transcript up to this call, '
+        stored = (f'<div style="color:{MUTED}">Before: the stored transcript up to this call, '
                   f'{len(self.before_df):,} msgs, {fmt_int(int(self.before_df["tokens_before"].sum()))} est. tokens; '
                   f'actions are relative to it across the turn (SPEC N3)</div>' if d.transcript_relative else "")
         return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(d.stage, color_of("stage", d.stage))}'
                 f'{carried} · before {fmt_int(d.before_tokens)} {esc(unit)} '
                 f'→ after {fmt_int(d.after_tokens)} {esc(unit)} '
-                f'· threshold {fmt_int(d.threshold)}{tail}{where}{retry}'
-                f'<div style="color:#666">request view: what the model saw — the stored transcript is unchanged'
+                f'· threshold {fmt_int(d.threshold)}{tail}{where}{retry} · every figure in '
+                f'{esc(unit_label(d.counter))}'
+                f'<div style="color:{MUTED}">request view: what the model saw — the stored transcript is unchanged'
                 f'</div>{stored}{err}</div>')
 
     def summary_html(self) -> str:
@@ -166,12 +182,12 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         if d.summaries:
             mine = d.summary and all(text != d.summary for _, text in d.summaries)
             own = [(d.iteration, d.summary)] if mine else []
-            parts = [f'<div style="color:#666">{esc(_summary_title(d, call))}</div>'
+            parts = [f'<div style="color:{MUTED}">{esc(_summary_title(d, call))}</div>'
                      f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(text)}</pre>'
                      for call, text in [*own, *d.summaries]]
             return "".join(parts)
         if not self.data.summary:
-            return f'<div class="mx-summary" style="{FONT}color:#777">no summary: nothing was compacted</div>'
+            return f'<div class="mx-summary" style="{FONT}color:{MUTED}">no summary: nothing was compacted</div>'
         return (f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(self.data.summary)}</pre>')
 
     def message_text(self, position: int) -> str:
@@ -193,18 +209,21 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         self._message.value = f'<pre style="white-space:pre-wrap;{FONT}">#{pos}: {esc(shown)}</pre>'
 
     def _refresh(self) -> None:
-        self._before.value = frame_html(self.filtered("before"), max_rows=self.max_rows)
-        self._after.value = frame_html(self.filtered("after"), max_rows=self.max_rows)
+        unit = unit_label(self.data.counter)
+        self._before.value = frame_html(self.filtered("before"), max_rows=self.max_rows, unit=unit)
+        self._after.value = frame_html(self.filtered("after"), max_rows=self.max_rows, unit=unit)
 
     def to_html(self) -> str:
-        """Header, both tables (capped) and the summary as static HTML."""
+        """Header, both tables (capped) and the summary as static HTML; each section opens on a click."""
         before, after = self.filtered("before"), self.filtered("after")
-        return (f'<div class="mx-inspector" style="{FONT}">{self.header_html()}'
-                f'<h4 style="margin:6px 0 2px">Before (transcript, {len(self.before_df):,} msgs)</h4>'
-                f'{frame_html(before, max_rows=self.max_rows)}'
-                f'<h4 style="margin:6px 0 2px">After (sent, {len(self.after_df):,} msgs)</h4>'
-                f'{frame_html(after, max_rows=self.max_rows)}'
-                f'<h4 style="margin:6px 0 2px">Summary</h4>{self.summary_html()}</div>')
+        unit = unit_label(self.data.counter)
+        head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
+        return (f'{THEME_STYLE}<div class="mx-inspector" style="{FONT}">{self.header_html()}'
+                f'<details open><summary {head}>Before (transcript, {len(self.before_df):,} msgs)</summary>'
+                f'{frame_html(before, max_rows=self.max_rows, unit=unit)}</details>'
+                f'<details><summary {head}>After (sent, {len(self.after_df):,} msgs)</summary>'
+                f'{frame_html(after, max_rows=self.max_rows, unit=unit)}</details>'
+                f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
     def to_text(self) -> str:
         """Header, action counts and the summary preview as text."""

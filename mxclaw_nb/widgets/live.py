@@ -23,22 +23,51 @@ from mxclaw_nb.widgets.data import CallData, from_view, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge, gauge_html, gauge_text
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.static import StaticReprMixin
-from mxclaw_nb.widgets.style import FAILURE_COLOR, FONT, chip, color_of, counter_label, esc, fmt_int, preview_text
+from mxclaw_nb.widgets.style import (
+    BORDER,
+    FAIL_CSS,
+    FONT,
+    MONO_FONT,
+    MUTED,
+    OK_CSS,
+    THEME_STYLE,
+    chip,
+    color_of,
+    counter_label,
+    esc,
+    fmt_int,
+    preview_text,
+)
 
 ARG_KEYS = ("path", "command", "pattern", "query", "url", "artifact_id")
 STREAM_INTERVAL = 0.05
+SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
+LIVE_STYLE = ("<style>@keyframes mx-spin{to{transform:rotate(360deg)}}.mx-spinner{display:inline-block;width:8px;"
+              "height:8px;margin-right:6px;border:2px solid currentColor;border-right-color:transparent;"
+              "border-radius:50%;animation:mx-spin .8s linear infinite}"
+              ".mx-live-log details>summary{cursor:pointer}.mx-live-log details>summary::marker{font-size:9px}</style>")
+FINISHED = ("done", "failed", "interrupted", "stopped")
 
 
 @dataclass
 class LogLine:
     """One line of the live log: a tool call or a compaction."""
 
-    kind: str  # "tool" | "compaction" | "note"
+    kind: str  # "tool" | "compaction" | "note" | "text" (the model's narration, in event order)
     text: str
     status: str = ""  # tool: running|ok|failed
     color: str = ""
     call_id: str | None = None
     iteration: int | None = None
+    decision: str = ""  # tool: "approved by user", "denied by policy"...
+    content: str = ""  # tool: the start of the result, shown on demand
+
+
+def _decided(line: LogLine) -> str:
+    """`✓ approved by user · ` before a tool line's outcome ('' when nobody was asked)."""
+    if not line.decision:
+        return ""
+    return f"{'✓' if line.decision.startswith('approved') else '✗'} {line.decision} · "
 
 
 def _arg_summary(arguments: Any) -> str:
@@ -65,6 +94,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.turn: int | None = None
         self.model_label = ""
         self.status = "waiting"
+        self.activity = ""  # what a running turn waits for: the spinner's label
         self.error: str | None = None
         self.text = ""
         self.entries: list[LogLine] = []
@@ -74,7 +104,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self._iteration: int | None = None
         self._last_push = 0.0
         self._header = widgets.HTML()
-        self.gauge = ContextGauge()
+        self.gauge = ContextGauge(live=True)
         self._log = widgets.HTML()
         self._text = widgets.HTML()
         self.call_picker = widgets.Dropdown(options=[], description="inspect")
@@ -119,6 +149,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         if p.get("retry"):  # C9: the same call resent with the fallback window
             data = replace(data, retry=True)
         self.calls[it] = data
+        self.activity = f"waiting for the model (call {it})"
         self.gauge.update(data)
         self.call_picker.options = [(self._call_label(i), i) for i in sorted(self.calls)]
         self.call_picker.value = it
@@ -131,10 +162,16 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
                 self.text += "\n\n"  # text of separate model calls must not run together
             self._new_call = False
         self.text += piece
+        last = self.entries[-1] if self.entries else None
+        if last is not None and last.kind == "text" and last.iteration == self._iteration:
+            last.text += piece
+        elif piece:
+            self.entries.append(LogLine("text", piece, iteration=self._iteration))
+        self.activity = "the model is writing"
         now = time.monotonic()
         if now - self._last_push >= STREAM_INTERVAL:
             self._last_push = now
-            self._render_text()
+            self._render_log()
 
     def _on_model_completed(self, p: dict[str, Any]) -> None:
         usage = p.get("usage") or {}
@@ -143,10 +180,12 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         if reported is not None and it in self.calls:
             self.gauge.update(self.calls[it], reported_prompt_tokens=reported)
             self.calls[it] = self.gauge.data  # type: ignore[assignment]
-        self._render_text()
+        self.activity = ""
+        self._render_log()
 
     def _on_tool_started(self, p: dict[str, Any]) -> None:
         head = f"→ {p.get('name') or '?'} {_arg_summary(p.get('arguments'))}".rstrip()
+        self.activity = f"running {p.get('name') or 'a tool'}"
         self._add(LogLine("tool", head, "running", call_id=str(p.get("call_id")), iteration=self._iteration))
 
     def _on_tool_finished(self, p: dict[str, Any]) -> None:
@@ -167,7 +206,22 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         content = p.get("content")
         if isinstance(content, str) and content.strip():
             detail += f" · {preview_text(content.strip().splitlines()[0], 60)}"
-        line.status, line.color = status + detail, FAILURE_COLOR if failed else ""
+        line.status, line.color = status + detail, FAIL_CSS if failed else ""
+        line.content = content[:SHOW_CHARS] + (f"\n… ({len(content):,} chars in all)" if len(content) > SHOW_CHARS
+                                               else "") if isinstance(content, str) else ""
+        self.activity = ""
+        self._render_log()
+
+    def _on_approval_decided(self, p: dict[str, Any]) -> None:
+        verb = "approved" if p.get("decision") == "allow" else "denied"
+        text = f"{verb} by {p.get('by') or '?'}"
+        line = next((ln for ln in reversed(self.entries) if ln.kind == "tool" and ln.status == "running"
+                     and not ln.decision), None)
+        if line is None:  # no tool line to sit next to: a line of its own
+            self._add(LogLine("note", f"{'✓' if verb == 'approved' else '✗'} {text}: {p.get('command') or ''}",
+                              color="" if verb == "approved" else FAIL_CSS))
+            return
+        line.decision = text
         self._render_log()
 
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
@@ -184,21 +238,21 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             self.text = str(p["text"])
         iterations = opt_int(p.get("iterations"))
         self.status = f"done · {iterations} model call{'s' if iterations != 1 else ''}" if iterations else "done"
-        self._render_text()
-        self._render_header()
+        self._finish()
 
     def _on_turn_failed(self, p: dict[str, Any]) -> None:
         self.status, self.error = "failed", str(p.get("error") or "unknown error")
-        self._render_text()
-        self._render_header()
+        self._finish()
 
     def _on_turn_max_iterations(self, p: dict[str, Any]) -> None:
         self._add(LogLine("note", f"stopped after {p.get('limit')} model calls (max-iterations bound)",
-                          color=FAILURE_COLOR))
+                          color=FAIL_CSS))
+        self.status = "stopped · max_iterations"
+        self._finish()
 
     def _on_turn_interrupted(self, p: dict[str, Any]) -> None:
         self.status = "interrupted"
-        self._render_header()
+        self._finish()
 
     # -- rendering --------------------------------------------------------------------------------
 
@@ -228,49 +282,102 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _render_header(self) -> None:
         self._header.value = self._header_html()
 
+    @property
+    def finished(self) -> bool:
+        """True once the turn ended (done, failed, interrupted, stopped)."""
+        return self.status.startswith(FINISHED)
+
+    def _finish(self) -> None:
+        self.activity = ""
+        self._render_log()
+        self._render_text()
+        self._render_header()
+
     def _header_html(self) -> str:
-        err = f'<div class="mx-error" style="color:{FAILURE_COLOR}">{esc(self.error)}</div>' if self.error else ""
-        return f'<div class="mx-live-head" style="{FONT}color:#555">{esc(self.header_text())}</div>{err}'
+        err = f'<div class="mx-error" style="color:{FAIL_CSS}">{esc(self.error)}</div>' if self.error else ""
+        return (f'{THEME_STYLE}<div class="mx-live-head" style="{FONT}color:{MUTED}">{esc(self.header_text())}</div>'
+                f'{err}')
 
     def log_lines(self) -> list[str]:
-        """The compact log as text lines."""
-        return [f"{ln.text}  {ln.status}".rstrip() if ln.kind == "tool" else ln.text for ln in self.entries]
+        """The compact log as text lines (tool calls, compactions, notes; the narration is in `text`)."""
+        return [f"{ln.text}  {_decided(ln)}{ln.status}".rstrip() if ln.kind == "tool" else ln.text
+                for ln in self.entries if ln.kind != "text"]
+
+    def final_answer(self) -> str:
+        """The text of the last model call once the turn is done (what the answer says)."""
+        if not self.finished or not self.entries or self.entries[-1].kind != "text":
+            return ""
+        return self.entries[-1].text
+
+    def _line_html(self, ln: LogLine, answer: LogLine | None) -> str:
+        if ln.kind == "tool":
+            status = f'<span style="color:{ln.color or OK_CSS}">{esc(ln.status)}</span>'
+            if ln.status == "running":
+                status = f'<span style="color:{MUTED}">running…</span>'
+            decided = ""
+            if ln.decision:
+                color = OK_CSS if ln.decision.startswith("approved") else FAIL_CSS
+                decided = f'<span class="mx-decision" style="color:{color}">{esc(_decided(ln))}</span>'
+            head = f'{esc(ln.text)} &nbsp; {decided}{status}'
+            if not ln.content.strip():
+                return f'<div class="mx-tool" style="{MONO_FONT}">{head}</div>'
+            return (f'<details class="mx-tool" style="{MONO_FONT}"><summary>{head} '
+                    f'<span style="color:{MUTED}">[show]</span></summary><pre style="white-space:pre-wrap;'
+                    f'margin:2px 0 4px 1.5em;padding:4px;border-left:2px solid {BORDER};{MONO_FONT}">'
+                    f'{esc(ln.content)}</pre></details>')
+        if ln.kind == "compaction":
+            stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
+            return (f'<div style="{MONO_FONT}">{esc(ln.text)} {chip(stage, ln.color)} '
+                    f'<span style="color:{MUTED}">[inspect below]</span></div>')
+        if ln.kind == "text":
+            if ln is answer:
+                return ""  # shown set apart below the log
+            return f'<div class="mx-narration" style="white-space:pre-wrap;margin:2px 0">{esc(ln.text)}</div>'
+        return f'<div style="{MONO_FONT}color:{ln.color or "inherit"}">{esc(ln.text)}</div>'
 
     def _log_html(self) -> str:
         lines = self.entries[-self.max_log_lines:]
-        items = []
-        for ln in lines:
-            if ln.kind == "tool":
-                status = f'<span style="color:{ln.color or "#2e7d32"}">{esc(ln.status)}</span>'
-                items.append(f'<div>{esc(ln.text)} &nbsp; {status}</div>')
-            elif ln.kind == "compaction":
-                stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
-                items.append(f'<div style="color:{ln.color}">{esc(ln.text)} {chip(stage, ln.color)} '
-                             f'<span style="color:#777">[inspect below]</span></div>')
-            else:
-                items.append(f'<div style="color:{ln.color}">{esc(ln.text)}</div>')
-        more = f'<div style="color:#777">showing {len(lines):,} of {len(self.entries):,} lines</div>' \
+        answer = self.entries[-1] if self.final_answer() else None
+        items = [self._line_html(ln, answer) for ln in lines]
+        more = f'<div style="color:{MUTED}">showing {len(lines):,} of {len(self.entries):,} lines</div>' \
             if len(lines) < len(self.entries) else ""
-        return (f'<div class="mx-live-log" style="{FONT}font-family:monospace;margin:4px 0">{more}{"".join(items)}'
+        spin = ""
+        if self.status == "running" and self.activity:
+            spin = f'<div class="mx-activity" style="color:{MUTED}"><span class="mx-spinner"></span>' \
+                   f'{esc(self.activity)}…</div>'
+        return (f'{LIVE_STYLE}<div class="mx-live-log" style="{FONT}margin:4px 0">{more}{"".join(items)}{spin}'
                 '</div>')
 
     def _render_log(self) -> None:
         self._log.value = self._log_html()
 
     def _text_html(self) -> str:
-        if not self.text:
+        answer = self.final_answer()
+        if not answer:
             return ""
-        return f'<div class="mx-live-text" style="{FONT}white-space:pre-wrap;margin:4px 0">{esc(self.text)}</div>'
+        return (f'<div class="mx-live-text mx-answer" style="{FONT}white-space:pre-wrap;margin:6px 0;padding:6px 10px;'
+                f'border-left:3px solid {OK_CSS};background:var(--jp-layout-color2, transparent)">'
+                f'<div style="color:{MUTED};font-size:11px;margin-bottom:2px">answer</div>{esc(answer)}</div>')
 
     def _render_text(self) -> None:
         self._text.value = self._text_html()
 
     def to_html(self) -> str:
-        """Header, gauge, log, text and the last call's inspector as static HTML."""
-        last = self.calls[max(self.calls)] if self.calls else None
-        insp = CompactionInspector(last).to_html() if last is not None else ""
-        return (f'<div class="mx-live">{self._header_html()}{gauge_html(self.gauge.data)}{self._log_html()}'
-                f'{self._text_html()}{insp}</div>')
+        """The whole turn as static HTML: header, gauge, log in event order, the answer, each call's inspector."""
+        parts = []
+        for it in sorted(self.calls):
+            insp = CompactionInspector(self.calls[it]).to_html()
+            parts.append(f'<details><summary style="cursor:pointer">{esc(self._call_label(it))}</summary>'
+                         f'{insp}</details>')
+        calls = (f'<div class="mx-calls" style="{FONT}margin-top:4px"><div style="color:{MUTED}">inspect a model call '
+                 f'(request view: what the model saw)</div>{"".join(parts)}</div>') if parts else ""
+        return (f'<div class="mx-live mx-static">{self._header_html()}{gauge_html(self.gauge.data)}{self._log_html()}'
+                f'{self._text_html()}{calls}</div>')
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if self.finished:  # the final state as plain HTML/text: a saved notebook shows it without a kernel
+            return {"text/plain": self.to_text(), "text/html": self.to_html()}
+        return super()._repr_mimebundle_(**kwargs)
 
     def to_text(self) -> str:
         """Header, text gauge, log lines and the answer as plain text."""

@@ -4,7 +4,9 @@ Why: a notebook exported to HTML, opened on GitHub, or run in a frontend without
 shows only what the output's MIME bundle carries. ipywidgets puts just a short `text/plain` repr
 next to the widget view; we add the widget's own `text/html` and `text/plain` renderings (from the
 same numbers the live widget shows), so nbconvert — which skips the widget view when no widget state
-was saved — and plain-text consoles still show stage, tokens and tables.
+was saved — and plain-text consoles still show stage, tokens and tables. JupyterLab, however, shows
+the widget view or an error, never the fallback, so views whose final state is known display as
+static HTML only (`static_display`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from typing import Any
 
 
 class StaticReprMixin:
-    """Adds `_repr_html_`, `_repr_pretty_` and a MIME bundle with HTML/text fallbacks to a widget."""
+    """Adds `_repr_html_`, `_repr_pretty_` and a MIME bundle with HTML/text fallbacks to a widget.
+
+    With `static_display` true, displaying the object emits only the HTML/text (no widget view): the
+    output then renders the same after the notebook is saved and reopened without a kernel, where a
+    widget view would read "Error displaying widget: model not found". Views that never change after
+    they are shown (gauge of a stored call, timeline) display this way; a widget used as a child of
+    another widget is unaffected (children render through their models).
+    """
+
+    static_display: bool = False
 
     def to_html(self) -> str:
         """Static HTML of the current state."""
@@ -30,6 +41,8 @@ class StaticReprMixin:
         p.text(self.to_text())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if self.static_display:
+            return {"text/plain": self.to_text(), "text/html": self.to_html()}
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})  # type: ignore[misc]
         bundle["text/plain"] = self.to_text()
         bundle["text/html"] = self.to_html()

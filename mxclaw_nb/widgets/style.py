@@ -16,18 +16,31 @@ from typing import Any
 from mxclaw_nb.palette import (  # noqa: E402,F401 - the palette lives in a UI-free module; re-exported here
     ACTION_COLORS,
     ALL_STAGES,
+    BORDER,
+    BORDER_STRONG,
+    FAIL_CSS,
     FAILURE_COLOR,
     LAYER_COLORS,
+    MONO,
+    MUTED,
+    OK_CSS,
     STAGE_COLORS,
+    TEXT,
+    THEME_STYLE,
     THRESHOLD_COLOR,
+    TRACK,
+    WARN_CSS,
     WINDOW_COLOR,
+    WINDOW_CSS,
+    ink_on,
 )
 
 #: How a token figure is labelled, by the counter that produced it (UX: "est." vs "reported" vs "calibrated").
 COUNTER_LABELS = {"estimate": "est.", "calibrated": "calibrated"}
 
 DEFAULT_MAX_ROWS = 200
-FONT = "font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: 12px;"
+FONT = f"font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: 12px; color: {TEXT};"
+MONO_FONT = f"font-family: {MONO}; font-size: 12px;"
 
 
 def color_of(kind: str, name: str | None) -> str:
@@ -43,6 +56,12 @@ def counter_label(counter: str | None) -> str:
     if not counter:
         return "est."
     return COUNTER_LABELS.get(counter, f"counted ({counter})")
+
+
+def unit_label(counter: str | None) -> str:
+    """The one unit a view names in its headers and columns: `tokens (est.)`, `tokens (calibrated)`."""
+    label = counter_label(counter)
+    return f"tokens ({label[len('counted ('):-1] if label.startswith('counted (') else label})"
 
 
 def fmt_int(value: Any) -> str:
@@ -73,7 +92,7 @@ def preview_text(text: str, limit: int = 200) -> str:
 def chip(label: str, color: str, *, title: str | None = None) -> str:
     """A small coloured label (used for stages and actions in HTML)."""
     tip = f' title="{esc(title)}"' if title else ""
-    return (f'<span class="mx-chip" data-color="{color}"{tip} style="background:{color};color:#fff;'
+    return (f'<span class="mx-chip" data-color="{color}"{tip} style="background:{color};color:{ink_on(color)};'
             f'border-radius:3px;padding:0 5px;font-weight:600">{esc(label)}</span>')
 
 
@@ -94,14 +113,14 @@ def html_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, total: 
     for i, row in enumerate(rows):
         color = row_colors[i] if i < len(row_colors) else "transparent"
         # Short columns never wrap; the last (the preview) wraps anywhere, so long unbroken runs stay in bounds.
-        cells = "".join(f'<td style="text-align:left;padding:1px 6px;border-bottom:1px solid #eee;'
+        cells = "".join(f'<td style="text-align:left;padding:1px 6px;border-bottom:1px solid {BORDER};'
                         f'{"overflow-wrap:anywhere" if j == len(row) - 1 else "white-space:nowrap"}">{c}</td>'
                         for j, c in enumerate(row))
         body.append(f'<tr style="box-shadow: inset 4px 0 0 {color}">{cells}</tr>')
-    head = "".join(f'<th style="text-align:left;padding:1px 6px;border-bottom:1px solid #999">{esc(c)}</th>'
+    head = "".join(f'<th style="text-align:left;padding:1px 6px;border-bottom:1px solid {BORDER_STRONG}">{esc(c)}</th>'
                    for c in columns)
     count = shown_count(len(body), total, noun)
-    return (f'<div class="{cls}" style="{FONT}"><div class="mx-count" style="color:#555">{esc(count)}</div>'
+    return (f'<div class="{cls}" style="{FONT}"><div class="mx-count" style="color:{MUTED}">{esc(count)}</div>'
             f'<table style="border-collapse:collapse;{FONT}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
 

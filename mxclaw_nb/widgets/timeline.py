@@ -3,32 +3,42 @@
 Why: a session's context grows call by call and drops at compactions; seeing the saw-tooth against
 the threshold and window lines shows whether the policy is working (and whether the estimate and
 the provider's reported count agree). Drawn with matplotlib's object API (no pyplot state, no GUI
-backend) into PNG bytes held by an ipywidgets Output, so it renders the same in JupyterLab, in an
-exported notebook and in a headless test, and never needs a running kernel to build.
+backend) into an inline SVG whose text, ticks and frame use `currentColor`, so the plot follows the
+notebook's light or dark theme; displayed on its own it is static HTML (no widget view), so it
+renders the same in JupyterLab, after a reopen without a kernel, in an exported notebook and in a
+headless test. A compaction marker sits at the call's tokens before compaction (where the threshold
+was crossed), with a line down to what was sent.
 """
 
 from __future__ import annotations
 
-import base64
 import io
+import re
 from typing import Any
 
 import ipywidgets as widgets
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
+from mxclaw_nb.palette import PLOT_STYLE
 from mxclaw_nb.widgets.data import opt_int
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
     ALL_STAGES,
     FONT,
+    MUTED,
     STAGE_COLORS,
+    THEME_STYLE,
     THRESHOLD_COLOR,
-    WINDOW_COLOR,
     esc,
     fmt_int,
 )
+
+INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SVG
+INK_STYLE = {**PLOT_STYLE, **{k: INK for k, v in PLOT_STYLE.items() if v == PLOT_STYLE["text.color"]}}
 
 NEEDED = ("turn", "estimate_tokens")
 
@@ -60,17 +70,22 @@ def _num(series: pd.Series) -> pd.Series:
 
 def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call") -> Figure:
     """The timeline figure of a `timeline_frame` (est., calibrated and reported lines; compaction markers)."""
+    with rc_context(INK_STYLE):
+        return _draw(df, title)
+
+
+def _draw(df: pd.DataFrame, title: str) -> Figure:
     fig = Figure(figsize=(8.5, 3.2), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     x = df["call"]
     handles: list[Any] = []
-    handles += ax.plot(x, _num(df["estimate_tokens"]), "-o", ms=3, color="#455a64", label="est. (sent)")
-    for col, color, label in (("calibrated_tokens", "#6a1b9a", "calibrated"),
-                              ("prompt_tokens_reported", "#00897b", "reported")):
+    handles += ax.plot(x, _num(df["estimate_tokens"]), "-o", ms=3, color="#5c8bd6", label="est. (sent)")
+    for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
+                              ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
         y = _num(df[col])
         if y.notna().any():
             handles += ax.plot(x, y, "--s", ms=3, color=color, label=label)
-    for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", WINDOW_COLOR, "window")):
+    for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", INK, "window")):
         y = _num(df[col])
         if y.notna().any():
             handles += ax.step(x, y, where="mid", color=color, lw=1, ls=":" if col == "window_tokens" else "-",
@@ -78,23 +93,27 @@ def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call")
     comp = df[df["compacted"]]
     if len(comp):
         before, after = _num(comp["before_tokens"]), _num(comp["estimate_tokens"])
+        top = before.fillna(after)
         colors = [STAGE_COLORS.get(s, "#999") for s in comp["stage"]]
-        ax.vlines(comp["call"], after, before.fillna(after), colors=colors, lw=1.5, alpha=0.7)
-        ax.scatter(comp["call"], after, s=60, marker="v", zorder=3, edgecolors="black", linewidths=0.5, c=colors)
+        # the marker sits where compaction was decided (tokens before, over the threshold), the line
+        # runs down to what was sent
+        ax.vlines(comp["call"], after, top, colors=colors, lw=1.5, alpha=0.8)
+        ax.scatter(comp["call"], top, s=60, marker="v", zorder=3, edgecolors=INK, linewidths=0.5, c=colors)
         for stage in ALL_STAGES:
             if stage in set(comp["stage"]):
-                handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec="black",
-                                      label=f"compaction: {stage}"))
+                handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=INK,
+                                      label=f"compaction: {stage} (before → sent)"))
     turns = df["turn"].tolist()
     for i in range(1, len(turns)):
         if turns[i] != turns[i - 1]:
-            ax.axvline(i + 0.5, color="#bdbdbd", lw=0.8, ls="--")
+            ax.axvline(i + 0.5, color=INK, alpha=0.35, lw=0.8, ls="--")
     for t in dict.fromkeys(turns):
         first = int(df.loc[df["turn"] == t, "call"].iloc[0])
-        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color="#757575",
+        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=INK,
                     va="bottom")
     ax.set_xlabel("model call")
-    ax.set_ylabel("prompt tokens")
+    ax.set_ylabel("prompt tokens (est. unless the legend says otherwise)", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title, fontsize=10, loc="left", pad=12)
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(lambda v, _: f"{int(v):,}")
@@ -102,6 +121,18 @@ def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call")
         ax.set_xlim(0.5, len(df) + 0.5)
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
+
+
+def figure_svg(fig: Figure) -> str:
+    """The figure as inline SVG markup whose ink is `currentColor` (it follows the page's text colour)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", transparent=True)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    svg = re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 width="100%" style="max-width:850px"', svg,
+                 count=1)
+    return svg.replace(INK, "currentColor")
 
 
 def figure_png(fig: Figure) -> bytes:
@@ -126,13 +157,11 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         self.title = title or (f"session {str(session_id)[:8]} · prompt tokens per model call" if session_id
                                else "prompt tokens per model call")
         self.figure = draw_timeline(self.data, self.title)
-        self.png = figure_png(self.figure)
-        self.output = widgets.Output()
-        self.output.outputs = ({"output_type": "display_data", "metadata": {},
-                                "data": {"image/png": base64.b64encode(self.png).decode("ascii"),
-                                         "text/plain": self.to_text()}},)
+        self.svg = figure_svg(self.figure)
+        self.static_display = True  # it never changes once drawn: static HTML survives a reopen
         self._caption = widgets.HTML(self.caption_html())
-        super().__init__(children=[self._caption, self.output], **kwargs)
+        self._plot = widgets.HTML(f'<div class="mx-timeline-plot" style="color:{MUTED}">{self.svg}</div>')
+        super().__init__(children=[self._caption, self._plot], **kwargs)
         self.add_class("mx-token-timeline")
 
     @property
@@ -149,13 +178,18 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         comp = ", ".join(f"{s} {int(n)}" for s, n in stages.items()) or "none"
         peak = opt_int(_num(d["estimate_tokens"]).max()) if len(d) else None
         return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {len(d):,} model calls · '
-                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak {fmt_int(peak)} est.</div>')
+                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak {fmt_int(peak)} tokens (est.)</div>')
+
+    @property
+    def png(self) -> bytes:
+        """The figure as PNG bytes (for saving; the notebook shows the SVG)."""
+        return figure_png(self.figure)
 
     def to_html(self) -> str:
-        """Caption and the figure as an inline PNG."""
-        img = base64.b64encode(self.png).decode("ascii")
-        return f'<div class="mx-timeline">{self.caption_html()}<img alt="{esc(self.title)}" ' \
-               f'src="data:image/png;base64,{img}"/></div>'
+        """Caption and the figure as inline SVG in the theme's colours."""
+        return (f'{THEME_STYLE}<div class="mx-timeline" style="{FONT}">{self.caption_html()}'
+                f'<div class="mx-timeline-plot" role="img" aria-label="{esc(self.title)}" style="color:{MUTED}">'
+                f'{self.svg}</div></div>')
 
     def to_text(self) -> str:
         """Calls, compactions and the est. tokens per call as text."""
