@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -34,6 +35,7 @@ NAMES = {
     "05": "05-agent-notebook",
 }
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+TQDM_BAR = re.compile(r"\d+%\|.*\| \d+/\d+ \[")  # tqdm's meter: "desc:  40%|####      | 29/73 [00:05<...]"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -89,10 +91,17 @@ def static_widgets(nb: nbformat.NotebookNode) -> int:
     A saved widget view needs the saved widget state, megabytes of JSON that only a live kernel can use;
     every mxclaw_nb widget also carries `text/html` and `text/plain` renderings of the same numbers, which
     GitHub, nbconvert and JupyterLab show as they are. Re-running a cell brings the live widget back.
+    Progress bars (tqdm) are dropped: their text is the bar's first state, and the cell prints what it did.
     """
     changed = 0
     for cell in nb.cells:
-        for output in cell.get("outputs", []):
+        # A tqdm bar's text is its state when first shown ("0%| 0/73"): a progress bar is live-only, drop it.
+        kept = [o for o in cell.get("outputs", []) if not (WIDGET_VIEW in o.get("data", {}) and TQDM_BAR.search(
+            "".join(o["data"].get("text/plain", ""))))]
+        changed += len(cell.get("outputs", [])) - len(kept)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+        for output in kept:
             data = output.get("data", {})
             if WIDGET_VIEW in data and ("text/html" in data or "text/plain" in data):
                 del data[WIDGET_VIEW]

@@ -271,6 +271,20 @@ def test_plots_draw_policies_in_the_widget_colours(monkeypatch: pytest.MonkeyPat
     assert len(plot_estimate_error(honesty).get_axes()) == 1
 
 
+def test_fact_survival_plot_says_why_a_slot_is_empty() -> None:
+    """A kind never found gets no bars and no legend entry but is named; a zero-height bar is labelled."""
+    from mxclaw_nb.analysis.plots import plot_fact_survival
+
+    summary = pd.DataFrame({"policy": ["a", "b"], "sessions_compacted": [1, 1], "fact_survival": [0.5, 0.25],
+                            "survival_path": [0.0, 0.5], "survival_error": [float("nan")] * 2,
+                            "survival_number": [0.75, float("nan")], "survival_command": [float("nan")] * 2})
+    ax = plot_fact_survival(summary).get_axes()[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["all", "path", "number"]
+    assert "none found in compacted messages: error, command" in ax.get_title()
+    labels = [t.get_text() for t in ax.texts]
+    assert labels.count("0") == 1 and labels.count("n/a") == 1
+
+
 def test_replay_feeds_the_widgets_token_timeline() -> None:
     """N2 reuse: a replayed session renders in the widgets' TokenTimeline with its compactions marked."""
     df = compare({"ex": worked_example()}, [TIGHT, WORKED_EXAMPLE_POLICY], progress=False)

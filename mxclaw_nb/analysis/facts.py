@@ -176,10 +176,14 @@ class ViewText(NamedTuple):
     numbers: frozenset[str]
 
 
+def text_view(text: str) -> ViewText:
+    """The matchable form of a message's text (``message_text``)."""
+    return ViewText(normalize(text), frozenset(path_tokens(text)), frozenset(number_tokens(text)))
+
+
 def message_view(message: Message) -> ViewText:
     """The matchable form of one sent message (combine several with ``combine_views``)."""
-    text = message_text(message) if isinstance(message, dict) else ""
-    return ViewText(normalize(text), frozenset(path_tokens(text)), frozenset(number_tokens(text)))
+    return text_view(message_text(message) if isinstance(message, dict) else "")
 
 
 def combine_views(parts: Iterable[ViewText]) -> ViewText:

@@ -17,6 +17,7 @@ same file twice imports nothing new (the second run reports the sessions as skip
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import time
@@ -113,13 +114,20 @@ def parse_openai_line(line: str, default_id: str) -> Conversation:
                         str(row.get("source") or ""), dict(meta))
 
 
+def jsonl_name(path: str | Path) -> str:
+    """The file's name without a ``.gz`` suffix: a gzipped copy imports as the same source (same session ids)."""
+    name = Path(path).name
+    return name[:-3] if name.endswith(".gz") else name
+
+
 def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]], list[tuple[int, str]]]:
-    """Parse an OpenAI chat-format JSONL file: ([(line, conversation)], [(line, error)])."""
+    """Parse an OpenAI chat-format ``.jsonl`` (or ``.jsonl.gz``) file: ([(line, conversation)], [(line, error)])."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"no such transcript file: {file}")
     good, bad = [], []
-    with file.open(encoding="utf-8-sig", errors="replace") as handle:
+    opener = gzip.open if file.name.endswith(".gz") else open
+    with opener(file, "rt", encoding="utf-8-sig", errors="replace") as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -203,7 +211,7 @@ def import_openai_jsonl(store: Any, path: str | Path, *, progress: bool = True) 
     file = Path(path)
     good, bad = read_openai_jsonl(file)
     report = ImportReport(str(file), "openai-jsonl", errors=bad)
-    write_conversations(store, good, report, f"import:{file.name}", progress=progress)
+    write_conversations(store, good, report, f"import:{jsonl_name(file)}", progress=progress)
     report.errors.sort()
     report.seconds = time.perf_counter() - started
     return report

@@ -98,22 +98,34 @@ def plot_stage_counts(df: pd.DataFrame, ax: Axes | None = None, *, include_uncha
 
 @_themed
 def plot_fact_survival(df: pd.DataFrame, ax: Axes | None = None) -> Figure:
-    """Grouped bars per policy: share of facts of compacted messages still visible, overall and per kind."""
+    """Grouped bars per policy: share of facts of compacted messages still visible, overall and per kind.
+
+    A kind with no fact in any compacted message gets no bars and no legend entry; the title names it
+    ("none found"). A zero-height bar is labelled: ``0`` (facts found, none visible) or ``n/a`` (none found
+    under that policy), so an empty slot always says why.
+    """
     s = _policy_summary(df)
     fig, ax = _axes(ax, (7.0, 3.2))
-    series = [("all", "fact_survival"), *((k, f"survival_{k}") for k in FACT_KINDS)]
-    width = 0.8 / len(series)
-    for j, (name, col) in enumerate(series):
-        if col not in s:
-            continue
+    series = [(n, c) for n, c in [("all", "fact_survival"), *((k, f"survival_{k}") for k in FACT_KINDS)] if c in s]
+    drawn = [(n, c) for n, c in series if s[c].notna().any()]
+    none_found = [n for n, c in series if (n, c) not in drawn]
+    width = 0.8 / max(len(drawn), 1)
+    for j, (name, col) in enumerate(drawn):
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(s))]
-        ax.bar(xs, s[col].fillna(0) * 100, width, label=name, color=_KIND_COLORS[name])
+        values = s[col] * 100
+        bars = ax.bar(xs, values.fillna(0), width, label=name, color=_KIND_COLORS[name])
+        marks = ["n/a" if pd.isna(v) else "0" if v == 0 else "" for v in values]
+        ax.bar_label(bars, labels=marks, fontsize="x-small", color=PLOT_INK)
     ax.set_xticks(range(len(s)), [str(p) for p in s["policy"]], rotation=20, ha="right")
     ax.set_ylim(0, 118)
     ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("facts still visible (%)")
-    ax.set_title("fact survival in compacted calls")
-    ax.legend(frameon=False, ncols=len(series), fontsize="small", loc="upper left")
+    title = "fact survival in compacted calls"
+    if none_found:
+        title += f"\n(none found in compacted messages: {', '.join(none_found)})"
+    ax.set_title(title)
+    if drawn:
+        ax.legend(frameon=False, ncols=len(drawn), fontsize="small", loc="upper left")
     return fig
 
 

@@ -23,7 +23,16 @@ from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, ViewText, combine_views, extract_facts, message_view, survival
+from mxclaw_nb.analysis.facts import (
+    FACT_KINDS,
+    Fact,
+    ViewText,
+    combine_views,
+    extract_facts,
+    message_text,
+    survival,
+    text_view,
+)
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.view import Trace
@@ -56,13 +65,29 @@ class IdCache:
         return value
 
 
+class TextViewCache:
+    """``message_view`` keyed by the message's text: the engine sends new message objects at every call
+    (placeholders, sanitized copies), but their texts repeat across calls and policies, and matching forms
+    (regex scans for paths and numbers) cost far more than building the text."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, ViewText] = {}
+
+    def __call__(self, message: Message) -> ViewText:
+        text = message_text(message) if isinstance(message, dict) else ""
+        hit = self._items.get(text)
+        if hit is None:
+            hit = self._items[text] = text_view(text)
+        return hit
+
+
 class SessionCaches:
     """Everything replay caches for one session, shared across policies and calls."""
 
     def __init__(self, exact: Any = None) -> None:
         self.tokens: dict[Any, TokenCache] = {}  # one TokenCache per counter
         self.facts = IdCache(extract_facts)
-        self.views = IdCache(message_view)
+        self.views = TextViewCache()
         self.exact = IdCache(exact.count) if exact is not None else None
 
     def token_cache(self, policy: ContextPolicy) -> TokenCache:

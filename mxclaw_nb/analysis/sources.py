@@ -48,14 +48,14 @@ def one_conversation(item: Any, store: Any = None) -> Pair:
 
 
 def _files(path: Path) -> list[Path]:
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    files = sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")]) if path.is_dir() else [path]
     if not files:
-        raise FileNotFoundError(f"no *.jsonl transcripts in {path}")
+        raise FileNotFoundError(f"no *.jsonl or *.jsonl.gz transcripts in {path}")
     return files
 
 
 def read_pairs(path: str | Path) -> list[Pair]:
-    """All conversations of a JSONL file or of every ``*.jsonl`` in a folder (bad lines warned, skipped)."""
+    """All conversations of a JSONL file or of every ``*.jsonl(.gz)`` in a folder (bad lines warned, skipped)."""
     out: list[Pair] = []
     for file in _files(Path(path)):
         good, bad = read_openai_jsonl(file)

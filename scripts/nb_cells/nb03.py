@@ -19,8 +19,9 @@ CELLS = [
 
         This notebook sweeps each of the three numbers over
         1. sessions stored by the agent (two offline demo sessions, created here), and
-        2. the shared real transcripts (SWE-agent and tau-bench runs in `../shared/transcripts` beside the
-           repository). If that folder is missing, it falls back to synthetic transcripts and says so.
+        2. real public agent transcripts shipped with the package (`mxclaw_nb.datasets`: 23 SWE-agent runs and
+           50 tau-bench conversations, MIT-licensed, see its README), or, when you ask for it and it is present,
+           the full shared set they were taken from (223 conversations in `../shared/transcripts`).
 
         Every figure is in **est.** tokens (the C1 estimate) unless marked otherwise.
         """
@@ -33,9 +34,9 @@ CELLS = [
         import pandas as pd
         from IPython.display import Markdown, display
 
-        from mxclaw_nb.analysis import compare, conversations, summarize_comparison, summarize_policies
+        from mxclaw_nb.analysis import as_policy, compare, conversations, summarize_comparison, summarize_policies
         from mxclaw_nb.analysis.plots import plot_fact_survival, stage_colors
-        from mxclaw_nb.examples import synthetic_transcript, worked_example
+        from mxclaw_nb.examples import worked_example
 
         pd.set_option("display.precision", 3)
         COLUMNS = ["policy", "sessions", "sessions_compacted", "compactions", "stage_micro", "stage_summary",
@@ -45,7 +46,8 @@ CELLS = [
     md(
         """
         Two helpers used for both data sets: `sweep` changes one number of a base policy at a time and replays
-        every conversation under each policy (`compare`), `plot_sweeps` draws tokens saved and stages reached.
+        every conversation under each policy (`compare`, once per distinct policy, with a progress bar from 20
+        conversations up), `plot_sweeps` draws tokens saved and stages reached.
         """
     ),
     code(
@@ -57,19 +59,28 @@ CELLS = [
                 "threshold ratio": ("ratio", [{**base, "ratio": r} for r in ratios]),
                 "tail budget": ("tail", [{**base, "tail": t} for t in tails]),
             }
+            labels = {name: [as_policy(p)[0] for p in policies] for name, (_, policies) in sweeps.items()}
+            distinct = {as_policy(p)[0]: p for _, policies in sweeps.values() for p in policies}  # base once
+            everything = compare(source, list(distinct.values()))
             runs, tables = {}, []
             for name, (key, policies) in sweeps.items():
-                runs[name] = compare(source, policies, progress=False)
+                order = pd.CategoricalDtype(labels[name], ordered=True)
+                runs[name] = (everything[everything["policy"].isin(labels[name])]
+                              .astype({"policy": order}).sort_values("policy", kind="stable"))
                 table = summarize_policies(runs[name])[COLUMNS]
                 table.insert(0, "value", [f"{p[key]:g}" for p in policies])
                 table.insert(0, "sweep", name)
                 tables.append(table)
-            return runs, pd.concat(tables, ignore_index=True)
+            summary = pd.concat(tables, ignore_index=True)
+            summary.attrs["timing"] = everything.attrs["timing"]
+            return runs, summary
 
 
         def plot_sweeps(summary, title):
             \"\"\"Top: share of est. tokens saved; bottom: compacted calls by stage; one column per sweep.\"\"\"
             colors = stage_colors()
+            reached = [s for s in ("micro", "summary", "fallback") if summary[f"stage_{s}"].any()]
+            never = [s for s in ("micro", "summary", "fallback") if s not in reached]  # named, not drawn empty
             fig, axes = plt.subplots(2, 3, figsize=(13, 6.4), layout="constrained", sharey="row")
             for col, (name, table) in enumerate(summary.groupby("sweep", sort=False)):
                 x = list(table["value"])
@@ -78,7 +89,7 @@ CELLS = [
                 top.plot(x, table["saved_share_compacted"] * 100, marker="s", label="compacted calls", color="#90caf9")
                 top.set_title(f"sweep: {name}")
                 base = [0] * len(table)
-                for stage in ("micro", "summary", "fallback"):
+                for stage in reached:
                     values = list(table[f"stage_{stage}"])
                     bottom.bar(x, values, bottom=base, color=colors[stage], label=stage)
                     base = [b + v for b, v in zip(base, values)]
@@ -86,7 +97,7 @@ CELLS = [
             axes[0, 0].set_ylabel("est. tokens saved (%)")
             axes[1, 0].set_ylabel("compacted model calls")
             axes[0, 0].legend(frameon=False)
-            axes[1, 0].legend(frameon=False)
+            axes[1, 0].legend(frameon=False, title=f"never reached: {', '.join(never)}" if never else None)
             fig.suptitle(title)
             plt.show()
         """
@@ -138,11 +149,11 @@ CELLS = [
         from mxclaw_nb.__main__ import DEMO_PROMPTS
 
         agent = Agent(model="mxclaw-demo", approval="allow", home=WORK)
-        for prompt in DEMO_PROMPTS:
-            agent.run(prompt)
         small = Agent(model="mxclaw-demo", approval="allow", home=WORK, db=agent.store, context_window_tokens=12_000)
-        for prompt in DEMO_PROMPTS:
-            small.run(prompt)
+        for label, runner in (("16k window", agent), ("12k window", small)):
+            for prompt in DEMO_PROMPTS:
+                r = runner.run(prompt)
+                print(f"{label} · turn {r.turn}: {r.status}, {r.iterations} model calls, {len(r.compactions)} compactions")
         store = agent.store
         store.sessions()[["id", "model", "turns", "messages", "model_calls", "compactions", "tokens_saved_est"]]
         """
@@ -180,31 +191,46 @@ CELLS = [
         """
         ## 3 · Real transcripts
 
-        The shared transcripts are public agent runs converted to OpenAI chat messages, kept with their real-world
-        quirks (dangling calls, reused tool-call ids); the engine repairs the *view* as it would for a live session.
-        Set `MXCLAW_TRANSCRIPTS` to use another folder of JSONL files.
+        Public agent runs converted to OpenAI chat messages, kept with their real-world quirks (dangling calls,
+        reused tool-call ids); the engine repairs the *view* as it would for a live session. By default this
+        notebook uses the subset **shipped with mxclaw_nb** (`mxclaw_nb.datasets`, about 220 KB gzipped), so it
+        shows the same real data on any machine. Set `FULL = True` below to replay the **full shared set** instead
+        (every `*.jsonl` in `../shared/transcripts` beside the repository, or in the folder named by
+        `MXCLAW_TRANSCRIPTS`); the cell says which set it used and whether the full one is present.
         """
     ),
     code(
         """
-        from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS
+        from mxclaw_nb import datasets
 
-        folder = Path(os.environ.get("MXCLAW_TRANSCRIPTS", DEFAULT_TRANSCRIPTS))
-        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        FULL = False  # True: every *.jsonl of the full shared set (when present), about 3x the conversations
+
+        folder = datasets.shared_folder()  # $MXCLAW_TRANSCRIPTS or ../shared/transcripts, None when absent
+        files = sorted(folder.glob("*.jsonl")) if FULL and folder else []
+        real, origin = [], {}
         if files:
-            real, origin = [], {}
             for file in files:
                 for sid, messages in conversations(file):
                     real.append((sid, messages))
                     origin[sid] = file.stem
-            display(Markdown(f"Using **{len(real)} real conversations** from `{folder.name}/`: "
-                             + ", ".join(f"`{f.name}`" for f in files)))
+            note = (f"Using the **full shared set: {len(real)} real conversations** from `{folder}`: "
+                    + ", ".join(f"`{f.name}`" for f in files) + ".")
         else:
-            real = [(f"synthetic-{n}", synthetic_transcript(n, seed=n)) for n in range(30, 300, 15)]
-            origin = {sid: "synthetic" for sid, _ in real}
-            display(Markdown(f"> **Note: `{folder}` was not found, so this notebook uses {len(real)} SYNTHETIC "
-                             "transcripts instead.** The figures below then say nothing about real traffic; put the "
-                             "shared transcripts beside the repository (or set `MXCLAW_TRANSCRIPTS`) and re-run."))
+            for name in datasets.available():
+                for conv in datasets.load(name):
+                    real.append((conv.id, conv.messages))
+                    origin[conv.id] = name
+            counts = ", ".join(f"{d['conversations']} of {d['of']} {d['name']}" for d in datasets.info())
+            note = (f"Using the **{len(real)} real conversations shipped with mxclaw_nb** ({counts}; MIT, see "
+                    "`mxclaw_nb/datasets/README.md`). ")
+            if FULL:
+                note += "**`FULL = True`, but the full shared set was not found**, so this is the shipped subset."
+            elif folder:
+                note += f"The full shared set is present at `{folder}`: set `FULL = True` to replay all of it."
+            else:
+                note += ("The full shared set is not beside this checkout (`../shared/transcripts`); set "
+                         "`MXCLAW_TRANSCRIPTS` to its folder and `FULL = True` to replay it.")
+        display(Markdown(note))
         """
     ),
     code(
@@ -214,7 +240,8 @@ CELLS = [
         sizes = pd.DataFrame([{"origin": origin[sid], "messages": len(m), "est. tokens": estimate_messages(m)}
                               for sid, m in real])
         sizes.groupby("origin").describe(percentiles=[0.5, 0.9]).T
-        """
+        """,
+        CHECK,  # the shipped subset is the same everywhere (with FULL = True this cell differs, as it should)
     ),
     md(
         """
@@ -228,8 +255,9 @@ CELLS = [
         BASE = {"window": 4_000, "ratio": 0.8, "tail": 1_000}
         runs, summary = sweep(real, BASE, windows=(2_000, 3_000, 4_000, 6_000, 8_000, 16_000),
                               ratios=(0.5, 0.6, 0.7, 0.8, 0.9), tails=(250, 500, 1_000, 2_000, 3_000))
-        seconds = sum(df.attrs["timing"]["seconds"] for df in runs.values())
-        print(f"{sum(len(df) for df in runs.values()):,} simulated model calls replayed in {seconds:.1f} s")
+        timing = summary.attrs["timing"]
+        print(f"{timing['calls']:,} simulated model calls ({timing['policies']} distinct policies) replayed "
+              f"in {timing['seconds']:.1f} s")
         summary.round(3)
         """
     ),
@@ -240,21 +268,25 @@ CELLS = [
         `fact_survival` — share of facts from compacted messages (paths, error lines, numbers, commands) still
         visible in the view; `over_threshold` — calls still over the threshold after every allowed step (at a 2k
         window the system prompt plus the safe tail alone often exceed 1,600 est. tokens: the engine keeps them
-        anyway, because it never drops the system messages or splits the tail).
+        anyway, because it never drops the system messages or splits the tail). `stage_fallback` stays 0 and the
+        plots name it "never reached": the fallback window (SPEC C8) serves only when the structured compactor
+        raises, and the deterministic summary used in replays does not.
         """
     ),
     code(
         """
-        plot_sweeps(summary, "shared real transcripts" if origin.get(real[0][0]) != "synthetic" else "synthetic transcripts")
+        plot_sweeps(summary, f"{len(real)} real transcripts ({'full shared set' if files else 'shipped subset'})")
         """
     ),
     md(
         """
-        Reading the plots (on the shared transcripts): a smaller window compacts more often and saves more; a lower
+        Reading the plots (on the real transcripts): a smaller window compacts more often and saves more; a lower
         ratio compacts earlier (more calls compacted, each saving less); a bigger tail keeps more verbatim, so
         placeholders alone rarely suffice, more calls go on to the summary stage, and less is saved. What a bigger
         tail buys is visible in fact survival: more of the paths, errors, numbers and commands from compacted
-        messages are still in front of the model.
+        messages are still in front of the model. In that chart a kind of fact never found in a compacted message
+        gets no bars and is named in the title; a `0` over a slot means facts were found but none stayed visible,
+        `n/a` that none was found under that policy.
         """
     ),
     code(
@@ -295,7 +327,7 @@ CELLS = [
         if exact_counter("o200k_base") is None:
             print("o200k_base is not available offline here: skipping the exact comparison")
         else:
-            checked = compare(real, [BASE, {**BASE, "counter": "o200k_base"}], progress=False, exact=True)
+            checked = compare(real, [BASE, {**BASE, "counter": "o200k_base"}], exact=True)
             display(summarize_policies(checked)[["policy", "compactions", "saved_share", "est_over_exact_median",
                                                  "est_over_exact_p5", "exact_over_threshold", "exact_over_window"]])
         """

@@ -63,18 +63,22 @@ CELLS = [
     ),
     md(
         """
-        Then imported transcripts: the article's worked example (always available), and the shared real transcripts
-        beside the repository (all 23 SWE-agent runs and the first 40 tau-bench conversations, to keep this notebook
-        fast). If the shared folder is missing, synthetic transcripts are imported instead, with a note. Importing
-        is idempotent: session ids derive from the content, so importing a file twice adds nothing.
+        Then imported transcripts: the article's worked example (always available) and the real public agent runs
+        **shipped with mxclaw_nb** (`mxclaw_nb.datasets`: all 23 SWE-agent runs and 50 tau-bench conversations,
+        MIT-licensed, gzipped JSONL read by the same importer). Set `FULL = True` to import the full shared files
+        instead (`../shared/transcripts` beside the repository, or the folder in `MXCLAW_TRANSCRIPTS`: all 200
+        tau-bench conversations); the cell says which it used. Importing is idempotent: session ids derive from
+        the content, so importing a file twice adds nothing (a `.jsonl.gz` and its `.jsonl` are the same source).
         """
     ),
     code(
         """
         import json
 
-        from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS
-        from mxclaw_nb.examples import synthetic_transcript, worked_example
+        from mxclaw_nb import datasets
+        from mxclaw_nb.examples import worked_example
+
+        FULL = False  # True: the full shared files, when present (about 3x the sessions)
 
 
         def write_jsonl(path, conversations):
@@ -85,18 +89,15 @@ CELLS = [
 
 
         files = [write_jsonl(WORK / "worked-example.jsonl", [("worked-example", worked_example())])]
-        shared = Path(os.environ.get("MXCLAW_TRANSCRIPTS", DEFAULT_TRANSCRIPTS))
-        if (shared / "swe-agent.jsonl").is_file() and (shared / "tau-bench.jsonl").is_file():
-            files.append(shared / "swe-agent.jsonl")
-            with open(shared / "tau-bench.jsonl", encoding="utf-8") as handle:
-                head = [next(handle) for _ in range(40)]
-            (WORK / "tau-bench-40.jsonl").write_text("".join(head), encoding="utf-8")
-            files.append(WORK / "tau-bench-40.jsonl")
+        full = {name: datasets.full_path(name) for name in datasets.available()}  # None where not present
+        for name, path in full.items():
+            files.append(path if FULL and path else datasets.path(name))
+        if FULL and all(full.values()):
+            display(Markdown(f"Importing the **full shared set** from `{datasets.shared_folder()}`."))
         else:
-            display(Markdown(f"> **Note: `{shared}` was not found: importing SYNTHETIC transcripts instead of the "
-                             "shared real ones.** The figures below then describe made-up sessions."))
-            files.append(write_jsonl(WORK / "synthetic.jsonl",
-                                     [(f"synthetic-{n}", synthetic_transcript(n, seed=n)) for n in range(40, 400, 30)]))
+            present = "present: set `FULL = True` to import it" if all(full.values()) else "not beside this checkout"
+            display(Markdown(f"Importing the real transcripts **shipped with mxclaw_nb**; the full shared set is "
+                             f"{present}."))
         for file in files:
             print(import_openai_jsonl(store, file, progress=False))
         print("again:", import_openai_jsonl(store, files[0], progress=False))
