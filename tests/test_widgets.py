@@ -58,6 +58,12 @@ def tau_views():
     return views
 
 
+def visible(html: str) -> str:
+    """The text a reader sees in an HTML output: tags and <style> dropped, whitespace collapsed."""
+    html = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", html).replace("&gt;", ">").replace("&amp;", "&").split())
+
+
 def _record(view, turn, iteration, reported=None):
     return {"turn": turn, "iteration": iteration, "counter": view.counter,
             "estimate_tokens": estimate_messages(view.messages), "before_tokens": view.before_tokens,
@@ -84,13 +90,17 @@ def test_n2_gauge_worked_example_numbers_layers_and_labels(view):
     assert before["tool results"] > sent["tool results"]
     assert sent["system prompt"] == before["system prompt"] > 0  # C6: system messages survive
     html = gauge.to_html()
+    shown = visible(html)
     r = room(gauge.data)
-    for text in ("tokens (est.)", f"<b>{fmt_int(view.after_tokens)}</b> sent", f"threshold {fmt_int(view.threshold)}",
-                 f"of the {fmt_int(view.window)} window", view.stage, f"<b>{r['percent']:.0f}%</b>",
-                 f"{fmt_int(view.window - view.after_tokens)} free",
+    for text in ("every total in tokens (est.)", f"{fmt_int(view.after_tokens)} sent",
+                 f"threshold {fmt_int(view.threshold)}", f"{r['percent']:.0f}% of the {fmt_int(view.window)} window",
+                 view.stage, f"{fmt_int(view.window - view.after_tokens)} free",
                  f"{fmt_int(view.threshold - view.after_tokens)} until compaction",
-                 f"{fmt_int(view.after_tokens + 777)} tokens (reported by the provider)"):
-        assert text in html, text
+                 f"{fmt_int(view.after_tokens + 777)} tokens (reported by the provider)",
+                 "layer, tokens (est.) sent (request view) before compaction",  # the legend's visible header
+                 f"system prompt {fmt_int(sent['system prompt'])} {fmt_int(before['system prompt'])}"):
+        assert text in shown, text
+    assert "mx-unit-note" not in html  # one unit: rows and totals are both est.
     for layer, n in sent.items():
         if n:
             assert f'data-layer="{layer}"' in html and LAYER_COLORS[layer] in html
@@ -109,7 +119,7 @@ def test_t3_gauge_labels_counter_calibrated_and_reported(view):
         "chars", text_count=len)))
     gauge = ContextGauge(counted, calibrated_tokens=12_345, reported_prompt_tokens=23_456)
     html = gauge.to_html()
-    assert "tokens (chars)" in html and f"<b>{fmt_int(counted.after_tokens)}</b> sent" in html
+    assert "tokens (chars)" in html and f"{fmt_int(counted.after_tokens)} sent" in visible(html)
     assert f"{fmt_int(estimate_messages(counted.messages))} tokens (est.)" in html
     assert "12,345 tokens (calibrated)" in html and "23,456 tokens (reported by the provider)" in html
     gauge.update(None)
@@ -134,7 +144,8 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert insp.tabs.titles[1] == f"After (sent, {len(view.messages)} msgs)"
     head = insp.header_html()
     assert view.stage in head and f"tail starts at #{view.tail_start}" in head
-    assert f"before {fmt_int(view.before_tokens)} est." in head and f"after {fmt_int(view.after_tokens)} est." in head
+    assert (f"before {fmt_int(view.before_tokens)} → after {fmt_int(view.after_tokens)} tokens (est.)"
+            in visible(head))
     html = insp.to_html()
     assert "Goals:" in html and "packages/storage/src/sqlite.ts" in html and "✖ failed" in html
     for action in set(insp.before_df["action"]) | set(insp.after_df["action"]):
@@ -143,7 +154,7 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert f"background-color: {ACTION_COLORS['summarized']}" in styled
     insp.action_filter.value = "kept"
     assert set(insp.filtered("before")["action"]) == {"kept"}
-    assert insp._before.value.count("<tr style") == len(insp.filtered("before"))
+    assert insp._before.value.count('class="mx-row"') == len(insp.filtered("before"))
     insp.role_filter.value = "tool"
     assert set(insp.filtered("before")["role"]) == {"tool"} and set(insp.filtered("after")["role"]) == {"tool"}
     insp.open_position.value = 4
@@ -182,7 +193,7 @@ def test_n2_inspector_caps_rows_with_visible_count():
     elapsed = time.perf_counter() - started
     assert len(insp.before_df) == 10_000
     assert "showing 200 of 10,000 messages" in insp._before.value
-    assert insp._before.value.count("<tr style") == 200
+    assert insp._before.value.count('class="mx-row"') == 200
     assert elapsed < 5, f"inspector took {elapsed:.1f} s"
     with pytest.raises(ValueError, match="max_rows"):
         CompactionInspector(v, max_rows=0)
@@ -401,9 +412,11 @@ def test_n2_exported_notebook_shows_the_numbers_without_widget_state(tmp_path, m
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
                             store_widget_state=False).execute()
     html, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(nb))
-    assert "Stage: " in html and f"{want['after_tokens']:,} est." in html
-    assert f"showing 12 of {want['before_rows']:,} messages" in html and "Goals:" in html
-    assert "data:image/png;base64," in html and f"{want['calls']} model calls" in html
+    shown = visible(html)
+    assert "Stage: " in shown and f"→ after {want['after_tokens']:,} tokens (est.)" in shown
+    assert f"showing 12 of {want['before_rows']:,} messages" in shown and "Goals:" in shown
+    assert "<svg" in html and f"{want['calls']} model calls" in shown
+    assert "application/vnd.jupyter.widget-view+json" not in nbformat.writes(nb)  # nothing needs a live kernel
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     plain = "\n".join(o["data"].get("text/plain", "") for o in outputs if "data" in o)
     assert "[ctx " in plain and f"Stage: {want['stage']}" in plain
