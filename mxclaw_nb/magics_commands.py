@@ -154,7 +154,7 @@ def cmd_sessions(m: Any, args: Any) -> Any:
     if args.browse:
         from mxclaw_nb.widgets import SessionBrowser
 
-        return SessionBrowser(m.store())
+        return SessionBrowser(m.store(), current=agent.session_id)
     df = m.store().sessions()
     df.insert(0, "current", df["id"] == agent.session_id)
     print(m.caption(f"{len(df):,} sessions in {m.store().path}"))

@@ -252,8 +252,8 @@ def test_c10_timeline_lines_markers_and_turns():
     tl = TokenTimeline(df, title="replay")
     ax = tl.figure.axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert {"est. (sent)", "reported by the provider", "threshold", "window"} <= set(labels)
-    est = next(line for line in ax.get_lines() if line.get_label() == "est. (sent)")
+    assert {"sent, tokens (est.)", "reported by the provider", "threshold", "window"} <= set(labels)
+    est = next(line for line in ax.get_lines() if line.get_label() == "sent, tokens (est.)")
     assert list(est.get_ydata()) == [estimate_messages(v.messages) for v in views]
     compacted = [v for v in views if v.compacted]
     assert len(tl.compactions) == len(compacted) > 0
@@ -287,13 +287,16 @@ def test_n2_session_browser_over_real_store(tmp_path):
         if v.event():
             store.append_event(sid, "context.compacted", v.event(), turn=t, iteration=i + 1)
     empty = store.create_session(title="empty one")
-    browser = SessionBrowser(store)
+    browser = SessionBrowser(store, current=sid)
     html = browser.sessions_html()
     assert "2 sessions" in html and "worked example" in html and sid[:8] in html
+    assert re.search(rf"{sid[:8]} current", visible(html))  # the notebook's session is marked
     saved = sum(v.before_tokens - v.after_tokens for v in views)
     assert fmt_int(saved) in html
-    browser.select(sid)
+    # it opens on the current session, already picked, with its calls
     assert browser.session_picker.value == sid and len(browser.call_picker.options) == len(views)
+    assert "current" in dict((v, k) for k, v in browser.session_picker.options)[sid]
+    assert SessionBrowser(store).session_picker.value is not None  # no current: the newest session
     assert browser.timeline is not None and len(browser.timeline.data) == len(views)
     last_compacted = max(i for i, v in enumerate(views) if v.compacted)
     assert browser.inspector.data.stage == views[last_compacted].stage
@@ -301,8 +304,8 @@ def test_n2_session_browser_over_real_store(tmp_path):
     assert browser.inspector.data.after_tokens == views[0].after_tokens
     assert browser.gauge.data.reported_prompt_tokens == views[0].after_tokens + 5
     assert "tokens saved (est.)" in browser.to_html() and sid[:8] in browser.to_text()
-    browser.select(empty)
-    assert browser.timeline is None and browser.inspector is None
+    browser.session_picker.value = empty  # a click on its row
+    assert browser.session_id == empty and browser.timeline is None and browser.inspector is None
     with pytest.raises(LookupError):
         browser.select("nope")
     store.close()
@@ -430,3 +433,55 @@ def test_live_turn_view_separates_text_of_separate_model_calls(view):
     live.handle("request.built", {"turn": 1, "iteration": 2, "view": view})
     live.handle("model.delta", {"text": "[demo model] Fixed."})
     assert live.text == "Reading the file.\n\n[demo model] Fixed."
+
+
+def test_n2_inspector_rows_open_the_whole_message(view):
+    """Every row of the static HTML opens on a click to its whole message (UX.md), with role/action filters."""
+    insp = CompactionInspector(view)
+    html = insp.to_html()
+    assert "application/vnd.jupyter.widget-view+json" not in insp._repr_mimebundle_()  # static: survives a reopen
+    assert html.count('<details class="mx-row"') == len(insp.before_df) + len(insp.after_df)
+    assert "click a row to open the whole message" in visible(html)
+    long_read = int(insp.before_df.loc[insp.before_df["tool"] == "read_file", "position"].iloc[0])
+    assert insp.full_text("before", {"position": long_read}).startswith("t" * 100)  # not the 200-char preview
+    assert "chars in all" in insp.full_text("before", {"position": long_read})
+    for role in set(insp.before_df["role"]):
+        assert f'data-role="{role}"' in html and f"> {role}</label>" in html
+    assert ":has(" in html and 'type="radio"' in html
+    assert "application/vnd.jupyter.widget-view+json" in CompactionInspector(view, live=True)._repr_mimebundle_()
+
+
+def test_t3_rows_in_est_say_so_beside_calibrated_totals(tmp_path):
+    """N3 rows are C1 estimates; with a calibrated counter the views label both units and the gauge and the
+    inspector of one stored call show one number for the system prompt."""
+    from mxclaw_nb.widgets.data import CallData
+
+    base = CompactionInspector(build_request_view(worked_example(), POLICY)).data
+    data = CallData(**{**base.__dict__, "counter": "calibrated", "transcript_relative": True,
+                       "after_tokens": round(base.after_tokens * 1.1),
+                       "before_tokens": round(base.before_tokens * 1.1)})
+    insp, gauge = CompactionInspector(data), ContextGauge(data)
+    head, shown = visible(insp.header_html()), visible(gauge.to_html())
+    assert "tokens (calibrated)" in head and "rows: tokens (est.)" in head
+    assert "tokens before (est.)" in visible(insp.to_html())
+    assert "every total in tokens (calibrated)" in shown and "layer, tokens (est.)" in shown
+    assert "do not add up" in shown
+    system = int(insp.after_df.loc[insp.after_df["role"] == "system", "tokens"].iloc[0])
+    assert gauge.layers("after")["system prompt"] == system  # same rows, same number
+
+
+def test_c10_timeline_markers_on_the_threshold_unit():
+    """With a calibrated counter the main line and the markers are in the unit the threshold was checked on."""
+    views, turns = _replay()
+    df = requests_from_views(views, turns)
+    df["counter"] = "calibrated"
+    df["after_tokens"] = df["after_tokens"] * 2
+    df["before_tokens"] = df["before_tokens"] * 2
+    tl = TokenTimeline(df)
+    ax = tl.figure.axes[0]
+    main = next(line for line in ax.get_lines() if line.get_label() == "sent, tokens (calibrated)")
+    assert list(main.get_ydata()) == list(df["after_tokens"])
+    assert "tokens (calibrated)" in ax.get_ylabel()
+    marks = ax.collections[-1].get_offsets()
+    assert [y for _, y in marks] == list(df.loc[df["stage"] != "unchanged", "before_tokens"])
+    assert all(float(t).is_integer() for t in ax.get_xticks())

@@ -33,6 +33,7 @@ from mxclaw_nb.widgets.style import (
     STAGE_COLORS,
     THEME_STYLE,
     THRESHOLD_COLOR,
+    counter_label,
     esc,
     fmt_int,
 )
@@ -74,16 +75,31 @@ def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call")
         return _draw(df, title)
 
 
+def sent_unit(df: pd.DataFrame) -> str:
+    """The unit of the `sent` line: the counter(s) the policy checked the threshold on, call by call."""
+    counters = list(dict.fromkeys(df["counter"].dropna().astype(str))) if "counter" in df.columns else []
+    labels = [counter_label(c) for c in counters] or ["est."]
+    return f"tokens ({' → '.join(labels)})"
+
+
 def _draw(df: pd.DataFrame, title: str) -> Figure:
-    fig = Figure(figsize=(8.5, 3.2), dpi=100, layout="constrained")
+    fig = Figure(figsize=(8.5, 3.4), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     x = df["call"]
     handles: list[Any] = []
-    handles += ax.plot(x, _num(df["estimate_tokens"]), "-o", ms=3, color="#5c8bd6", label="est. (sent)")
+    # The main line is what the threshold was checked on (after_tokens, the policy's counter), so the
+    # threshold line, the compaction markers and this line share one unit; est. is a second line
+    # only when another counter decided.
+    unit = sent_unit(df)
+    sent = _num(df["after_tokens"]).fillna(_num(df["estimate_tokens"]))
+    handles += ax.plot(x, sent, "-o", ms=3, color="#5c8bd6", label=f"sent, {unit}")
+    estimated = _num(df["estimate_tokens"])
+    if estimated.notna().any() and not estimated.equals(sent):
+        handles += ax.plot(x, estimated, ":", lw=1, color="#5c8bd6", label="sent, tokens (est.)")
     for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
                               ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
         y = _num(df[col])
-        if y.notna().any():
+        if y.notna().any() and not y.equals(sent):
             handles += ax.plot(x, y, "--s", ms=3, color=color, label=label)
     for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", INK, "window")):
         y = _num(df[col])
@@ -92,7 +108,7 @@ def _draw(df: pd.DataFrame, title: str) -> Figure:
                                label=label)
     comp = df[df["compacted"]]
     if len(comp):
-        before, after = _num(comp["before_tokens"]), _num(comp["estimate_tokens"])
+        before, after = _num(comp["before_tokens"]), sent[comp.index]
         top = before.fillna(after)
         colors = [STAGE_COLORS.get(s, "#999") for s in comp["stage"]]
         # the marker sits where compaction was decided (tokens before, over the threshold), the line
@@ -112,7 +128,7 @@ def _draw(df: pd.DataFrame, title: str) -> Figure:
         ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=INK,
                     va="bottom")
     ax.set_xlabel("model call")
-    ax.set_ylabel("prompt tokens (est. unless the legend says otherwise)", fontsize=8)
+    ax.set_ylabel(f"prompt {unit}", fontsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title, fontsize=10, loc="left", pad=12)
     ax.set_ylim(bottom=0)
@@ -176,9 +192,11 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         d = self.data
         stages = d.loc[d["compacted"], "stage"].value_counts()
         comp = ", ".join(f"{s} {int(n)}" for s, n in stages.items()) or "none"
-        peak = opt_int(_num(d["estimate_tokens"]).max()) if len(d) else None
+        sent = _num(d["after_tokens"]).fillna(_num(d["estimate_tokens"]))
+        peak = opt_int(sent.max()) if len(d) else None
         return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {len(d):,} model calls · '
-                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak {fmt_int(peak)} tokens (est.)</div>')
+                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '
+                f'{esc(sent_unit(d))}</div>')
 
     @property
     def png(self) -> bytes:
