@@ -45,7 +45,7 @@ from mxclaw_nb.widgets.style import (
 
 ALL = "(all)"
 MESSAGE_CHARS = 20_000
-ROW_CHARS = 4_000  # of a message opened from a row of the static HTML
+ROW_CHARS = 2_000  # of a message opened from a row of the static HTML
 
 
 def _cell(col: str, value: Any, failure: bool = False) -> str:
