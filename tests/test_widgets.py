@@ -466,6 +466,8 @@ def test_t3_rows_in_est_say_so_beside_calibrated_totals(tmp_path):
     assert "tokens before (est.)" in visible(insp.to_html())
     assert "every total in tokens (calibrated)" in shown and "layer, tokens (est.)" in shown
     assert "do not add up" in shown
+    stored = sum(int(n) for n in insp.before_df["tokens_before"])
+    assert f"stored transcript up to this call {fmt_int(stored)} est." in shown  # the transcript, in its own unit
     system = int(insp.after_df.loc[insp.after_df["role"] == "system", "tokens"].iloc[0])
     assert gauge.layers("after")["system prompt"] == system  # same rows, same number
 

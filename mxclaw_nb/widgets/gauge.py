@@ -51,7 +51,7 @@ def _as_data(view: RequestView | CallData | None, reported: int | None, calibrat
     return from_view(view, reported_prompt_tokens=reported, calibrated_tokens=calibrated)
 
 
-def _bar(label: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str,
+def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str,
          row_unit: str) -> str:
     segs = []
     rows = sum(layers.values())
@@ -60,7 +60,7 @@ def _bar(label: str, total: int, layers: dict[str, int], scale: int, data: CallD
         if n <= 0:
             continue
         # the bar is `total` long (the counter that decided the stage); layers take their share of it
-        pct = 100.0 * (n / rows) * total / scale
+        pct = 100.0 * (n / rows) * total / scale if rows else 0.0
         segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {row_unit} '
                     f'({100.0 * n / rows:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
     lines = ""
@@ -74,7 +74,7 @@ def _bar(label: str, total: int, layers: dict[str, int], scale: int, data: CallD
             f'<div class="mx-track" style="position:relative;flex:1;min-width:120px;height:16px;background:{TRACK};'
             f'border:1px solid {BORDER_STRONG};border-radius:2px">'
             f'<div style="display:flex;height:100%;overflow:hidden">{"".join(segs)}</div>{lines}</div>'
-            f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap">{fmt_int(total)}</div></div>')
+            f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap">{esc(figure)}</div></div>')
 
 
 def secondary_figures(data: CallData) -> list[str]:
@@ -101,15 +101,15 @@ def _stat(value: str, label: str, cls: str) -> str:
             f'<b style="font-size:14px">{value}</b> <span style="color:{MUTED}">{label}</span></span>')
 
 
-def _layer_table(sent: dict[str, int], before: dict[str, int], row_unit: str) -> str:
+def _layer_table(sent: dict[str, int], before: dict[str, int], row_unit: str, before_title: str) -> str:
     cell = "padding:0 8px;text-align:right;white-space:nowrap"
     rows = "".join(
-        f'<tr><td style="padding:0 8px 0 0;white-space:nowrap">{swatch(LAYER_COLORS[n])}{esc(n)}</td>'
+        f'<tr><td style="padding:0 8px 0 0;text-align:left;white-space:nowrap">{swatch(LAYER_COLORS[n])}{esc(n)}</td>'
         f'<td style="{cell}">{fmt_int(sent[n])}</td><td style="{cell}">{fmt_int(before[n])}</td></tr>'
         for n in LAYERS if sent[n] or before[n])
     head = (f'<tr style="color:{MUTED}"><th style="text-align:left;font-weight:normal;padding:0 8px 0 0">layer, '
             f'{esc(row_unit)}</th><th style="{cell};font-weight:normal">sent (request view)</th>'
-            f'<th style="{cell};font-weight:normal">before compaction</th></tr>')
+            f'<th style="{cell};font-weight:normal">{esc(before_title)}</th></tr>')
     return f'<table class="mx-layers" style="border-collapse:collapse;margin-top:4px;{FONT}">{head}{rows}</table>'
 
 
@@ -118,29 +118,42 @@ def gauge_html(data: CallData | None) -> str:
     if data is None:
         return f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}color:{MUTED}">context · no model call yet</div>'
     unit, row_unit = unit_label(data.counter), unit_label(data.row_counter)
-    scale = max(data.window, data.before_tokens, data.after_tokens, 1)
+    sent = layer_split(data.after, "tokens")
+    before = layer_split(data.before, "tokens_before")
+    # N3 rows: the second bar is the stored transcript up to the call (est.), not this call's input
+    stored = sum(before.values()) if data.transcript_relative else None
+    scale = max(data.window, data.before_tokens, data.after_tokens, stored or 0, 1)
     r = room(data)
     until = (_stat(fmt_int(r["until_compaction"]), f"until compaction (threshold {fmt_int(data.threshold)})",
                    "mx-until") if r["until_compaction"] >= 0 else
              _stat(fmt_int(-r["until_compaction"]), f"over the compaction threshold ({fmt_int(data.threshold)})",
                    "mx-until"))
     pct = f"{r['percent']:.0f}%"
+    carried = data.carried.split(" · ", 1)[1] if data.carried and " · " in data.carried else ""
+    carries = f" · {esc(carried)}" if carried else ""
     where = f' <span style="color:{MUTED}">· turn {data.turn}, call {data.iteration}</span>' if data.turn else ""
     head = (f'<div style="margin-bottom:3px"><b>context of one model call</b> · every total in '
-            f'<b>{esc(unit)}</b> · stage {chip(data.stage, color_of("stage", data.stage))}{where}</div>'
+            f'<b>{esc(unit)}</b> · stage {chip(data.stage, color_of("stage", data.stage))}{carries}{where}</div>'
             f'{_stat(fmt_int(data.after_tokens), "sent", "mx-sent")}'
             f'{_stat(pct, f"of the {fmt_int(data.window)} window", "mx-percent")}'
             f'{_stat(fmt_int(r["free"]), "free", "mx-free")}{until}')
     extra = secondary_figures(data)
     other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary style="cursor:pointer">'
              f'other counts of this call</summary>{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
-    sent = layer_split(data.after, "tokens")
-    before = layer_split(data.before, "tokens_before")
-    bars = _bar("request view (sent)", data.after_tokens, sent, scale, data, unit, row_unit)
-    bars += _bar("before compaction", data.before_tokens, before, scale, data, unit, row_unit)
+    bars = _bar("request view (sent)", fmt_int(data.after_tokens), data.after_tokens, sent, scale, data, unit,
+                row_unit)
+    if stored is not None:
+        before_title = "stored transcript"
+        bars += _bar("stored transcript up to this call", f"{fmt_int(stored)} {counter_label(data.row_counter)}",
+                     stored, before, scale, data, unit, row_unit)
+    else:
+        before_title = "before compaction"
+        bars += _bar("before compaction", fmt_int(data.before_tokens), data.before_tokens, before, scale, data, unit,
+                     row_unit)
+    units = (f"sent, threshold and window in {unit}; stored transcript in {row_unit}" if stored is not None
+             else f"bars and totals in {unit}")
     lines = (f'<div style="color:{MUTED};margin-top:2px">{swatch(THRESHOLD_COLOR)}threshold '
-             f'{fmt_int(data.threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(data.window)} · bars and totals in '
-             f'{esc(unit)}</div>')
+             f'{fmt_int(data.threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(data.window)} · {esc(units)}</div>')
     note = ""
     if row_unit != unit:
         note = (f'<div class="mx-unit-note" style="color:{MUTED}">per layer: {esc(row_unit)}, the C1 estimate of each '
@@ -152,8 +165,9 @@ def gauge_html(data: CallData | None) -> str:
                 f'({fmt_int(data.after_tokens)} &gt; {fmt_int(data.threshold)} {esc(unit)})</div>')
     if data.error:
         warn += f'<div style="color:{FAIL_CSS}">compactor error: {esc(data.error)}</div>'
+    table = _layer_table(sent, before, row_unit, before_title)
     return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
-            f'{lines}<div class="mx-legend">{_layer_table(sent, before, row_unit)}</div>{note}{other}{warn}</div>')
+            f'{lines}<div class="mx-legend">{table}</div>{note}{other}{warn}</div>')
 
 
 def gauge_text(data: CallData | None) -> str:

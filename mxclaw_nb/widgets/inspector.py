@@ -67,13 +67,13 @@ def column_title(col: str, unit: str) -> str:
     """Shown column name: token columns name their unit (`tokens before (est.)`)."""
     inner = unit[len("tokens ("):-1] if unit.startswith("tokens (") else unit
     titles = {"tokens": f"tokens ({inner})", "tokens_before": f"tokens before ({inner})",
-              "tokens_after": f"tokens after ({inner})", BY_CALL: "by call"}
+              "tokens_after": f"tokens after ({inner})", BY_CALL: "by call", "position": "#", "source": "from #"}
     return titles.get(col, col)
 
 
 # Column widths of the row grid; the preview takes the rest and wraps.
 WIDTHS = {"position": "3.2em", "source": "3.8em", "role": "8.5em", "tool": "7.5em", "tokens": "6.5em",
-          "tokens_before": "6.5em", "tokens_after": "6.5em", "action": "7.5em", BY_CALL: "3.5em"}
+          "tokens_before": "6.5em", "tokens_after": "6.5em", "action": "8.6em", BY_CALL: "3.5em"}
 NUMERIC = ("position", "source", "tokens", "tokens_before", "tokens_after", BY_CALL)
 
 

@@ -6,11 +6,13 @@ carry the summary and placeholders (N3), then shows `%agent view`, `%agent gauge
 The test checks what a reader sees (the view names what the call carries, rows open on a click, the
 filters hide rows), takes light and dark screenshots, then saves the notebook, shuts its kernel down and
 reopens it: no output may read "Error displaying widget: model not found", and the saved log, gauge,
-inspector and timeline must show as static HTML. Screenshots go to the test's temporary folder (printed).
+inspector and timeline must show as static HTML. Screenshots go to $MXCLAW_SHOTS or a new temporary folder (printed).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -72,9 +74,11 @@ def _theme(page: Any, name: str, light: bool) -> None:
 def _shots(page: Any, shots: Path, theme: str) -> None:
     """Screenshots of the gauge, the inspector and the timeline outputs."""
     for cls, name in ((".mx-gauge", "gauge"), (".mx-inspector", "inspector"), (".mx-timeline", "timeline")):
-        target = page.locator(f"{PANEL} .jp-OutputArea-output:not(.mx-static) {cls}").last
-        target.scroll_into_view_if_needed()
-        target.screenshot(path=str(shots / f"{theme}-{name}.png"))
+        target = page.locator(f"{PANEL} {cls}").last
+        # the output's top at the top of the notebook, then the panel: a tall inspector is cut, not scrolled
+        target.evaluate("e => e.closest('.jp-OutputArea-output').scrollIntoView({block: 'start'})")
+        time.sleep(0.3)
+        page.locator(PANEL).screenshot(path=str(shots / f"{theme}-{name}.png"))
     page.locator(f"{PANEL} .mx-live").first.scroll_into_view_if_needed()
     page.screenshot(path=str(shots / f"{theme}-live-log.png"))
 
@@ -84,8 +88,9 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
 
     base, root = agent_views_lab
     nbformat.write(_notebook(), root / "views.ipynb")
-    shots = tmp_path / "shots"
-    shots.mkdir()
+    # not under tmp_path: pytest prunes old temp folders, and the screenshots are there to be looked at
+    shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-views-"))
+    shots.mkdir(parents=True, exist_ok=True)
     print("screenshots in", shots)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -118,7 +123,8 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
             insp.locator(".mx-filter-role label", has_text="(all)").first.click()
             # the gauge names its unit and the room left
             gauge = page.locator(f"{PANEL} .mx-gauge").last.inner_text()
-            for text in ("every total in tokens (", "% of the", "free", "compaction", "layer, tokens ("):
+            for text in ("every total in tokens (", "% of the", "free", "until compaction", "layer, tokens (",
+                         "carries the summar", "stored transcript up to this call"):
                 assert text in gauge, (text, gauge)
 
             _shots(page, shots, "light")
