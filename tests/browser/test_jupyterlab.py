@@ -129,27 +129,29 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
                           " await app.shell.currentWidget.sessionContext.ready;"
                           " if (app.shell.leftCollapsed === false) { app.shell.collapseLeft(); }"
                           " await app.commands.execute('notebook:run-all-cells'); }")
-            insp = page.locator(".mx-compaction-inspector")
+            insp = page.locator(".mx-inspector")
             insp.wait_for(timeout=60_000)
-            page.locator(".mx-token-timeline img").wait_for(timeout=30_000)
-            gauge = page.locator(".mx-context-gauge")
+            page.locator(".mx-timeline svg").wait_for(timeout=30_000)
+            gauge = page.locator(".mx-gauge")
             head = insp.locator(".mx-inspector-head")
 
-            # the stage, in the inspector header and on the gauge
+            # the stage and the unit, in the inspector header and on the gauge
             assert f"Stage: {want['stage']}" in head.inner_text()
-            assert f"after {want['after_tokens']:,} est." in head.inner_text()
-            assert want["stage"] in gauge.inner_text() and f"{want['after_tokens']:,} est." in gauge.inner_text()
+            assert f"after {want['after_tokens']:,} tokens (est.)" in head.inner_text()
+            assert want["stage"] in gauge.inner_text() and f"{want['after_tokens']:,} sent" in gauge.inner_text()
+            assert "until compaction" in gauge.inner_text() and "% of the" in gauge.inner_text()
             assert gauge.locator(".mx-seg").count() >= 4
-            # the before table's rows, capped with a visible count
+            # the before table's rows, capped with a visible count; a row opens its whole message
             before = insp.locator(".mx-table").first
             assert before.is_visible()
-            rows = before.locator("tbody tr")
+            rows = before.locator(".mx-row")
             assert rows.count() == 12
             assert f"showing 12 of {want['before_rows']:,} messages" in before.locator(".mx-count").inner_text()
             assert "summarized" in rows.nth(4).inner_text()
-            # the timeline image rendered with the right caption
+            assert "tokens before (est.)" in before.locator(".mx-thead").inner_text()
+            # the timeline drawn inline with the right caption
             assert f"{want['calls']} model calls" in page.locator(".mx-timeline-caption").inner_text()
-            box = page.locator(".mx-token-timeline img").bounding_box()
+            box = page.locator(".mx-timeline svg").bounding_box()
             assert box is not None and box["width"] > 400
             page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
             page.evaluate("window.jupyterapp.shell.currentWidget.content.node.scrollTop = 0")
@@ -158,8 +160,8 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
             shot = SCREENSHOT if UPDATE_SCREENSHOT else tmp_path / "screenshot.png"
             page.locator(".jp-NotebookPanel").screenshot(path=str(shot))
             assert shot.stat().st_size > 10_000
-            # the summary text, once its tab is opened
-            insp.get_by_role("tab", name="Summary").click()
+            # the summary text, once its section is opened
+            insp.locator(":scope > details > summary", has_text="Summary").click()
             summary = insp.locator(".mx-summary")
             summary.wait_for(state="visible", timeout=10_000)
             assert want["summary_first_line"] in summary.inner_text() and "Goals:" in summary.inner_text()
