@@ -487,3 +487,22 @@ def test_c10_timeline_markers_on_the_threshold_unit():
     marks = ax.collections[-1].get_offsets()
     assert [y for _, y in marks] == list(df.loc[df["stage"] != "unchanged", "before_tokens"])
     assert all(float(t).is_integer() for t in ax.get_xticks())
+
+
+def test_n2_comparison_view_static_svg_follows_theme():
+    """The policy comparison displays as static HTML (survives a reopen); its ink is the page's text colour and
+    its figures are transparent, so it reads on a light and a dark notebook alike."""
+    from mxclaw_nb.analysis.compare import compare
+    from mxclaw_nb.analysis.plots import plot_tokens_saved
+    from mxclaw_nb.palette import PLOT_INK
+    from mxclaw_nb.widgets.compare import comparison_widget
+
+    policies = [WORKED_EXAMPLE_POLICY, {**WORKED_EXAMPLE_POLICY, "context_window_tokens": 40_000}]
+    df = compare({"ex": worked_example()}, policies, progress=False)
+    box = comparison_widget(df)
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
+    assert "<svg" in bundle["text/html"] and "currentColor" in bundle["text/html"]
+    assert PLOT_INK not in bundle["text/html"] and "policy comparison" in bundle["text/plain"]
+    fig = plot_tokens_saved(df)
+    assert fig.get_facecolor()[3] == 0 and fig.axes[0].get_facecolor()[3] == 0  # transparent

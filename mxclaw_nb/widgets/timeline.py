@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from mxclaw_nb.palette import PLOT_STYLE
+from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE
 from mxclaw_nb.widgets.data import opt_int
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -149,7 +149,8 @@ def figure_svg(fig: Figure) -> str:
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 width="100%" style="max-width:850px"', svg,
                  count=1)
-    return svg.replace(INK, "currentColor")
+    # INK (the timeline's) and PLOT_INK (the analysis plots' grey) become the page's text colour
+    return svg.replace(INK, "currentColor").replace(PLOT_INK, "currentColor")
 
 
 def figure_png(fig: Figure) -> bytes:
