@@ -72,6 +72,14 @@ def _record(view, turn, iteration, reported=None):
             "prompt_tokens_reported": reported, "retry": False}
 
 
+def test_n2_chip_text_readable_on_its_colour():
+    """Chip text is dark on light colours (the `dropped` badge) and white on dark ones, in either theme."""
+    from mxclaw_nb.widgets.style import chip
+
+    assert "color:#212121" in chip("dropped", ACTION_COLORS["dropped"])
+    assert "color:#fff" in chip("synthetic", ACTION_COLORS["synthetic"])
+
+
 def test_n2_one_colour_per_action_layer_stage():
     """Every engine action, layer and stage has exactly one colour, distinct within its kind (UX.md)."""
     assert set(ACTION_COLORS) == set(ACTIONS)

@@ -45,7 +45,9 @@ from mxclaw_nb.widgets.style import (
 
 ALL = "(all)"
 MESSAGE_CHARS = 20_000
-ROW_CHARS = 2_000  # of a message opened from a row of the static HTML
+ROW_CHARS = 1_500  # of a message opened from a row of the static HTML (each call's log repeats the transcript)
+PRE = (f"white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0 6px 1.6em;max-height:24em;overflow:auto;"
+       f"{MONO_FONT}")
 
 
 def _cell(col: str, value: Any, failure: bool = False) -> str:
@@ -103,8 +105,9 @@ def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int
             f'<div style="{_cell_style(c, j == len(cols) - 1)}">{_cell(c, rec[c], fail)}</div>'
             for j, c in enumerate(cols))
         text = full_text(rec) if full_text is not None else None
-        body = (f'<pre class="mx-full" style="white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0 6px 1.6em;'
-                f'max-height:24em;overflow:auto;{MONO_FONT}">{esc(text)}</pre>' if text is not None else
+        if text is not None and " ".join(text.split()) == str(rec.get("preview") or ""):
+            text = "(the preview is the whole message)"  # short: no second copy in the saved notebook
+        body = (f'<pre class="mx-full" style="{PRE}">{esc(text)}</pre>' if text is not None else
                 f'<div style="color:{MUTED};margin:2px 0 6px 1.6em">the full text is not available here '
                 '(a stored record without its transcript)</div>')
         rows.append(f'<details class="mx-row" data-role="{esc(rec.get("role"))}" data-action="{esc(rec.get("action"))}"'
@@ -120,8 +123,7 @@ def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int
 def _cell_style(col: str, last: bool) -> str:
     if last:
         return "overflow-wrap:anywhere;min-width:0"
-    align = "text-align:right;" if col in NUMERIC else ""
-    return f"{align}white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
+    return ("text-align:right;" if col in NUMERIC else "") + "white-space:nowrap;overflow:hidden"
 
 
 class CompactionInspector(StaticReprMixin, widgets.VBox):
