@@ -104,7 +104,13 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
 
     base, root = jupyterlab
     want = expected()
-    nbformat.write(build_notebook(str(tmp_path / "store.duckdb")), root / "widgets.ipynb")
+    nb = build_notebook(str(tmp_path / "store.duckdb"))
+    # the session browser is a live widget: it opens on the current session; a click on a row opens another
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "from mxclaw_nb.widgets import SessionBrowser\n"
+        "other = store.create_session(title='another session')\n"
+        "SessionBrowser(store, current=sid)"))
+    nbformat.write(nb, root / "widgets.ipynb")
     blocked: list[str] = []
 
     def only_loopback(route):
@@ -129,10 +135,10 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
                           " await app.shell.currentWidget.sessionContext.ready;"
                           " if (app.shell.leftCollapsed === false) { app.shell.collapseLeft(); }"
                           " await app.commands.execute('notebook:run-all-cells'); }")
-            insp = page.locator(".mx-inspector")
+            insp = page.locator(".mx-inspector").first
             insp.wait_for(timeout=60_000)
-            page.locator(".mx-timeline svg").wait_for(timeout=30_000)
-            gauge = page.locator(".mx-gauge")
+            page.locator(".mx-timeline svg").first.wait_for(timeout=30_000)
+            gauge = page.locator(".mx-gauge").first
             head = insp.locator(".mx-inspector-head")
 
             # the stage and the unit, in the inspector header and on the gauge
@@ -150,8 +156,8 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
             assert "summarized" in rows.nth(4).inner_text()
             assert "tokens before (est.)" in before.locator(".mx-thead").inner_text()
             # the timeline drawn inline with the right caption
-            assert f"{want['calls']} model calls" in page.locator(".mx-timeline-caption").inner_text()
-            box = page.locator(".mx-timeline svg").bounding_box()
+            assert f"{want['calls']} model calls" in page.locator(".mx-timeline-caption").first.inner_text()
+            box = page.locator(".mx-timeline svg").first.bounding_box()
             assert box is not None and box["width"] > 400
             page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
             page.evaluate("window.jupyterapp.shell.currentWidget.content.node.scrollTop = 0")
@@ -165,6 +171,18 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
             summary = insp.locator(".mx-summary")
             summary.wait_for(state="visible", timeout=10_000)
             assert want["summary_first_line"] in summary.inner_text() and "Goals:" in summary.inner_text()
+            # the session browser: current session picked and marked, its calls loaded; a row click opens another
+            sessions = page.locator(".mx-session-browser")
+            sessions.wait_for(timeout=30_000)
+            listbox = sessions.locator(".mx-session-list select")
+            picked = listbox.evaluate("s => s.options[s.selectedIndex].text")
+            assert "current" in picked, picked
+            assert sessions.locator(".mx-timeline-plot svg").count() == 1 and sessions.locator(".mx-gauge").count() == 1
+            listbox.select_option(index=1)  # the other row, as a click does
+            sessions.get_by_text("no model calls recorded in this session").wait_for(timeout=30_000)
+            shots = Path(os.environ.get("MXCLAW_SHOTS") or tmp_path)
+            sessions.screenshot(path=str(shots / "session-browser.png"))
+            print("session browser screenshot in", shots)
         finally:
             browser.close()
     assert SCREENSHOT.stat().st_size > 20_000
