@@ -456,6 +456,11 @@ def test_n2_inspector_rows_open_the_whole_message(view):
     for role in set(insp.before_df["role"]):
         assert f'data-role="{role}"' in html and f"> {role}</label>" in html
     assert ":has(" in html and 'type="radio"' in html
+    from dataclasses import replace
+
+    stored = CompactionInspector(replace(insp.data, sent=None, summaries=((1, view.summary),), summary=None))
+    row = stored.after_df[stored.after_df["action"] == "summary"].iloc[0].to_dict()
+    assert stored.full_text("after", row) == view.summary  # a carried summary opens in full
     assert "application/vnd.jupyter.widget-view+json" in CompactionInspector(view, live=True)._repr_mimebundle_()
 
 

@@ -266,7 +266,8 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         if which == "after" and d.sent is not None and _ok(pos) and int(pos) < len(d.sent):
             text = _message_text(d.sent[int(pos)])
         elif which == "after" and rec.get("action") == "summary":
-            text = next((t for _, t in d.summaries if t.startswith(str(rec.get("preview"))[:40])), d.summary)
+            head = " ".join(str(rec.get("preview") or "").split())[:40]
+            text = next((t for _, t in d.summaries if " ".join(t.split()).startswith(head)), d.summary)
         elif d.inputs is not None:
             at = pos if which == "before" else src
             if _ok(at) and int(at) < len(d.inputs):
