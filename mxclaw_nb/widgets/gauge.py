@@ -67,12 +67,15 @@ def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int
     for value, color, name in ((data.threshold, THRESHOLD_COLOR, "threshold"), (data.window, WINDOW_CSS, "window")):
         if value:
             left = min(100.0, 100.0 * value / scale)
+            # plain values first: a sanitizer (an untrusted notebook) drops var()/calc() but keeps these
             lines += (f'<div class="mx-line mx-{name}" title="{name} {fmt_int(value)} {unit}" style="position:absolute;'
-                      f'top:-4px;bottom:-4px;left:calc({left:.3f}% - 3px);width:3px;background:{color}"></div>')
+                      f'top:-4px;bottom:-4px;left:{left:.3f}%;margin-left:-3px;width:3px;background:#808080;'
+                      f'background:{color}"></div>')
     return (f'<div style="display:flex;align-items:center;margin:5px 0;gap:8px">'
             f'<div style="width:190px;flex:none;color:{MUTED}">{esc(label)}</div>'
-            f'<div class="mx-track" style="position:relative;flex:1;min-width:120px;height:16px;background:{TRACK};'
-            f'border:1px solid {BORDER_STRONG};border-radius:2px">'
+            f'<div class="mx-track" style="position:relative;flex:1;min-width:120px;height:16px;'
+            f'background:rgba(128,128,128,.18);background:{TRACK};border:1px solid rgba(128,128,128,.5);'
+            f'border-color:{BORDER_STRONG};border-radius:2px">'
             f'<div style="display:flex;height:100%;overflow:hidden">{"".join(segs)}</div>{lines}</div>'
             f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap">{esc(figure)}</div></div>')
 

@@ -12,6 +12,7 @@ was crossed), with a line down to what was sent.
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 from typing import Any
@@ -39,7 +40,6 @@ from mxclaw_nb.widgets.style import (
 )
 
 INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SVG
-INK_STYLE = {**PLOT_STYLE, **{k: INK for k, v in PLOT_STYLE.items() if v == PLOT_STYLE["text.color"]}}
 
 NEEDED = ("turn", "estimate_tokens")
 
@@ -69,10 +69,13 @@ def _num(series: pd.Series) -> pd.Series:
     return pd.to_numeric(series, errors="coerce")
 
 
-def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call") -> Figure:
-    """The timeline figure of a `timeline_frame` (est., calibrated and reported lines; compaction markers)."""
-    with rc_context(INK_STYLE):
-        return _draw(df, title)
+def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call", *, ink: str = INK) -> Figure:
+    """The timeline figure of a `timeline_frame` (est., calibrated and reported lines; compaction markers).
+
+    `ink`: colour of text, ticks and frames; INK becomes `currentColor` in the SVG, PLOT_INK (a grey that
+    reads on light and dark) suits a PNG."""
+    with rc_context({**PLOT_STYLE, **{k: ink for k, v in PLOT_STYLE.items() if v == PLOT_STYLE["text.color"]}}):
+        return _draw(df, title, ink)
 
 
 def sent_unit(df: pd.DataFrame) -> str:
@@ -82,7 +85,7 @@ def sent_unit(df: pd.DataFrame) -> str:
     return f"tokens ({' → '.join(labels)})"
 
 
-def _draw(df: pd.DataFrame, title: str) -> Figure:
+def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
     fig = Figure(figsize=(8.5, 3.4), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     x = df["call"]
@@ -102,7 +105,7 @@ def _draw(df: pd.DataFrame, title: str) -> Figure:
         known = y.notna()
         if known.any() and not (y[known] == sent[known]).all():  # not a copy of the main line
             handles += ax.plot(x, y, "--s", ms=3, color=color, label=label)
-    for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", INK, "window")):
+    for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", ink, "window")):
         y = _num(df[col])
         if y.notna().any():
             handles += ax.step(x, y, where="mid", color=color, lw=1, ls=":" if col == "window_tokens" else "-",
@@ -115,18 +118,18 @@ def _draw(df: pd.DataFrame, title: str) -> Figure:
         # the marker sits where compaction was decided (tokens before, over the threshold), the line
         # runs down to what was sent
         ax.vlines(comp["call"], after, top, colors=colors, lw=1.5, alpha=0.8)
-        ax.scatter(comp["call"], top, s=60, marker="v", zorder=3, edgecolors=INK, linewidths=0.5, c=colors)
+        ax.scatter(comp["call"], top, s=60, marker="v", zorder=3, edgecolors=ink, linewidths=0.5, c=colors)
         for stage in ALL_STAGES:
             if stage in set(comp["stage"]):
-                handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=INK,
+                handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=ink,
                                       label=f"compaction: {stage} (before → sent)"))
     turns = df["turn"].tolist()
     for i in range(1, len(turns)):
         if turns[i] != turns[i - 1]:
-            ax.axvline(i + 0.5, color=INK, alpha=0.35, lw=0.8, ls="--")
+            ax.axvline(i + 0.5, color=ink, alpha=0.35, lw=0.8, ls="--")
     for t in dict.fromkeys(turns):
         first = int(df.loc[df["turn"] == t, "call"].iloc[0])
-        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=INK,
+        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=ink,
                     va="bottom")
     ax.set_xlabel("model call")
     ax.set_ylabel(f"prompt {unit}", fontsize=8)
@@ -176,6 +179,8 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
                                else "prompt tokens per model call")
         self.figure = draw_timeline(self.data, self.title)
         self.svg = figure_svg(self.figure)
+        # a PNG beside the SVG for sanitized outputs (an untrusted notebook drops <svg>); CSS hides it otherwise
+        self._png_b64 = base64.b64encode(figure_png(draw_timeline(self.data, self.title, ink=PLOT_INK))).decode()
         self.static_display = True  # it never changes once drawn: static HTML survives a reopen
         self._caption = widgets.HTML(self.caption_html())
         self._plot = widgets.HTML(f'<div class="mx-timeline-plot" style="color:{MUTED}">{self.svg}</div>')
@@ -207,9 +212,11 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
 
     def to_html(self) -> str:
         """Caption and the figure as inline SVG in the theme's colours."""
-        return (f'{THEME_STYLE}<div class="mx-timeline" style="{FONT}">{self.caption_html()}'
+        return (f'{THEME_STYLE}<style>.mx-timeline-plot svg~img{{display:none}}</style>'
+                f'<div class="mx-timeline" style="{FONT}">{self.caption_html()}'
                 f'<div class="mx-timeline-plot" role="img" aria-label="{esc(self.title)}" style="color:{MUTED}">'
-                f'{self.svg}</div></div>')
+                f'{self.svg}<img alt="{esc(self.title)}" style="max-width:850px;width:100%" '
+                f'src="data:image/png;base64,{self._png_b64}"></div></div>')
 
     def to_text(self) -> str:
         """Calls, compactions and the est. tokens per call as text."""

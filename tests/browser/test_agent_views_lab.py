@@ -152,6 +152,22 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
                 assert page.locator(f"{PANEL} {cls}").last.is_visible(), cls
             assert "carries the summar" in page.locator(f"{PANEL} .mx-inspector-head").last.inner_text()
             page.screenshot(path=str(shots / "reopened.png"))
+
+            # a copy nobody signed (e.g. from a git clone): JupyterLab sanitizes its HTML; numbers still show
+            copy = nbformat.read(root / "views.ipynb", as_version=4)
+            copy.metadata["mx_untrusted_copy"] = True
+            nbformat.write(copy, root / "views-copy.ipynb")
+            _open(page, base, "views-copy.ipynb")
+            time.sleep(2.0)
+            text = page.locator(PANEL).inner_text()
+            assert NOT_FOUND not in text and "until compaction" in text and "carries the summar" in text
+            print("untrusted copy: timeline svg shown:", page.locator(f"{PANEL} .mx-timeline svg").count())
+            page.screenshot(path=str(shots / "untrusted-copy.png"))
+            for cls, name in ((".mx-inspector", "inspector"), (".mx-timeline", "timeline")):
+                page.locator(f"{PANEL} {cls}").last.evaluate(
+                    "e => e.closest('.jp-OutputArea-output').scrollIntoView({block: 'start'})")
+                time.sleep(0.3)
+                page.locator(PANEL).screenshot(path=str(shots / f"untrusted-{name}.png"))
         except Exception:
             page.screenshot(path=str(shots / "failed.png"))
             raise
