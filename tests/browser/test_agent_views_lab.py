@@ -121,6 +121,12 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
             visible_roles = {r.get_attribute("data-role") for r in before.locator(".mx-row").all() if r.is_visible()}
             assert visible_roles == {"tool"}, visible_roles
             insp.locator(".mx-filter-role label", has_text="(all)").first.click()
+            # the After section: the carried summary row opens the whole summary
+            insp.locator(":scope > details > summary", has_text="After (sent").click()
+            after = insp.locator(".mx-table").nth(1)
+            summary_row = after.locator(".mx-row[data-action='summary']").first
+            summary_row.locator("summary").click()
+            assert "[compressed conversation context]" in summary_row.locator(".mx-full").inner_text()
             # the gauge names its unit and the room left
             gauge = page.locator(f"{PANEL} .mx-gauge").last.inner_text()
             for text in ("every total in tokens (", "% of the", "free", "until compaction", "layer, tokens (",
