@@ -155,7 +155,7 @@ def cmd_sessions(m: Any, args: Any) -> Any:
     if args.browse:
         from mxclaw_nb.widgets import SessionBrowser
 
-        return SessionBrowser(m.store())
+        return SessionBrowser(m.store(), current=agent.session_id)
     from mxclaw_nb.magics_frames import sessions_frame
 
     df = m.store().sessions()

@@ -217,7 +217,8 @@ def cmd_gauge(m: Any, args: Any) -> Any:
         return ContextGauge(m.get_agent().dry_run())
     print(m.caption("context gauge of the last model call"))
     if isinstance(last[0], pd.Series):
-        return ContextGauge.from_request(last[0])
+        # the same transcript-relative rows as %agent view (SPEC N3): one number per message in both views
+        return ContextGauge.from_request(last[0], m.store().load_transcript(m.get_agent().session_id))
     return ContextGauge(last[0], reported_prompt_tokens=last[1])
 
 

@@ -58,12 +58,26 @@ def tau_views():
     return views
 
 
+def visible(html: str) -> str:
+    """The text a reader sees in an HTML output: tags and <style> dropped, whitespace collapsed."""
+    html = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", html).replace("&gt;", ">").replace("&amp;", "&").split())
+
+
 def _record(view, turn, iteration, reported=None):
     return {"turn": turn, "iteration": iteration, "counter": view.counter,
             "estimate_tokens": estimate_messages(view.messages), "before_tokens": view.before_tokens,
             "after_tokens": view.after_tokens, "threshold": view.threshold, "window_tokens": view.window,
             "stage": view.stage, "summary": view.summary, "provenance": view.provenance.to_records(),
             "prompt_tokens_reported": reported, "retry": False}
+
+
+def test_n2_chip_text_readable_on_its_colour():
+    """Chip text is dark on light colours (the `dropped` badge) and white on dark ones, in either theme."""
+    from mxclaw_nb.widgets.style import chip
+
+    assert "color:#212121" in chip("dropped", ACTION_COLORS["dropped"])
+    assert "color:#fff" in chip("synthetic", ACTION_COLORS["synthetic"])
 
 
 def test_n2_one_colour_per_action_layer_stage():
@@ -84,13 +98,17 @@ def test_n2_gauge_worked_example_numbers_layers_and_labels(view):
     assert before["tool results"] > sent["tool results"]
     assert sent["system prompt"] == before["system prompt"] > 0  # C6: system messages survive
     html = gauge.to_html()
+    shown = visible(html)
     r = room(gauge.data)
-    for text in ("tokens (est.)", f"<b>{fmt_int(view.after_tokens)}</b> sent", f"threshold {fmt_int(view.threshold)}",
-                 f"of the {fmt_int(view.window)} window", view.stage, f"<b>{r['percent']:.0f}%</b>",
-                 f"{fmt_int(view.window - view.after_tokens)} free",
+    for text in ("every total in tokens (est.)", f"{fmt_int(view.after_tokens)} sent",
+                 f"threshold {fmt_int(view.threshold)}", f"{r['percent']:.0f}% of the {fmt_int(view.window)} window",
+                 view.stage, f"{fmt_int(view.window - view.after_tokens)} free",
                  f"{fmt_int(view.threshold - view.after_tokens)} until compaction",
-                 f"{fmt_int(view.after_tokens + 777)} tokens (reported by the provider)"):
-        assert text in html, text
+                 f"{fmt_int(view.after_tokens + 777)} tokens (reported by the provider)",
+                 "layer, tokens (est.) sent (request view) before compaction",  # the legend's visible header
+                 f"system prompt {fmt_int(sent['system prompt'])} {fmt_int(before['system prompt'])}"):
+        assert text in shown, text
+    assert "mx-unit-note" not in html  # one unit: rows and totals are both est.
     for layer, n in sent.items():
         if n:
             assert f'data-layer="{layer}"' in html and LAYER_COLORS[layer] in html
@@ -109,7 +127,7 @@ def test_t3_gauge_labels_counter_calibrated_and_reported(view):
         "chars", text_count=len)))
     gauge = ContextGauge(counted, calibrated_tokens=12_345, reported_prompt_tokens=23_456)
     html = gauge.to_html()
-    assert "tokens (chars)" in html and f"<b>{fmt_int(counted.after_tokens)}</b> sent" in html
+    assert "tokens (chars)" in html and f"{fmt_int(counted.after_tokens)} sent" in visible(html)
     assert f"{fmt_int(estimate_messages(counted.messages))} tokens (est.)" in html
     assert "12,345 tokens (calibrated)" in html and "23,456 tokens (reported by the provider)" in html
     gauge.update(None)
@@ -134,7 +152,8 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert insp.tabs.titles[1] == f"After (sent, {len(view.messages)} msgs)"
     head = insp.header_html()
     assert view.stage in head and f"tail starts at #{view.tail_start}" in head
-    assert f"before {fmt_int(view.before_tokens)} est." in head and f"after {fmt_int(view.after_tokens)} est." in head
+    assert (f"before {fmt_int(view.before_tokens)} → after {fmt_int(view.after_tokens)} tokens (est.)"
+            in visible(head))
     html = insp.to_html()
     assert "Goals:" in html and "packages/storage/src/sqlite.ts" in html and "✖ failed" in html
     for action in set(insp.before_df["action"]) | set(insp.after_df["action"]):
@@ -143,7 +162,7 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert f"background-color: {ACTION_COLORS['summarized']}" in styled
     insp.action_filter.value = "kept"
     assert set(insp.filtered("before")["action"]) == {"kept"}
-    assert insp._before.value.count("<tr style") == len(insp.filtered("before"))
+    assert insp._before.value.count('class="mx-row"') == len(insp.filtered("before"))
     insp.role_filter.value = "tool"
     assert set(insp.filtered("before")["role"]) == {"tool"} and set(insp.filtered("after")["role"]) == {"tool"}
     insp.open_position.value = 4
@@ -182,7 +201,7 @@ def test_n2_inspector_caps_rows_with_visible_count():
     elapsed = time.perf_counter() - started
     assert len(insp.before_df) == 10_000
     assert "showing 200 of 10,000 messages" in insp._before.value
-    assert insp._before.value.count("<tr style") == 200
+    assert insp._before.value.count('class="mx-row"') == 200
     assert elapsed < 5, f"inspector took {elapsed:.1f} s"
     with pytest.raises(ValueError, match="max_rows"):
         CompactionInspector(v, max_rows=0)
@@ -241,8 +260,8 @@ def test_c10_timeline_lines_markers_and_turns():
     tl = TokenTimeline(df, title="replay")
     ax = tl.figure.axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert {"est. (sent)", "reported by the provider", "threshold", "window"} <= set(labels)
-    est = next(line for line in ax.get_lines() if line.get_label() == "est. (sent)")
+    assert {"sent, tokens (est.)", "reported by the provider", "threshold", "window"} <= set(labels)
+    est = next(line for line in ax.get_lines() if line.get_label() == "sent, tokens (est.)")
     assert list(est.get_ydata()) == [estimate_messages(v.messages) for v in views]
     compacted = [v for v in views if v.compacted]
     assert len(tl.compactions) == len(compacted) > 0
@@ -276,13 +295,16 @@ def test_n2_session_browser_over_real_store(tmp_path):
         if v.event():
             store.append_event(sid, "context.compacted", v.event(), turn=t, iteration=i + 1)
     empty = store.create_session(title="empty one")
-    browser = SessionBrowser(store)
+    browser = SessionBrowser(store, current=sid)
     html = browser.sessions_html()
     assert "2 sessions" in html and "worked example" in html and sid[:8] in html
+    assert re.search(rf"{sid[:8]} current", visible(html))  # the notebook's session is marked
     saved = sum(v.before_tokens - v.after_tokens for v in views)
     assert fmt_int(saved) in html
-    browser.select(sid)
+    # it opens on the current session, already picked, with its calls
     assert browser.session_picker.value == sid and len(browser.call_picker.options) == len(views)
+    assert "current" in dict((v, k) for k, v in browser.session_picker.options)[sid]
+    assert SessionBrowser(store).session_picker.value is not None  # no current: the newest session
     assert browser.timeline is not None and len(browser.timeline.data) == len(views)
     last_compacted = max(i for i, v in enumerate(views) if v.compacted)
     assert browser.inspector.data.stage == views[last_compacted].stage
@@ -290,8 +312,8 @@ def test_n2_session_browser_over_real_store(tmp_path):
     assert browser.inspector.data.after_tokens == views[0].after_tokens
     assert browser.gauge.data.reported_prompt_tokens == views[0].after_tokens + 5
     assert "tokens saved (est.)" in browser.to_html() and sid[:8] in browser.to_text()
-    browser.select(empty)
-    assert browser.timeline is None and browser.inspector is None
+    browser.session_picker.value = empty  # a click on its row
+    assert browser.session_id == empty and browser.timeline is None and browser.inspector is None
     with pytest.raises(LookupError):
         browser.select("nope")
     store.close()
@@ -401,9 +423,11 @@ def test_n2_exported_notebook_shows_the_numbers_without_widget_state(tmp_path, m
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
                             store_widget_state=False).execute()
     html, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(nb))
-    assert "Stage: " in html and f"{want['after_tokens']:,} est." in html
-    assert f"showing 12 of {want['before_rows']:,} messages" in html and "Goals:" in html
-    assert "data:image/png;base64," in html and f"{want['calls']} model calls" in html
+    shown = visible(html)
+    assert "Stage: " in shown and f"→ after {want['after_tokens']:,} tokens (est.)" in shown
+    assert f"showing 12 of {want['before_rows']:,} messages" in shown and "Goals:" in shown
+    assert "<svg" in html and f"{want['calls']} model calls" in shown
+    assert "application/vnd.jupyter.widget-view+json" not in nbformat.writes(nb)  # nothing needs a live kernel
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     plain = "\n".join(o["data"].get("text/plain", "") for o in outputs if "data" in o)
     assert "[ctx " in plain and f"Stage: {want['stage']}" in plain
@@ -417,3 +441,81 @@ def test_live_turn_view_separates_text_of_separate_model_calls(view):
     live.handle("request.built", {"turn": 1, "iteration": 2, "view": view})
     live.handle("model.delta", {"text": "[demo model] Fixed."})
     assert live.text == "Reading the file.\n\n[demo model] Fixed."
+
+
+def test_n2_inspector_rows_open_the_whole_message(view):
+    """Every row of the static HTML opens on a click to its whole message (UX.md), with role/action filters."""
+    insp = CompactionInspector(view)
+    html = insp.to_html()
+    assert "application/vnd.jupyter.widget-view+json" not in insp._repr_mimebundle_()  # static: survives a reopen
+    assert html.count('<details class="mx-row"') == len(insp.before_df) + len(insp.after_df)
+    assert "click a row to open the whole message" in visible(html)
+    long_read = int(insp.before_df.loc[insp.before_df["tool"] == "read_file", "position"].iloc[0])
+    assert insp.full_text("before", {"position": long_read}).startswith("t" * 100)  # not the 200-char preview
+    assert "chars in all" in insp.full_text("before", {"position": long_read})
+    for role in set(insp.before_df["role"]):
+        assert f'data-role="{role}"' in html and f"> {role}</label>" in html
+    assert ":has(" in html and 'type="radio"' in html
+    from dataclasses import replace
+
+    stored = CompactionInspector(replace(insp.data, sent=None, summaries=((1, view.summary),), summary=None))
+    row = stored.after_df[stored.after_df["action"] == "summary"].iloc[0].to_dict()
+    assert stored.full_text("after", row) == view.summary  # a carried summary opens in full
+    assert "application/vnd.jupyter.widget-view+json" in CompactionInspector(view, live=True)._repr_mimebundle_()
+
+
+def test_t3_rows_in_est_say_so_beside_calibrated_totals(tmp_path):
+    """N3 rows are C1 estimates; with a calibrated counter the views label both units and the gauge and the
+    inspector of one stored call show one number for the system prompt."""
+    from mxclaw_nb.widgets.data import CallData
+
+    base = CompactionInspector(build_request_view(worked_example(), POLICY)).data
+    data = CallData(**{**base.__dict__, "counter": "calibrated", "transcript_relative": True,
+                       "after_tokens": round(base.after_tokens * 1.1),
+                       "before_tokens": round(base.before_tokens * 1.1)})
+    insp, gauge = CompactionInspector(data), ContextGauge(data)
+    head, shown = visible(insp.header_html()), visible(gauge.to_html())
+    assert "tokens (calibrated)" in head and "rows: tokens (est.)" in head
+    assert "tokens before (est.)" in visible(insp.to_html())
+    assert "every total in tokens (calibrated)" in shown and "layer, tokens (est.)" in shown
+    assert "do not add up" in shown
+    stored = sum(int(n) for n in insp.before_df["tokens_before"])
+    assert f"stored transcript up to this call {fmt_int(stored)} est." in shown  # the transcript, in its own unit
+    system = int(insp.after_df.loc[insp.after_df["role"] == "system", "tokens"].iloc[0])
+    assert gauge.layers("after")["system prompt"] == system  # same rows, same number
+
+
+def test_c10_timeline_markers_on_the_threshold_unit():
+    """With a calibrated counter the main line and the markers are in the unit the threshold was checked on."""
+    views, turns = _replay()
+    df = requests_from_views(views, turns)
+    df["counter"] = "calibrated"
+    df["after_tokens"] = df["after_tokens"] * 2
+    df["before_tokens"] = df["before_tokens"] * 2
+    tl = TokenTimeline(df)
+    ax = tl.figure.axes[0]
+    main = next(line for line in ax.get_lines() if line.get_label() == "sent, tokens (calibrated)")
+    assert list(main.get_ydata()) == list(df["after_tokens"])
+    assert "tokens (calibrated)" in ax.get_ylabel()
+    marks = ax.collections[-1].get_offsets()
+    assert [y for _, y in marks] == list(df.loc[df["stage"] != "unchanged", "before_tokens"])
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+
+
+def test_n2_comparison_view_static_svg_follows_theme():
+    """The policy comparison displays as static HTML (survives a reopen); its ink is the page's text colour and
+    its figures are transparent, so it reads on a light and a dark notebook alike."""
+    from mxclaw_nb.analysis.compare import compare
+    from mxclaw_nb.analysis.plots import plot_tokens_saved
+    from mxclaw_nb.palette import PLOT_INK
+    from mxclaw_nb.widgets.compare import comparison_widget
+
+    policies = [WORKED_EXAMPLE_POLICY, {**WORKED_EXAMPLE_POLICY, "context_window_tokens": 40_000}]
+    df = compare({"ex": worked_example()}, policies, progress=False)
+    box = comparison_widget(df)
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
+    assert "<svg" in bundle["text/html"] and "currentColor" in bundle["text/html"]
+    assert PLOT_INK not in bundle["text/html"] and "policy comparison" in bundle["text/plain"]
+    fig = plot_tokens_saved(df)
+    assert fig.get_facecolor()[3] == 0 and fig.axes[0].get_facecolor()[3] == 0  # transparent

@@ -18,7 +18,18 @@ from mxclaw_nb.widgets.data import from_request, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.static import StaticReprMixin
-from mxclaw_nb.widgets.style import DEFAULT_MAX_ROWS, FONT, MUTED, chip, color_of, esc, fmt_int, html_table
+from mxclaw_nb.widgets.style import (
+    DEFAULT_MAX_ROWS,
+    FONT,
+    MONO,
+    MONO_FONT,
+    MUTED,
+    chip,
+    color_of,
+    esc,
+    fmt_int,
+    html_table,
+)
 from mxclaw_nb.widgets.timeline import TokenTimeline
 
 SESSION_COLUMNS = ("session", "title", "created", "model", "turns", "model calls", "compactions",
@@ -32,10 +43,14 @@ def _saved_column(df: pd.DataFrame) -> str:
 class SessionBrowser(StaticReprMixin, widgets.VBox):
     """Sessions table; selecting one shows its timeline and the gauge + inspector of a chosen call."""
 
-    def __init__(self, store: Any, *, max_rows: int = DEFAULT_MAX_ROWS, **kwargs: Any) -> None:
+    def __init__(self, store: Any, *, current: str | None = None, max_rows: int = DEFAULT_MAX_ROWS,
+                 **kwargs: Any) -> None:
+        """`current`: the notebook's session, marked `current` and shown first (else the newest session)."""
         if not hasattr(store, "sessions") or not hasattr(store, "requests"):
             raise TypeError(f"SessionBrowser needs a Store with sessions() and requests(), got {type(store).__name__}")
-        self.store, self.max_rows = store, max_rows
+        self.store, self.max_rows, self.current = store, max_rows, current
+        self._transcript_of: str | None = None
+        self._transcript_cache: Any = None
         self.sessions_df: pd.DataFrame = store.sessions()
         self.requests_df: pd.DataFrame | None = None
         self.session_id: str | None = None
@@ -43,10 +58,16 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         self.inspector: CompactionInspector | None = None
         self.gauge = ContextGauge()
         ids = self.sessions_df["id"].tolist() if len(self.sessions_df) else []
-        self.session_picker = widgets.Dropdown(options=[(self._session_label(i), i) for i in ids], value=None,
-                                               description="session")
+        # The sessions table is a listbox: a click on a row opens that session.
+        self.session_picker = widgets.Select(options=[(self._session_label(i), i) for i in ids], value=None,
+                                             rows=min(max(len(ids), 2), 10), layout=widgets.Layout(width="100%"))
+        self.session_picker.add_class("mx-session-list")
         self.call_picker = widgets.Dropdown(options=[], description="call")
-        self._table = widgets.HTML(self.sessions_html())
+        self._table = widgets.HTML(f'<style>.mx-session-list select{{font-family:{MONO};font-size:12px}}</style>'
+                                   f'<div style="{FONT}"><b>sessions</b> <span style="color:{MUTED}">'
+                                   f'{len(ids):,} in the store · click a row to open that session</span></div>'
+                                   f'<div style="{MONO_FONT};color:{MUTED};white-space:pre;padding-left:4px">'
+                                   f'{esc(self._session_label(None))}</div>')
         self._timeline_box = widgets.VBox()
         self._inspector_box = widgets.VBox()
         super().__init__(children=[self._table, self.session_picker, self._timeline_box, self.call_picker,
@@ -56,12 +77,33 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         self._quiet = False
         self.call_picker.observe(lambda ch: ch["new"] is not None and not self._quiet and self._show_call(ch["new"]),
                                  names="value")
+        first = current if current in set(ids) else (self._newest() if ids else None)
+        if first is not None:
+            self.select(first)
 
-    def _session_label(self, sid: str) -> str:
-        row = self.sessions_df.loc[self.sessions_df["id"] == sid].iloc[0]
-        title = row.get("title")
-        title = f" · {title}" if isinstance(title, str) and title else ""
-        return f"{str(sid)[:8]}{title} · {opt_int(row.get('model_calls')) or 0} calls"
+    def _newest(self) -> str:
+        df = self.sessions_df
+        if "created_at" in df.columns and df["created_at"].notna().any():
+            return str(df.sort_values("created_at", kind="stable")["id"].iloc[-1])
+        return str(df["id"].iloc[-1])
+
+    def _session_label(self, sid: str | None) -> str:
+        """One listbox row in fixed columns (non-breaking spaces: a <select> collapses plain ones); None: header."""
+        if sid is None:
+            cells = ["session", "created", "turns", "calls", "compactions", "title"]
+        else:
+            row = self.sessions_df.loc[self.sessions_df["id"] == sid].iloc[0]
+            title = row.get("title") if isinstance(row.get("title"), str) else ""
+            created = row.get("created_at")
+            mark = "*" if sid == self.current else " "
+            cells = [f"{str(sid)[:8]}{mark}", str(created)[:16] if created is not None else "",
+                     fmt_int(opt_int(row.get("turns")) or 0), fmt_int(opt_int(row.get("model_calls")) or 0),
+                     fmt_int(opt_int(row.get("compactions")) or 0),
+                     f"{'current · ' if sid == self.current else ''}{title}"]
+        widths = (10, 17, 6, 6, 12)
+        line = "".join(c.ljust(w) if i < 2 else c.rjust(w - 1) + " " for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                                  strict=False)))
+        return (line + " " + cells[-1]).replace(" ", "\u00a0")
 
     def sessions_html(self) -> str:
         """The sessions table (capped, with a visible count)."""
@@ -69,7 +111,8 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         rows = []
         for rec in df.head(self.max_rows).to_dict("records"):
             created = rec.get("created_at")
-            rows.append([esc(str(rec.get("id"))[:8]), esc(rec.get("title") or ""),
+            mark = f" {chip('current', '#1e88e5')}" if rec.get("id") == self.current else ""
+            rows.append([esc(str(rec.get("id"))[:8]) + mark, esc(rec.get("title") or ""),
                          esc(str(created)[:19] if created is not None else ""), esc(rec.get("model") or ""),
                          fmt_int(rec.get("turns")), fmt_int(rec.get("model_calls")), fmt_int(rec.get("compactions")),
                          fmt_int(rec.get(saved)) if saved else "—"])
@@ -119,10 +162,19 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
     def _show_call(self, index: int) -> None:
         assert self.requests_df is not None
         row = self.requests_df.loc[index]
-        data = from_request(row)
+        data = from_request(row, self._transcript())
         self.gauge.update(data)
         self.inspector = CompactionInspector(data, max_rows=self.max_rows)
         self._inspector_box.children = [self.inspector]
+
+    def _transcript(self) -> Any:
+        """The selected session's stored transcript, so a call's rows agree with `%agent view` (SPEC N3)."""
+        load = getattr(self.store, "load_transcript", None)
+        if load is None or self.session_id is None:
+            return None
+        if self._transcript_of != self.session_id:
+            self._transcript_cache, self._transcript_of = load(self.session_id), self.session_id
+        return self._transcript_cache
 
     def to_html(self) -> str:
         """Sessions table, and for the selected session its timeline, gauge and inspector."""

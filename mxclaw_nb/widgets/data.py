@@ -62,6 +62,15 @@ class CallData:
     summaries: tuple[tuple[int, str], ...] = ()  # (call, text) of every summary or fallback note sent
     transcript_relative: bool = False
 
+    @property
+    def row_counter(self) -> str:
+        """Counter of the per-message rows and the layer split.
+
+        Transcript-relative rows (N3) are C1 estimates of each stored and sent message, whatever counter
+        decided the stage; a call's own provenance rows are in the counter that decided it.
+        """
+        return "estimate" if self.transcript_relative else self.counter
+
 
 def _lineage_fields(lineage: Lineage | None, transcript: Sequence[Message] | None) -> dict[str, Any] | None:
     """Before/after rows and the carried description from a lineage and the stored transcript (N3)."""

@@ -20,7 +20,7 @@ from mxclaw_nb.context import LAYERS, RequestView
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
-    BORDER,
+    BORDER_STRONG,
     FAIL_CSS,
     FONT,
     LAYER_COLORS,
@@ -51,28 +51,33 @@ def _as_data(view: RequestView | CallData | None, reported: int | None, calibrat
     return from_view(view, reported_prompt_tokens=reported, calibrated_tokens=calibrated)
 
 
-def _bar(label: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str) -> str:
+def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str,
+         row_unit: str) -> str:
     segs = []
+    rows = sum(layers.values())
     for name in LAYERS:
         n = layers.get(name, 0)
         if n <= 0:
             continue
-        pct = 100.0 * n / scale
-        share = 100.0 * n / total if total else 0.0
-        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {unit} '
-                    f'({share:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
+        # the bar is `total` long (the counter that decided the stage); layers take their share of it
+        pct = 100.0 * (n / rows) * total / scale if rows else 0.0
+        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {row_unit} '
+                    f'({100.0 * n / rows:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
     lines = ""
     for value, color, name in ((data.threshold, THRESHOLD_COLOR, "threshold"), (data.window, WINDOW_CSS, "window")):
         if value:
             left = min(100.0, 100.0 * value / scale)
+            # plain values first: a sanitizer (an untrusted notebook) drops var()/calc() but keeps these
             lines += (f'<div class="mx-line mx-{name}" title="{name} {fmt_int(value)} {unit}" style="position:absolute;'
-                      f'top:-3px;bottom:-3px;left:calc({left:.3f}% - 1px);width:2px;background:{color}"></div>')
-    return (f'<div style="display:flex;align-items:center;margin:3px 0">'
-            f'<div style="width:170px;color:{MUTED}">{esc(label)}</div>'
-            f'<div class="mx-track" style="position:relative;flex:1;height:16px;background:{TRACK};'
-            f'border:1px solid {BORDER};border-radius:2px">'
+                      f'top:-4px;bottom:-4px;left:{left:.3f}%;margin-left:-3px;width:3px;background:#808080;'
+                      f'background:{color}"></div>')
+    return (f'<div style="display:flex;align-items:center;margin:5px 0;gap:8px">'
+            f'<div style="width:190px;flex:none;color:{MUTED}">{esc(label)}</div>'
+            f'<div class="mx-track" style="position:relative;flex:1;min-width:120px;height:16px;'
+            f'background:rgba(128,128,128,.18);background:{TRACK};border:1px solid rgba(128,128,128,.5);'
+            f'border-color:{BORDER_STRONG};border-radius:2px">'
             f'<div style="display:flex;height:100%;overflow:hidden">{"".join(segs)}</div>{lines}</div>'
-            f'<div style="width:170px;text-align:right">{fmt_int(total)} {esc(unit)}</div></div>')
+            f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap">{esc(figure)}</div></div>')
 
 
 def secondary_figures(data: CallData) -> list[str]:
@@ -94,42 +99,78 @@ def room(data: CallData) -> dict[str, Any]:
             "until_compaction": int(data.threshold or 0) - data.after_tokens}
 
 
+def _stat(value: str, label: str, cls: str) -> str:
+    return (f'<span class="mx-stat {cls}" style="display:inline-block;margin:0 14px 2px 0;white-space:nowrap">'
+            f'<b style="font-size:14px">{value}</b> <span style="color:{MUTED}">{label}</span></span>')
+
+
+def _layer_table(sent: dict[str, int], before: dict[str, int], row_unit: str, before_title: str) -> str:
+    cell = "padding:0 8px;text-align:right;white-space:nowrap"
+    rows = "".join(
+        f'<tr><td style="padding:0 8px 0 0;text-align:left;white-space:nowrap">{swatch(LAYER_COLORS[n])}{esc(n)}</td>'
+        f'<td style="{cell}">{fmt_int(sent[n])}</td><td style="{cell}">{fmt_int(before[n])}</td></tr>'
+        for n in LAYERS if sent[n] or before[n])
+    head = (f'<tr style="color:{MUTED}"><th style="text-align:left;font-weight:normal;padding:0 8px 0 0">layer, '
+            f'{esc(row_unit)}</th><th style="{cell};font-weight:normal">sent (request view)</th>'
+            f'<th style="{cell};font-weight:normal">{esc(before_title)}</th></tr>')
+    return f'<table class="mx-layers" style="border-collapse:collapse;margin-top:4px;{FONT}">{head}{rows}</table>'
+
+
 def gauge_html(data: CallData | None) -> str:
     """The gauge as self-contained HTML (used by the widget and by the static fallback)."""
     if data is None:
         return f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}color:{MUTED}">context · no model call yet</div>'
-    unit = unit_label(data.counter)
-    scale = max(data.window, data.before_tokens, data.after_tokens, 1)
-    r = room(data)
-    until = (f"{fmt_int(r['until_compaction'])} until compaction" if r["until_compaction"] >= 0
-             else f"{fmt_int(-r['until_compaction'])} over the compaction threshold")
-    head = (f'<b>context</b> · {esc(unit)} · <b>{fmt_int(data.after_tokens)}</b> sent · '
-            f'<b>{r["percent"]:.0f}%</b> of the {fmt_int(data.window)} window · {fmt_int(r["free"])} free · '
-            f'{until} (threshold {fmt_int(data.threshold)}) · {chip(data.stage, color_of("stage", data.stage))}')
-    if data.turn is not None:
-        head += f' <span style="color:{MUTED}">(turn {data.turn}, call {data.iteration})</span>'
-    extra = secondary_figures(data)
-    other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary>other counts of this call</summary>'
-             f'{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
+    unit, row_unit = unit_label(data.counter), unit_label(data.row_counter)
     sent = layer_split(data.after, "tokens")
     before = layer_split(data.before, "tokens_before")
-    bars = _bar("request view (sent)", data.after_tokens, sent, scale, data, unit)
-    bars += _bar("transcript (before compaction)", data.before_tokens, before, scale, data, unit)
-    legend = "".join(
-        f'<span style="margin-right:10px;white-space:nowrap">{swatch(LAYER_COLORS[n])}'
-        f'{esc(n)} {fmt_int(sent[n])} sent / {fmt_int(before[n])} before</span>'
-        for n in LAYERS if sent[n] or before[n])
-    lines = (f'<span style="margin-left:6px">{swatch(THRESHOLD_COLOR)}threshold</span>'
-             f'<span style="margin-left:6px">{swatch(WINDOW_CSS)}window</span>')
+    # N3 rows: the second bar is the stored transcript up to the call (est.), not this call's input
+    stored = sum(before.values()) if data.transcript_relative else None
+    scale = max(data.window, data.before_tokens, data.after_tokens, stored or 0, 1)
+    r = room(data)
+    until = (_stat(fmt_int(r["until_compaction"]), f"until compaction (threshold {fmt_int(data.threshold)})",
+                   "mx-until") if r["until_compaction"] >= 0 else
+             _stat(fmt_int(-r["until_compaction"]), f"over the compaction threshold ({fmt_int(data.threshold)})",
+                   "mx-until"))
+    pct = f"{r['percent']:.0f}%"
+    carried = data.carried.split(" · ", 1)[1] if data.carried and " · " in data.carried else ""
+    carries = f" · {esc(carried)}" if carried else ""
+    where = f' <span style="color:{MUTED}">· turn {data.turn}, call {data.iteration}</span>' if data.turn else ""
+    head = (f'<div style="margin-bottom:3px"><b>context of one model call</b> · every total in '
+            f'<b>{esc(unit)}</b> · stage {chip(data.stage, color_of("stage", data.stage))}{carries}{where}</div>'
+            f'{_stat(fmt_int(data.after_tokens), "sent", "mx-sent")}'
+            f'{_stat(pct, f"of the {fmt_int(data.window)} window", "mx-percent")}'
+            f'{_stat(fmt_int(r["free"]), "free", "mx-free")}{until}')
+    extra = secondary_figures(data)
+    other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary style="cursor:pointer">'
+             f'other counts of this call</summary>{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
+    bars = _bar("request view (sent)", fmt_int(data.after_tokens), data.after_tokens, sent, scale, data, unit,
+                row_unit)
+    if stored is not None:
+        before_title = "stored transcript"
+        bars += _bar("stored transcript up to this call", f"{fmt_int(stored)} {counter_label(data.row_counter)}",
+                     stored, before, scale, data, unit, row_unit)
+    else:
+        before_title = "before compaction"
+        bars += _bar("before compaction", fmt_int(data.before_tokens), data.before_tokens, before, scale, data, unit,
+                     row_unit)
+    units = (f"sent, threshold and window in {unit}; stored transcript in {row_unit}" if stored is not None
+             else f"bars and totals in {unit}")
+    lines = (f'<div style="color:{MUTED};margin-top:2px">{swatch(THRESHOLD_COLOR)}threshold '
+             f'{fmt_int(data.threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(data.window)} · {esc(units)}</div>')
+    note = ""
+    if row_unit != unit:
+        note = (f'<div class="mx-unit-note" style="color:{MUTED}">per layer: {esc(row_unit)}, the C1 estimate of each '
+                f'message (as in the inspector); the totals are {esc(unit)}, the count the threshold was checked '
+                'against, so the layers do not add up to them</div>')
     warn = ""
     if data.after_tokens > data.threshold:
         warn = (f'<div style="color:{FAIL_CSS}">still over the threshold after every allowed step '
                 f'({fmt_int(data.after_tokens)} &gt; {fmt_int(data.threshold)} {esc(unit)})</div>')
     if data.error:
         warn += f'<div style="color:{FAIL_CSS}">compactor error: {esc(data.error)}</div>'
+    table = _layer_table(sent, before, row_unit, before_title)
     return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
-            f'<div class="mx-legend" style="color:{MUTED}">{esc(unit)} per layer: {legend}{lines}</div>'
-            f'{other}{warn}</div>')
+            f'{lines}<div class="mx-legend">{table}</div>{note}{other}{warn}</div>')
 
 
 def gauge_text(data: CallData | None) -> str:
@@ -163,9 +204,12 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
         self.update(view, reported_prompt_tokens=reported_prompt_tokens, calibrated_tokens=calibrated_tokens)
 
     @classmethod
-    def from_request(cls, row: Any) -> ContextGauge:
-        """A gauge of one stored request row (`store.requests(sid)` row)."""
-        return cls(from_request(row))
+    def from_request(cls, row: Any, transcript: Any = None) -> ContextGauge:
+        """A gauge of one stored request row (`store.requests(sid)` row).
+
+        With the session's stored `transcript`, its layers come from the same transcript-relative rows
+        as the inspector's (SPEC N3), so both views show one number for one message."""
+        return cls(from_request(row, transcript))
 
     def update(self, view: RequestView | CallData | None, reported_prompt_tokens: int | None = None,
                calibrated_tokens: int | None = None) -> None:

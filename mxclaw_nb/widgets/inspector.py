@@ -11,6 +11,8 @@ and caps the rendered rows with a visible count so a 10,000-message session stay
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
@@ -18,13 +20,16 @@ import pandas as pd
 
 from mxclaw_nb.context import ACTIONS, RequestView
 from mxclaw_nb.messages import content_text
-from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_request, from_view
+from mxclaw_nb.widgets.data import BY_CALL, CallData, after_frame, before_frame, from_request, from_view
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
     ACTION_COLORS,
+    BORDER,
+    BORDER_STRONG,
     DEFAULT_MAX_ROWS,
     FAIL_CSS,
     FONT,
+    MONO_FONT,
     MUTED,
     THEME_STYLE,
     chip,
@@ -32,7 +37,7 @@ from mxclaw_nb.widgets.style import (
     counter_label,
     esc,
     fmt_int,
-    html_table,
+    ink_on,
     preview_text,
     shown_count,
     unit_label,
@@ -40,6 +45,9 @@ from mxclaw_nb.widgets.style import (
 
 ALL = "(all)"
 MESSAGE_CHARS = 20_000
+ROW_CHARS = 1_500  # of a message opened from a row of the static HTML (each call's log repeats the transcript)
+PRE = (f"white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0 6px 1.6em;max-height:24em;overflow:auto;"
+       f"{MONO_FONT}")
 
 
 def _cell(col: str, value: Any, failure: bool = False) -> str:
@@ -47,6 +55,8 @@ def _cell(col: str, value: Any, failure: bool = False) -> str:
         return chip(str(value), color_of("action", value))
     if col in ("tokens", "tokens_before", "tokens_after"):
         return fmt_int(value)
+    if col == BY_CALL:
+        return "" if value is None or value is pd.NA else esc(value)
     if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return ""
     text = esc(value)
@@ -59,31 +69,73 @@ def column_title(col: str, unit: str) -> str:
     """Shown column name: token columns name their unit (`tokens before (est.)`)."""
     inner = unit[len("tokens ("):-1] if unit.startswith("tokens (") else unit
     titles = {"tokens": f"tokens ({inner})", "tokens_before": f"tokens before ({inner})",
-              "tokens_after": f"tokens after ({inner})"}
+              "tokens_after": f"tokens after ({inner})", BY_CALL: "by call", "position": "#", "source": "from #"}
     return titles.get(col, col)
 
 
+# Column widths of the row grid; the preview takes the rest and wraps.
+WIDTHS = {"position": "3.2em", "source": "3.8em", "role": "8.5em", "tool": "7.5em", "tokens": "6.5em",
+          "tokens_before": "6.5em", "tokens_after": "6.5em", "action": "8.6em", BY_CALL: "3.5em"}
+NUMERIC = ("position", "source", "tokens", "tokens_before", "tokens_after", BY_CALL)
+
+
+def _grid(cols: list[str]) -> str:
+    return ("display:grid;grid-template-columns:" + " ".join(WIDTHS.get(c, "minmax(12em,1fr)") for c in cols)
+            + ";column-gap:8px;align-items:baseline;padding:1px 6px")
+
+
 def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int | None = None,
-               noun: str = "messages", unit: str = "tokens (est.)") -> str:
-    """An inspector table as HTML: action chips, failure marks, rows capped with a visible count."""
+               noun: str = "messages", unit: str = "tokens (est.)",
+               full_text: Callable[[dict[str, Any]], str | None] | None = None) -> str:
+    """An inspector table as HTML rows that open on a click: action chips, failure marks, a visible count.
+
+    Each row is a `<details>` element, so "a row opens the whole message" (UX.md) works in a live
+    widget, in static HTML after a reopen and in an exported notebook alike, without a kernel.
+    """
     shown = df.head(max_rows)
     cols = [c for c in shown.columns if c != "failure"]
-    failures = shown["failure"].tolist() if "failure" in shown.columns else [False] * len(shown)
-    records = shown.to_dict("records")
-    rows = [[_cell(c, rec[c], fail) for c in cols] for rec, fail in zip(records, failures, strict=True)]
-    colors = [ACTION_COLORS.get(str(a), "transparent") for a in shown["action"]]
-    return html_table([column_title(c, unit) for c in cols], rows, total=len(df) if total is None else total,
-                      row_colors=colors, noun=noun)
+    grid = _grid(cols)
+    head = "".join(f'<div style="{"text-align:right" if c in NUMERIC else ""}">{esc(column_title(c, unit))}</div>'
+                   for c in cols)
+    rows = []
+    for rec in shown.to_dict("records"):
+        fail = bool(rec.get("failure", False))
+        color = ACTION_COLORS.get(str(rec.get("action")), "transparent")
+        cells = "".join(
+            f'<div style="{_cell_style(c, j == len(cols) - 1)}">{_cell(c, rec[c], fail)}</div>'
+            for j, c in enumerate(cols))
+        text = full_text(rec) if full_text is not None else None
+        if text is not None and " ".join(text.split()) == str(rec.get("preview") or ""):
+            text = "(the preview is the whole message)"  # short: no second copy in the saved notebook
+        body = (f'<pre class="mx-full" style="{PRE}">{esc(text)}</pre>' if text is not None else
+                f'<div style="color:{MUTED};margin:2px 0 6px 1.6em">the full text is not available here '
+                '(a stored record without its transcript)</div>')
+        rows.append(f'<details class="mx-row" data-role="{esc(rec.get("role"))}" data-action="{esc(rec.get("action"))}"'
+                    f' style="border-bottom:1px solid {BORDER}"><summary title="click: the whole message" '
+                    f'style="{grid};cursor:pointer;list-style:none;box-shadow:inset 4px 0 0 {color}">{cells}</summary>'
+                    f'{body}</details>')
+    count = shown_count(len(rows), len(df) if total is None else total, noun)
+    return (f'<div class="mx-table" style="{FONT}"><div class="mx-count" style="color:{MUTED}">{esc(count)} · '
+            f'click a row to open the whole message</div><div class="mx-thead" style="{grid};color:{MUTED};'
+            f'border-bottom:1px solid {BORDER_STRONG}">{head}</div>{"".join(rows)}</div>')
+
+
+def _cell_style(col: str, last: bool) -> str:
+    if last:
+        return "overflow-wrap:anywhere;min-width:0"
+    return ("text-align:right;" if col in NUMERIC else "") + "white-space:nowrap;overflow:hidden"
 
 
 class CompactionInspector(StaticReprMixin, widgets.VBox):
     """Stage, tokens, summary and the before/after DataFrames of one model call, with filters."""
 
     def __init__(self, view_or_request: RequestView | CallData | Any, *, max_rows: int = DEFAULT_MAX_ROWS,
-                 transcript: Any = None, live: bool = True, **kwargs: Any) -> None:
+                 transcript: Any = None, live: bool = False, **kwargs: Any) -> None:
         """`transcript`: the session's stored messages, so a stored record's rows are the transcript (SPEC N3).
 
-        `live=False`: displayed as static HTML (sections open on click, no filters; survives a reopen)."""
+        `live=False` (default): displayed as static HTML — sections and rows open on a click, role/action
+        filters work without a kernel — so a saved notebook shows it after a reopen; `live=True`: displayed
+        as the widget (tabs, dropdown filters, `open #`), which needs its kernel."""
         self.static_display = not live
         if isinstance(view_or_request, RequestView):
             data = from_view(view_or_request)
@@ -154,11 +206,14 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         except ImportError as exc:
             raise ImportError("styled() needs jinja2 (pip install jinja2); the widget itself does not") from exc
         df = self.filtered(which)
-        return df.style.map(lambda a: f"background-color: {color_of('action', a)}; color: white", subset=["action"])
+        def cell(action: Any) -> str:
+            color = color_of("action", action)
+            return f"background-color: {color}; color: {ink_on(color)}"
+        return df.style.map(cell, subset=["action"])
 
     def header_html(self) -> str:
-        """`Stage: summary  before 72,060 est. → after 17,391 est.  threshold 51,200  tail starts at #37`."""
-        d, unit = self.data, counter_label(self.data.counter)
+        """`Stage: summary · before 72,060 → after 17,391 tokens (est.) · threshold 51,200 · tail starts at #37`."""
+        d, unit, row_unit = self.data, unit_label(self.data.counter), unit_label(self.data.row_counter)
         tail = f" · tail starts at #{d.tail_start}" if d.tail_start is not None else ""
         where = f" · turn {d.turn}, call {d.iteration}" if d.turn is not None else ""
         retry = " · prompt-too-long retry" if d.retry else ""
@@ -166,15 +221,16 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         carries = _carries(d)
         carried = f" · {esc(carries)}" if carries else ""
         stored = (f'<div style="color:{MUTED}">Before: the stored transcript up to this call, '
-                  f'{len(self.before_df):,} msgs, {fmt_int(int(self.before_df["tokens_before"].sum()))} est. tokens; '
-                  f'actions are relative to it across the turn (SPEC N3)</div>' if d.transcript_relative else "")
+                  f'{len(self.before_df):,} msgs, {fmt_int(int(self.before_df["tokens_before"].sum()))} '
+                  f'{esc(row_unit)}; actions are relative to it across the turn (SPEC N3)</div>'
+                  if d.transcript_relative else "")
+        rows = (f'<div class="mx-unit-note" style="color:{MUTED}">rows: {esc(row_unit)}, the C1 estimate of each '
+                f'message; the stage was decided on {esc(unit)} (the totals above)</div>' if row_unit != unit else "")
         return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(d.stage, color_of("stage", d.stage))}'
-                f'{carried} · before {fmt_int(d.before_tokens)} {esc(unit)} '
-                f'→ after {fmt_int(d.after_tokens)} {esc(unit)} '
-                f'· threshold {fmt_int(d.threshold)}{tail}{where}{retry} · every figure in '
-                f'{esc(unit_label(d.counter))}'
+                f'{carried} · before {fmt_int(d.before_tokens)} → after <b>{fmt_int(d.after_tokens)}</b> '
+                f'<b>{esc(unit)}</b> · threshold {fmt_int(d.threshold)}{tail}{where}{retry}'
                 f'<div style="color:{MUTED}">request view: what the model saw — the stored transcript is unchanged'
-                f'</div>{stored}{err}</div>')
+                f'</div>{stored}{rows}{err}</div>')
 
     def summary_html(self) -> str:
         """The summary (or micro/fallback note) text, in full; carried summaries name the call that made them."""
@@ -191,16 +247,10 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         return (f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(self.data.summary)}</pre>')
 
     def message_text(self, position: int) -> str:
-        """Full text of transcript message `position` (live views only)."""
+        """Full text of transcript message `position` (live views, and stored records read with their transcript)."""
         if self.data.inputs is None:
-            raise LookupError("full messages are only available for live RequestViews, not stored records")
-        msg = self.data.inputs[position]
-        if not isinstance(msg, dict):
-            return str(msg)
-        text = content_text(msg.get("content"))
-        if msg.get("tool_calls"):
-            text += "\n" + json.dumps(msg["tool_calls"], ensure_ascii=False, indent=1)
-        return text
+            raise LookupError("full messages need a live RequestView or a stored record read with its transcript")
+        return _message_text(self.data.inputs[position])
 
     def _show_message(self) -> None:
         pos = int(self.open_position.value)
@@ -208,21 +258,49 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         shown = text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"\n… ({len(text):,} chars in all)"
         self._message.value = f'<pre style="white-space:pre-wrap;{FONT}">#{pos}: {esc(shown)}</pre>'
 
+    def full_text(self, which: str, rec: dict[str, Any]) -> str | None:
+        """The whole text behind a before/after row (capped for display), or None when it is not at hand."""
+        d = self.data
+        pos, src = rec.get("position"), rec.get("source")
+        text: str | None = None
+        if which == "after" and d.sent is not None and _ok(pos) and int(pos) < len(d.sent):
+            text = _message_text(d.sent[int(pos)])
+        elif which == "after" and rec.get("action") == "summary":
+            head = " ".join(str(rec.get("preview") or "").split())[:40]
+            text = next((t for _, t in d.summaries if " ".join(t.split()).startswith(head)), d.summary)
+        elif d.inputs is not None:
+            at = pos if which == "before" else src
+            if _ok(at) and int(at) < len(d.inputs):
+                text = _message_text(d.inputs[int(at)])
+                if which == "after":
+                    text = f"stored message #{int(at)} (sent as: {rec.get('preview')}):\n{text}"
+        if text is None:
+            return None
+        return text if len(text) <= ROW_CHARS else text[:ROW_CHARS] + f"\n… ({len(text):,} chars in all)"
+
+    def _table(self, which: str, df: pd.DataFrame) -> str:
+        return frame_html(df, max_rows=self.max_rows, unit=unit_label(self.data.row_counter),
+                          full_text=lambda rec: self.full_text(which, rec))
+
     def _refresh(self) -> None:
-        unit = unit_label(self.data.counter)
-        self._before.value = frame_html(self.filtered("before"), max_rows=self.max_rows, unit=unit)
-        self._after.value = frame_html(self.filtered("after"), max_rows=self.max_rows, unit=unit)
+        self._before.value = self._table("before", self.filtered("before"))
+        self._after.value = self._table("after", self.filtered("after"))
 
     def to_html(self) -> str:
-        """Header, both tables (capped) and the summary as static HTML; each section opens on a click."""
-        before, after = self.filtered("before"), self.filtered("after")
-        unit = unit_label(self.data.counter)
+        """Header, role/action filters, both tables (capped, rows open on a click) and the summary, as static HTML.
+
+        The filters are radio buttons and CSS (`:has()`), so they work without a kernel; the visible
+        `showing N of M` count is that of the unfiltered table.
+        """
+        uid = f"mx-i{uuid.uuid4().hex[:10]}"  # radio groups and CSS rules of this output only
         head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
-        return (f'{THEME_STYLE}<div class="mx-inspector" style="{FONT}">{self.header_html()}'
+        return (f'{THEME_STYLE}{_filter_style(uid, self.before_df, self.after_df)}'
+                f'<div class="mx-inspector" id="{uid}" style="{FONT}">{self.header_html()}'
+                f'{_filter_html(uid, self.before_df, self.after_df)}'
                 f'<details open><summary {head}>Before (transcript, {len(self.before_df):,} msgs)</summary>'
-                f'{frame_html(before, max_rows=self.max_rows, unit=unit)}</details>'
+                f'{self._table("before", self.before_df)}</details>'
                 f'<details><summary {head}>After (sent, {len(self.after_df):,} msgs)</summary>'
-                f'{frame_html(after, max_rows=self.max_rows, unit=unit)}</details>'
+                f'{self._table("after", self.after_df)}</details>'
                 f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
     def to_text(self) -> str:
@@ -242,6 +320,42 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         elif d.summary:
             lines.append("Summary: " + preview_text(d.summary, 300))
         return "\n".join(lines)
+
+
+def _ok(value: Any) -> bool:
+    return value is not None and value is not pd.NA and not (isinstance(value, float) and value != value)
+
+
+def _message_text(msg: Any) -> str:
+    if not isinstance(msg, dict):
+        return str(msg)
+    text = content_text(msg.get("content"))
+    if msg.get("tool_calls"):
+        text += "\n" + json.dumps(msg["tool_calls"], ensure_ascii=False, indent=1)
+    return text
+
+
+def _choices(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, list[str]]:
+    roles = sorted({*before["role"].dropna().astype(str), *after["role"].dropna().astype(str)})
+    present = {*before["action"].astype(str), *after["action"].astype(str)}
+    return {"role": roles, "action": [a for a in ACTIONS if a in present]}
+
+
+def _filter_style(uid: str, before: pd.DataFrame, after: pd.DataFrame) -> str:
+    rules = [f'#{uid}:has(#{uid}-{kind}-{i}:checked) .mx-row:not([data-{kind}="{esc(v)}"]){{display:none}}'
+             for kind, values in _choices(before, after).items() for i, v in enumerate(values)]
+    return f"<style>{''.join(rules)}</style>"
+
+
+def _filter_html(uid: str, before: pd.DataFrame, after: pd.DataFrame) -> str:
+    out = []
+    for kind, values in _choices(before, after).items():
+        radios = [f'<label style="margin-right:8px;white-space:nowrap;cursor:pointer"><input type="radio" '
+                  f'name="{uid}-{kind}" checked> (all)</label>']
+        radios += [f'<label style="margin-right:8px;white-space:nowrap;cursor:pointer"><input type="radio" '
+                   f'name="{uid}-{kind}" id="{uid}-{kind}-{i}"> {esc(v)}</label>' for i, v in enumerate(values)]
+        out.append(f'<div class="mx-filter-{kind}"><span style="color:{MUTED}">{kind}:</span> {"".join(radios)}</div>')
+    return f'<div class="mx-filters" style="margin:4px 0">{"".join(out)}</div>'
 
 
 def _carries(d: CallData) -> str:

@@ -12,6 +12,7 @@ was crossed), with a line down to what was sent.
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 from typing import Any
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from mxclaw_nb.palette import PLOT_STYLE
+from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE
 from mxclaw_nb.widgets.data import opt_int
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -33,12 +34,12 @@ from mxclaw_nb.widgets.style import (
     STAGE_COLORS,
     THEME_STYLE,
     THRESHOLD_COLOR,
+    counter_label,
     esc,
     fmt_int,
 )
 
 INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SVG
-INK_STYLE = {**PLOT_STYLE, **{k: INK for k, v in PLOT_STYLE.items() if v == PLOT_STYLE["text.color"]}}
 
 NEEDED = ("turn", "estimate_tokens")
 
@@ -68,51 +69,70 @@ def _num(series: pd.Series) -> pd.Series:
     return pd.to_numeric(series, errors="coerce")
 
 
-def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call") -> Figure:
-    """The timeline figure of a `timeline_frame` (est., calibrated and reported lines; compaction markers)."""
-    with rc_context(INK_STYLE):
-        return _draw(df, title)
+def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call", *, ink: str = INK) -> Figure:
+    """The timeline figure of a `timeline_frame` (est., calibrated and reported lines; compaction markers).
+
+    `ink`: colour of text, ticks and frames; INK becomes `currentColor` in the SVG, PLOT_INK (a grey that
+    reads on light and dark) suits a PNG."""
+    with rc_context({**PLOT_STYLE, **{k: ink for k, v in PLOT_STYLE.items() if v == PLOT_STYLE["text.color"]}}):
+        return _draw(df, title, ink)
 
 
-def _draw(df: pd.DataFrame, title: str) -> Figure:
-    fig = Figure(figsize=(8.5, 3.2), dpi=100, layout="constrained")
+def sent_unit(df: pd.DataFrame) -> str:
+    """The unit of the `sent` line: the counter(s) the policy checked the threshold on, call by call."""
+    counters = list(dict.fromkeys(df["counter"].dropna().astype(str))) if "counter" in df.columns else []
+    labels = [counter_label(c) for c in counters] or ["est."]
+    return f"tokens ({' → '.join(labels)})"
+
+
+def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
+    fig = Figure(figsize=(8.5, 3.4), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     x = df["call"]
     handles: list[Any] = []
-    handles += ax.plot(x, _num(df["estimate_tokens"]), "-o", ms=3, color="#5c8bd6", label="est. (sent)")
+    # The main line is what the threshold was checked on (after_tokens, the policy's counter), so the
+    # threshold line, the compaction markers and this line share one unit; est. is a second line
+    # only when another counter decided.
+    unit = sent_unit(df)
+    sent = _num(df["after_tokens"]).fillna(_num(df["estimate_tokens"]))
+    handles += ax.plot(x, sent, "-o", ms=3, color="#5c8bd6", label=f"sent, {unit}")
+    estimated = _num(df["estimate_tokens"])
+    if estimated.notna().any() and not estimated.equals(sent):
+        handles += ax.plot(x, estimated, ":", lw=1, color="#5c8bd6", label="sent, tokens (est.)")
     for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
                               ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
         y = _num(df[col])
-        if y.notna().any():
+        known = y.notna()
+        if known.any() and not (y[known] == sent[known]).all():  # not a copy of the main line
             handles += ax.plot(x, y, "--s", ms=3, color=color, label=label)
-    for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", INK, "window")):
+    for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", ink, "window")):
         y = _num(df[col])
         if y.notna().any():
             handles += ax.step(x, y, where="mid", color=color, lw=1, ls=":" if col == "window_tokens" else "-",
                                label=label)
     comp = df[df["compacted"]]
     if len(comp):
-        before, after = _num(comp["before_tokens"]), _num(comp["estimate_tokens"])
+        before, after = _num(comp["before_tokens"]), sent[comp.index]
         top = before.fillna(after)
         colors = [STAGE_COLORS.get(s, "#999") for s in comp["stage"]]
         # the marker sits where compaction was decided (tokens before, over the threshold), the line
         # runs down to what was sent
         ax.vlines(comp["call"], after, top, colors=colors, lw=1.5, alpha=0.8)
-        ax.scatter(comp["call"], top, s=60, marker="v", zorder=3, edgecolors=INK, linewidths=0.5, c=colors)
+        ax.scatter(comp["call"], top, s=60, marker="v", zorder=3, edgecolors=ink, linewidths=0.5, c=colors)
         for stage in ALL_STAGES:
             if stage in set(comp["stage"]):
-                handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=INK,
+                handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=ink,
                                       label=f"compaction: {stage} (before → sent)"))
     turns = df["turn"].tolist()
     for i in range(1, len(turns)):
         if turns[i] != turns[i - 1]:
-            ax.axvline(i + 0.5, color=INK, alpha=0.35, lw=0.8, ls="--")
+            ax.axvline(i + 0.5, color=ink, alpha=0.35, lw=0.8, ls="--")
     for t in dict.fromkeys(turns):
         first = int(df.loc[df["turn"] == t, "call"].iloc[0])
-        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=INK,
+        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=ink,
                     va="bottom")
     ax.set_xlabel("model call")
-    ax.set_ylabel("prompt tokens (est. unless the legend says otherwise)", fontsize=8)
+    ax.set_ylabel(f"prompt {unit}", fontsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title, fontsize=10, loc="left", pad=12)
     ax.set_ylim(bottom=0)
@@ -132,7 +152,8 @@ def figure_svg(fig: Figure) -> str:
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r'(<svg[^>]*?) width="[^"]*" height="[^"]*"', r'\1 width="100%" style="max-width:850px"', svg,
                  count=1)
-    return svg.replace(INK, "currentColor")
+    # INK (the timeline's) and PLOT_INK (the analysis plots' grey) become the page's text colour
+    return svg.replace(INK, "currentColor").replace(PLOT_INK, "currentColor")
 
 
 def figure_png(fig: Figure) -> bytes:
@@ -158,6 +179,8 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
                                else "prompt tokens per model call")
         self.figure = draw_timeline(self.data, self.title)
         self.svg = figure_svg(self.figure)
+        # a PNG beside the SVG for sanitized outputs (an untrusted notebook drops <svg>); CSS hides it otherwise
+        self._png_b64 = base64.b64encode(figure_png(draw_timeline(self.data, self.title, ink=PLOT_INK))).decode()
         self.static_display = True  # it never changes once drawn: static HTML survives a reopen
         self._caption = widgets.HTML(self.caption_html())
         self._plot = widgets.HTML(f'<div class="mx-timeline-plot" style="color:{MUTED}">{self.svg}</div>')
@@ -176,9 +199,11 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         d = self.data
         stages = d.loc[d["compacted"], "stage"].value_counts()
         comp = ", ".join(f"{s} {int(n)}" for s, n in stages.items()) or "none"
-        peak = opt_int(_num(d["estimate_tokens"]).max()) if len(d) else None
+        sent = _num(d["after_tokens"]).fillna(_num(d["estimate_tokens"]))
+        peak = opt_int(sent.max()) if len(d) else None
         return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {len(d):,} model calls · '
-                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak {fmt_int(peak)} tokens (est.)</div>')
+                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '
+                f'{esc(sent_unit(d))}</div>')
 
     @property
     def png(self) -> bytes:
@@ -187,9 +212,11 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
 
     def to_html(self) -> str:
         """Caption and the figure as inline SVG in the theme's colours."""
-        return (f'{THEME_STYLE}<div class="mx-timeline" style="{FONT}">{self.caption_html()}'
+        return (f'{THEME_STYLE}<style>.mx-timeline-plot svg~img{{display:none}}</style>'
+                f'<div class="mx-timeline" style="{FONT}">{self.caption_html()}'
                 f'<div class="mx-timeline-plot" role="img" aria-label="{esc(self.title)}" style="color:{MUTED}">'
-                f'{self.svg}</div></div>')
+                f'{self.svg}<img alt="{esc(self.title)}" style="max-width:850px;width:100%" '
+                f'src="data:image/png;base64,{self._png_b64}"></div></div>')
 
     def to_text(self) -> str:
         """Calls, compactions and the est. tokens per call as text."""

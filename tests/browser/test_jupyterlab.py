@@ -104,7 +104,13 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
 
     base, root = jupyterlab
     want = expected()
-    nbformat.write(build_notebook(str(tmp_path / "store.duckdb")), root / "widgets.ipynb")
+    nb = build_notebook(str(tmp_path / "store.duckdb"))
+    # the session browser is a live widget: it opens on the current session; a click on a row opens another
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "from mxclaw_nb.widgets import SessionBrowser\n"
+        "other = store.create_session(title='another session')\n"
+        "SessionBrowser(store, current=sid)"))
+    nbformat.write(nb, root / "widgets.ipynb")
     blocked: list[str] = []
 
     def only_loopback(route):
@@ -129,27 +135,29 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
                           " await app.shell.currentWidget.sessionContext.ready;"
                           " if (app.shell.leftCollapsed === false) { app.shell.collapseLeft(); }"
                           " await app.commands.execute('notebook:run-all-cells'); }")
-            insp = page.locator(".mx-compaction-inspector")
+            insp = page.locator(".mx-inspector").first
             insp.wait_for(timeout=60_000)
-            page.locator(".mx-token-timeline img").wait_for(timeout=30_000)
-            gauge = page.locator(".mx-context-gauge")
+            page.locator(".mx-timeline svg").first.wait_for(timeout=30_000)
+            gauge = page.locator(".mx-gauge").first
             head = insp.locator(".mx-inspector-head")
 
-            # the stage, in the inspector header and on the gauge
+            # the stage and the unit, in the inspector header and on the gauge
             assert f"Stage: {want['stage']}" in head.inner_text()
-            assert f"after {want['after_tokens']:,} est." in head.inner_text()
-            assert want["stage"] in gauge.inner_text() and f"{want['after_tokens']:,} est." in gauge.inner_text()
+            assert f"after {want['after_tokens']:,} tokens (est.)" in head.inner_text()
+            assert want["stage"] in gauge.inner_text() and f"{want['after_tokens']:,} sent" in gauge.inner_text()
+            assert "until compaction" in gauge.inner_text() and "% of the" in gauge.inner_text()
             assert gauge.locator(".mx-seg").count() >= 4
-            # the before table's rows, capped with a visible count
+            # the before table's rows, capped with a visible count; a row opens its whole message
             before = insp.locator(".mx-table").first
             assert before.is_visible()
-            rows = before.locator("tbody tr")
+            rows = before.locator(".mx-row")
             assert rows.count() == 12
             assert f"showing 12 of {want['before_rows']:,} messages" in before.locator(".mx-count").inner_text()
             assert "summarized" in rows.nth(4).inner_text()
-            # the timeline image rendered with the right caption
-            assert f"{want['calls']} model calls" in page.locator(".mx-timeline-caption").inner_text()
-            box = page.locator(".mx-token-timeline img").bounding_box()
+            assert "tokens before (est.)" in before.locator(".mx-thead").inner_text()
+            # the timeline drawn inline with the right caption
+            assert f"{want['calls']} model calls" in page.locator(".mx-timeline-caption").first.inner_text()
+            box = page.locator(".mx-timeline svg").first.bounding_box()
             assert box is not None and box["width"] > 400
             page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
             page.evaluate("window.jupyterapp.shell.currentWidget.content.node.scrollTop = 0")
@@ -158,11 +166,23 @@ def test_n2_widgets_render_in_jupyterlab_chromium(jupyterlab, tmp_path):
             shot = SCREENSHOT if UPDATE_SCREENSHOT else tmp_path / "screenshot.png"
             page.locator(".jp-NotebookPanel").screenshot(path=str(shot))
             assert shot.stat().st_size > 10_000
-            # the summary text, once its tab is opened
-            insp.get_by_role("tab", name="Summary").click()
+            # the summary text, once its section is opened
+            insp.locator(":scope > details > summary", has_text="Summary").click()
             summary = insp.locator(".mx-summary")
             summary.wait_for(state="visible", timeout=10_000)
             assert want["summary_first_line"] in summary.inner_text() and "Goals:" in summary.inner_text()
+            # the session browser: current session picked and marked, its calls loaded; a row click opens another
+            sessions = page.locator(".mx-session-browser")
+            sessions.wait_for(timeout=30_000)
+            listbox = sessions.locator(".mx-session-list select")
+            picked = listbox.evaluate("s => s.options[s.selectedIndex].text")
+            assert "current" in picked, picked
+            assert sessions.locator(".mx-timeline-plot svg").count() == 1 and sessions.locator(".mx-gauge").count() == 1
+            listbox.select_option(index=1)  # the other row, as a click does
+            sessions.get_by_text("no model calls recorded in this session").wait_for(timeout=30_000)
+            shots = Path(os.environ.get("MXCLAW_SHOTS") or tmp_path)
+            sessions.screenshot(path=str(shots / "session-browser.png"))
+            print("session browser screenshot in", shots)
         finally:
             browser.close()
     assert SCREENSHOT.stat().st_size > 20_000
