@@ -10,12 +10,14 @@ Every output starts with a caption naming the model (the demo model says so) and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from IPython.core.error import UsageError
 
 from mxclaw_nb.widgets.style import counter_label, fmt_int
+
+if TYPE_CHECKING:  # pandas is imported when a command runs, not at %load_ext
+    import pandas as pd
 
 TRANSCRIPT_COLUMNS = ["seq", "turn", "iteration", "role", "content", "tool_call_id", "is_error"]
 PREVIEW_CHARS = 120
@@ -46,6 +48,8 @@ def configure_view(p: Any) -> None:
 
 def cmd_view(m: Any, args: Any) -> Any:
     """The compaction inspector of the last model call, or its before/after DataFrame."""
+    import pandas as pd
+
     from mxclaw_nb.widgets import CompactionInspector
 
     last = _last_call(m)
@@ -162,6 +166,8 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     from mxclaw_nb.analysis.replay import replay
 
     df = replay((agent.session_id, messages), policy)
+    import pandas as pd
+
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
@@ -203,6 +209,8 @@ def cmd_timeline(m: Any, args: Any) -> Any:
 
 def cmd_gauge(m: Any, args: Any) -> Any:
     """The context gauge of the last model call (or of the next one when none was made yet)."""
+    import pandas as pd
+
     from mxclaw_nb.widgets import ContextGauge
 
     last = _last_call(m)
@@ -238,6 +246,8 @@ def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
         seq = found.iloc[0]["seq"]
     except StoreError:
         return text
+    import pandas as pd
+
     if pd.isna(seq):
         return text
     return f"{text} Your message is stored (session {agent.session_id[:8]}, #{int(seq)})."

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from mxclaw_nb.store_codec import MESSAGE_COLUMNS, row_to_message
 from mxclaw_nb.store_errors import StoreError, translate
 from mxclaw_nb.store_lease import Lease
 from mxclaw_nb.store_parquet import export_tables, import_tables
+
+if TYPE_CHECKING:  # DuckDB's .df() imports pandas when a DataFrame is asked for, not at import
+    import pandas as pd
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 _SESSIONS_SQL = """
