@@ -102,6 +102,8 @@ class Store(StoreReads):
         self._next_gen = -1
         self._known_sessions: set[str] = set()
         self._batch_depth = 0
+        self._pending: list[tuple[str, str, str, list[Any]]] | None = None  # queued rows inside deferred()
+        self._pending_next: dict[tuple[str, str], int] = {}
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
@@ -170,6 +172,52 @@ class Store(StoreReads):
             finally:
                 self._batch_depth -= 1
 
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Queue the block's appends and write them at its end in one transaction (one loop iteration, L4).
+
+        Why: DuckDB pays ~0.6 ms per INSERT statement and ~1 ms per commit, so a row per commit made the
+        store the loop's largest fixed cost. Inside the block appends are encoded and numbered at once
+        (message seqs are returned as usual) but written at the end, one multi-row INSERT per table, in
+        one commit: all or none. The block ends the same way when it raises (an interrupt keeps what was
+        done), then the exception propagates. No database lock is held while the block runs, so other
+        processes are not kept waiting (S3). Nested blocks join the outer one; seqs rely on the turn lock
+        (one writer per session) and are checked by the primary keys when written.
+        """
+        if self._pending is not None:
+            yield
+            return
+        self._pending, self._pending_next = [], {}
+        try:
+            yield
+        finally:
+            pending, self._pending = self._pending, None
+            try:
+                if pending:
+                    self._flush(pending)
+            finally:
+                self._pending_next = {}
+
+    def _flush(self, pending: list[tuple[str, str, str, list[Any]]]) -> None:
+        # One multi-row INSERT per table and session, in queue order within each, one transaction.
+        groups: dict[tuple[str, str], tuple[str, list[list[Any]]]] = {}
+        for table, session_id, sql, row in pending:
+            groups.setdefault((table, session_id), (sql, []))[1].append(row)
+        with self._lease.connection("write an iteration", write=True) as con:
+            try:
+                with transaction(con):
+                    for (table, session_id), (sql, rows) in groups.items():
+                        if table != "messages":  # seqs nobody has seen yet: numbered now, under the lease
+                            start = self._seq(con, table, session_id)
+                            rows = [[session_id, start + k, *r[2:]] for k, r in enumerate(rows)]
+                        head, marks = sql.split(" VALUES ")
+                        con.execute(f"{head} VALUES {', '.join([marks] * len(rows))}",
+                                    [v for r in rows for v in r])
+                        self._next[(table, session_id)] = int(rows[-1][1]) + 1
+            except BaseException:
+                self._next.clear()
+                raise
+
     def __enter__(self) -> Store:
         return self
 
@@ -204,8 +252,29 @@ class Store(StoreReads):
             raise StoreError(self.path, f"unknown session {session_id!r}; create it with Store.create_session()")
         self._known_sessions.add(session_id)
 
+    def _queue(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:
+        # Inside deferred(): number message rows now (the loop needs their seqs), queue everything.
+        assert self._pending is not None
+        key = (table, session_id)
+        if self.read_only:
+            raise self.read_only_error(action)
+        start = self._pending_next.get(key, 0 if table != "messages" else None)
+        if start is None or session_id not in self._known_sessions:
+            with self._lease.connection(action, write=True) as con:
+                self._check_session(con, session_id)
+                start = self._seq(con, table, session_id) if start is None else start
+        seqs = list(range(start, start + len(rows)))
+        self._pending_next[key] = start + len(rows)
+        now = self._now()
+        for seq, row in zip(seqs, rows, strict=True):
+            self._pending.append((table, session_id, sql,
+                                  [session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]))
+        return seqs
+
     def _insert(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:
         # Shared path of every append: check the session, number the rows, insert them atomically.
+        if self._pending is not None:
+            return self._queue(table, session_id, action, sql, rows)
         with self._lease.connection(action, write=True) as con:
             self._check_session(con, session_id)
             start = self._seq(con, table, session_id)
