@@ -147,7 +147,9 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "prompt_tokens_reported": getattr(usage, "prompt_tokens", None) if usage else None,
         "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
         "latency_ms": latency_ms, "error": error, "summary": view.summary,
-        "provenance": view.provenance.to_columns(), "retry": retry,
+        # N3: with a lineage the rows are rebuilt from it and the stored transcript, so the view's own O(input)
+        # table is not stored again (bytes per call stay flat as the session grows)
+        "provenance": view.provenance.to_columns() if view.lineage is None else None, "retry": retry,
         # SPEC N3: what happened to each stored message up to this call, across the turn's C7 iterations
         "lineage": view.lineage.to_record() if view.lineage is not None else None,
         # kept in `extra`: where the safe tail started (input position; the lineage has it as a stored seq)

@@ -28,11 +28,10 @@ def _last_call(m: Any) -> tuple[Any, int | None] | None:
     agent = m.get_agent()
     if m.last_view is not None and m.last_view_session == agent.session_id:
         return m.last_view, m.last_reported
-    requests = m.store().requests(agent.session_id)
+    requests = m.store().requests(agent.session_id, last=1)  # only the record shown
     if requests.empty:
         return None
-    row = requests.iloc[-1]
-    return row, None
+    return requests.iloc[-1], None
 
 
 def _no_call(m: Any) -> None:
@@ -200,7 +199,9 @@ def cmd_timeline(m: Any, args: Any) -> Any:
     from mxclaw_nb.widgets import TokenTimeline
 
     agent = m.get_agent()
-    requests = m.store().requests(agent.session_id)
+    from mxclaw_nb.store_read import TIMELINE_COLUMNS
+
+    requests = m.store().requests(agent.session_id, columns=TIMELINE_COLUMNS)  # what is drawn, no JSON
     if requests.empty:
         return _no_call(m)
     print(m.caption(f"{len(requests):,} model calls"))
@@ -218,8 +219,10 @@ def cmd_gauge(m: Any, args: Any) -> Any:
         print(m.caption("no model call yet: gauge of the next request view (dry run)"))
         return ContextGauge(m.get_agent().dry_run())
     print(m.caption("context gauge of the last model call"))
-    if isinstance(last[0], pd.Series):
-        return ContextGauge.from_request(last[0])
+    if isinstance(last[0], pd.Series):  # N3: the record's rows are rebuilt from the stored transcript
+        from mxclaw_nb.widgets.data import from_request
+
+        return ContextGauge(from_request(last[0], transcript=m.store().load_transcript(m.get_agent().session_id)))
     return ContextGauge(last[0], reported_prompt_tokens=last[1])
 
 
