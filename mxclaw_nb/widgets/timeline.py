@@ -41,6 +41,8 @@ INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SV
 INK_STYLE = {**PLOT_STYLE, **{k: INK for k, v in PLOT_STYLE.items() if v == PLOT_STYLE["text.color"]}}
 
 NEEDED = ("turn", "estimate_tokens")
+MAX_TURN_LABELS = 24
+MAX_MARKERS = 200  # above this many calls the lines carry no per-call markers (they would merge anyway)
 
 
 def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
@@ -79,12 +81,14 @@ def _draw(df: pd.DataFrame, title: str) -> Figure:
     ax = fig.add_subplot()
     x = df["call"]
     handles: list[Any] = []
-    handles += ax.plot(x, _num(df["estimate_tokens"]), "-o", ms=3, color="#5c8bd6", label="est. (sent)")
+    dense = len(df) > MAX_MARKERS
+    handles += ax.plot(x, _num(df["estimate_tokens"]), "-" if dense else "-o", ms=3, color="#5c8bd6",
+                       label="est. (sent)")
     for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
                               ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
         y = _num(df[col])
         if y.notna().any():
-            handles += ax.plot(x, y, "--s", ms=3, color=color, label=label)
+            handles += ax.plot(x, y, "--" if dense else "--s", ms=3, color=color, label=label)
     for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", INK, "window")):
         y = _num(df[col])
         if y.notna().any():
@@ -104,12 +108,13 @@ def _draw(df: pd.DataFrame, title: str) -> Figure:
                 handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=INK,
                                       label=f"compaction: {stage} (before → sent)"))
     turns = df["turn"].tolist()
-    for i in range(1, len(turns)):
-        if turns[i] != turns[i - 1]:
-            ax.axvline(i + 0.5, color=INK, alpha=0.35, lw=0.8, ls="--")
-    for t in dict.fromkeys(turns):
-        first = int(df.loc[df["turn"] == t, "call"].iloc[0])
-        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=INK,
+    starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
+    for i in starts:
+        ax.axvline(i + 0.5, color=INK, alpha=0.35, lw=0.8, ls="--")
+    firsts = [0, *starts]
+    step = -(-len(firsts) // MAX_TURN_LABELS)  # label at most MAX_TURN_LABELS turns (text is the costly artist)
+    for i in firsts[::step]:
+        ax.annotate(f"turn {turns[i]}", (i + 1, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=INK,
                     va="bottom")
     ax.set_xlabel("model call")
     ax.set_ylabel("prompt tokens (est. unless the legend says otherwise)", fontsize=8)
