@@ -17,8 +17,9 @@ the whole transcript so far (what an uncompacted request would cost); ``saved_to
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -55,13 +56,45 @@ class IdCache:
         return value
 
 
+def _content_key(message: Message) -> Any:
+    # What facts and view text depend on: the content and the tool calls (not identity, not other keys).
+    if not isinstance(message, dict):
+        return None
+    content, calls = message.get("content"), message.get("tool_calls")
+    if not isinstance(content, str):
+        content = json.dumps(content, sort_keys=True, default=str)
+    return content, None if not calls else json.dumps(calls, sort_keys=True, default=str)
+
+
+class ContentCache(IdCache):
+    """IdCache that falls back to the message's content: fresh copies of a message (placeholders carried
+    from call to call, sanitized sent copies) hit too, so fact survival costs O(new messages) per call."""
+
+    def __init__(self, fn: Callable[[Message], Any]) -> None:
+        super().__init__(fn)
+        self._by_content: dict[Any, Any] = {}
+
+    def __call__(self, message: Message) -> Any:
+        hit = self._items.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        key = _content_key(message)
+        value = self._by_content.get(key) if key is not None else None
+        if value is None:
+            value = self.fn(message)
+            if key is not None:
+                self._by_content[key] = value
+        self._items[id(message)] = (message, value)
+        return value
+
+
 class SessionCaches:
     """Everything replay caches for one session, shared across policies and calls."""
 
     def __init__(self, exact: Any = None) -> None:
         self.tokens: dict[Any, TokenCache] = {}  # one TokenCache per counter
-        self.facts = IdCache(extract_facts)
-        self.views = IdCache(message_view)
+        self.facts = ContentCache(extract_facts)
+        self.views = ContentCache(message_view)
         self.exact = IdCache(exact.count) if exact is not None else None
 
     def token_cache(self, policy: ContextPolicy) -> TokenCache:
@@ -95,11 +128,29 @@ class _Chain:
     failure scans, which makes a replay about three times faster.
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, facts_of: Callable[[int], frozenset[Fact]] | None = None) -> None:
         self.pos_map: list[int | None] = list(range(n))  # input position -> transcript index (None: engine-made)
         self.synthetic: set[int] = set()  # input positions holding a carried-over synthetic result
         self.state: dict[int, str] = {}  # transcript index -> action
         self.orphans: set[int] = set()  # transcript indices dropped by repair (not compaction)
+        # the facts of the compacted messages, kept up to date as actions change (O(changes) per call)
+        self.facts_of, self.members, self.fact_counts = facts_of, set[int](), dict[Fact, int]()
+
+    def _sync(self, touched: Iterable[int]) -> None:
+        if self.facts_of is None:
+            return
+        for t in touched:
+            now = self.state.get(t) in COMPACTED and t not in self.orphans
+            if now == (t in self.members):
+                continue
+            step = 1 if now else -1
+            (self.members.add if now else self.members.discard)(t)
+            for fact in self.facts_of(t):
+                left = self.fact_counts.get(fact, 0) + step
+                if left:
+                    self.fact_counts[fact] = left
+                else:
+                    self.fact_counts.pop(fact, None)
 
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
@@ -112,6 +163,7 @@ class _Chain:
         """Fold one view's decisions into the state; return the synthetic results it sends."""
         trace = _trace(view)
         synthetic = 0
+        touched: list[int] = []
         for k, src in enumerate(trace.step_sources):
             action = trace.actions[k]
             if src is None or src in self.synthetic:
@@ -122,12 +174,16 @@ class _Chain:
                 continue  # a pinned summary or fallback note from an earlier call
             if action == "kept" and self.state.get(t) == "placeholder":
                 action = "placeholder"
+            if self.state.get(t) != action:
+                touched.append(t)
             self.state[t] = action
         for src in trace.dropped:  # repair dropped it from the view (orphan or duplicate result)
             t = self.pos_map[src]
             if t is not None:
                 self.state[t] = "dropped"
                 self.orphans.add(t)
+                touched.append(t)
+        self._sync(touched)
         return synthetic
 
 
@@ -137,11 +193,8 @@ def _trace(view: RequestView) -> Trace:
     return view.trace
 
 
-def _fact_columns(chain: _Chain, messages: Sequence[Any], view: RequestView, caches: SessionCaches) -> dict:
-    facts: set[Fact] = set()
-    for t, action in chain.state.items():
-        if action in COMPACTED and t not in chain.orphans and isinstance(messages[t], dict):
-            facts |= caches.facts(messages[t])
+def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> dict:
+    facts = chain.fact_counts.keys()  # kept up to date by _Chain.record
     if not facts:
         return {}
     seen: ViewText = combine_views(caches.views(m) for m in view.messages)
@@ -170,6 +223,10 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         for m in msgs:
             exact_prefix.append(exact_prefix[-1] + (caches.exact(m) if isinstance(m, dict) else 0))
     turns = _turns(msgs)
+
+    def facts_of(t: int) -> frozenset[Fact]:
+        return caches.facts(msgs[t]) if isinstance(msgs[t], dict) else frozenset()
+
     rows: list[dict[str, Any]] = []
     view: RequestView | None = None
     chain, prev = _Chain(0), 0
@@ -177,7 +234,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     for call_no, i in enumerate(calls, 1):
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         if rebuilt:
-            chain, inputs = _Chain(i), msgs[:i]
+            chain, inputs = _Chain(i, facts_of if facts else None), msgs[:i]
         else:
             assert view is not None
             chain.advance(view, prev, i)
@@ -197,7 +254,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "over_threshold": view.over_threshold,
         }
         if facts:
-            row.update(_fact_columns(chain, msgs, view, caches))
+            row.update(_fact_columns(chain, view, caches))
         if caches.exact is not None and exact_prefix is not None:
             exact_after = sum(caches.exact(m) for m in view.messages)
             row.update(exact_full_tokens=exact_prefix[i], exact_after_tokens=exact_after,
