@@ -339,3 +339,22 @@ def test_l4_deferred_block_is_all_or_none_when_the_write_fails(store: Store) -> 
         store.append_message(sid, {"role": "assistant", "content": "y"}, turn=1)
     assert [m["content"] for m in store.load_transcript(sid)] == ["kept"] and store.events(sid).empty
     assert store.append_message(sid, {"role": "assistant", "content": "after"}, turn=1) == 1
+
+
+def test_s1_bulk_append_round_trips_every_shape(store: Store) -> None:
+    """Many rows at once take the Arrow path: the same dicts come back, in order, with consecutive seqs."""
+    sid = store.create_session()
+    shapes: list[dict[str, Any]] = [
+        {"role": "user", "content": "plain 中文"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                               "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "bad \udc80 bytes", "is_error": True},
+        {"role": "user", "content": [{"type": "text", "text": "parts"}], "refusal": "kept in extra"},
+        {"role": "assistant"},
+    ]
+    messages = [dict(shapes[k % len(shapes)], n=k) for k in range(300)]
+    assert store.append_messages(sid, messages, turn=1) == list(range(300))
+    assert store.load_transcript(sid) == messages
+    with store.batch(), store.deferred():  # queued inside a batch: written in the batch's transaction
+        store.append_messages(sid, messages[:100], turn=2)
+    assert len(store.load_transcript(sid)) == 400
