@@ -128,13 +128,28 @@ class _Chain:
     failure scans, which makes a replay about three times faster.
     """
 
-    def __init__(self, n: int, facts_of: Callable[[int], frozenset[Fact]] | None = None) -> None:
+    def __init__(self, n: int, facts_of: Callable[[int], frozenset[Fact]] | None = None,
+                 previous: _Chain | None = None) -> None:
         self.pos_map: list[int | None] = list(range(n))  # input position -> transcript index (None: engine-made)
         self.synthetic: set[int] = set()  # input positions holding a carried-over synthetic result
         self.state: dict[int, str] = {}  # transcript index -> action
         self.orphans: set[int] = set()  # transcript indices dropped by repair (not compaction)
         # the facts of the compacted messages, kept up to date as actions change (O(changes) per call)
         self.facts_of, self.members, self.fact_counts = facts_of, set[int](), dict[Fact, int]()
+        self.action_counts: dict[str, int] = {}  # action -> transcript messages in that state (kept: the rest)
+        self._resync = False
+        if previous is not None and previous.facts_of is facts_of:  # a new turn: start from the last turn's facts
+            self.members, self.fact_counts, self._resync = previous.members, previous.fact_counts, True
+
+    def _set(self, t: int, action: str, touched: list[int]) -> None:
+        old = self.state.get(t)
+        if old == action:
+            return
+        if old is not None:
+            self.action_counts[old] -= 1
+        self.action_counts[action] = self.action_counts.get(action, 0) + 1
+        self.state[t] = action
+        touched.append(t)
 
     def _sync(self, touched: Iterable[int]) -> None:
         if self.facts_of is None:
@@ -174,15 +189,16 @@ class _Chain:
                 continue  # a pinned summary or fallback note from an earlier call
             if action == "kept" and self.state.get(t) == "placeholder":
                 action = "placeholder"
-            if self.state.get(t) != action:
-                touched.append(t)
-            self.state[t] = action
+            self._set(t, action, touched)
         for src in trace.dropped:  # repair dropped it from the view (orphan or duplicate result)
             t = self.pos_map[src]
             if t is not None:
-                self.state[t] = "dropped"
                 self.orphans.add(t)
-                touched.append(t)
+                self._set(t, "dropped", touched)
+                touched.append(t)  # an orphan leaves the compacted facts even when already "dropped"
+        if self._resync:  # inherited members whose action this chain has not set are "kept" now
+            touched.extend(self.members)
+            self._resync = False
         self._sync(touched)
         return synthetic
 
@@ -234,16 +250,15 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     for call_no, i in enumerate(calls, 1):
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         if rebuilt:
-            chain, inputs = _Chain(i, facts_of if facts else None), msgs[:i]
+            chain, inputs = _Chain(i, facts_of if facts else None, chain), msgs[:i]
         else:
             assert view is not None
             chain.advance(view, prev, i)
             inputs = view.next_input(msgs[prev:i])
         view = build_request_view(inputs, policy, summarize, cache=cache)
         synthetic = chain.record(view)
-        counts = dict.fromkeys(("kept", *COMPACTED), 0)
-        for t in range(i):
-            counts[chain.state.get(t, "kept")] += 1
+        counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
+        counts["kept"] = i - sum(counts.values())  # every other transcript message so far
         row: dict[str, Any] = {
             "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
             "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
