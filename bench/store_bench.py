@@ -28,7 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if "--path" in sys.argv:  # a baseline checkout: bypass the editable install's finder
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, sys.argv[sys.argv.index("--path") + 1])
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mxclaw_nb.store import Store  # noqa: E402
 from mxclaw_nb.store_codec import MESSAGE_COLUMNS, message_to_row, row_to_message  # noqa: E402
@@ -284,6 +288,7 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--session", type=int, default=10_000, help="messages in the load/size session")
     parser.add_argument("--only", choices=("iteration",), help="run one measurement only")
+    parser.add_argument("--path", help="run against another checkout (e.g. the baseline) instead of this one")
     args = parser.parse_args()
     if args.only == "iteration":
         iteration_table(args.runs)

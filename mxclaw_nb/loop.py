@@ -3,9 +3,11 @@
 The loop is glue between the pure engine and three adapters it only knows through small Protocols
 (provider, store, tools), so tests can run it against the real DuckDB store and the real `openai`
 client talking to the shipped test server. Its one rule is L4: everything is stored the moment it
-happens — the user message before the first model call, each assistant message before its tools
-run, each tool result as it arrives — so a kernel interrupt or crash loses nothing already done and
-the next turn's repair pass (C4) heals a half-finished tool block. The request view is rebuilt before
+happens — the user message before the first model call, each assistant message (with its request
+record and events, one commit) before its tools run, the tool results (with their events, one commit)
+before the next model call; an interrupt still writes what was done — so a kernel interrupt loses
+nothing already done, a crash at most the tool work in flight, and the next turn's repair pass (C4)
+heals a half-finished tool block. The request view is rebuilt before
 every model call (C7) from the previous view plus what was appended, never by re-reading the store
 inside a turn; at most one prompt-too-long retry per turn uses the fallback window (C9).
 """

@@ -4,7 +4,10 @@ Why: the transcript is the single source of truth of a session and must survive 
 crashes and several notebooks at once, while analysts query it with SQL and pandas. This module is
 the adapter the loop talks to: it only ever INSERTs rows (SPEC S2; `sql()` refuses anything but
 queries), assigns each message its position (`seq`) while holding the database exclusively, and
-commits every append immediately so a killed process loses nothing already appended.
+commits every append immediately so a killed process loses nothing already appended — or, inside
+`deferred()`, queues a group of appends (one loop iteration's step) and writes them in one commit,
+because DuckDB's fixed cost per INSERT statement (~0.7 ms) and per commit (~1.5 ms) dominate a row's.
+Bulk appends (seed, import) go in as one Arrow table.
 
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
 `store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
