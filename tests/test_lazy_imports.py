@@ -1,7 +1,7 @@
 """`%load_ext mxclaw_nb` stays light: pandas and matplotlib load when something is shown, not before (N1).
 
 Behaviour, not timing (the timing is in bench/import_bench.py): a fresh interpreter loads the extension
-and the heavy modules are still absent; the first command that needs pandas still works.
+and pandas, matplotlib, ipywidgets and duckdb are still absent; they load with the first command that needs them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "mxclaw_nb")
-print(",".join(m for m in ("pandas", "matplotlib", "ipywidgets") if m in sys.modules) or "none")
+print(",".join(m for m in ("pandas", "matplotlib", "ipywidgets", "duckdb") if m in sys.modules) or "none")
 import mxclaw_nb.widgets as w
 assert w.STAGE_COLORS and callable(w.from_request)
 """
