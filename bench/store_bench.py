@@ -3,17 +3,19 @@
 Why: DuckDB lets one process write a file at a time and opening it costs ~10 ms, so the store keeps
 a cross-process lease (mxclaw_nb/store_lease.py). This script measures what that design costs:
 appends per second with one and two processes on one file, the time to load a 10k-message session,
-the file size per 10k messages, and the storage overhead of one agent-loop iteration (assistant
-message + request record + two events), which must stay under 1% of a 1-second model call (10 ms).
+the file size per 10k messages, and the storage overhead of one agent-loop tool iteration (request
+record + assistant message + tool.started + tool result + tool.finished, in the loop's two commits:
+`Store.deferred()`), compared in one run with sqlite3 WAL synchronous=FULL doing the same appends.
 The sqlite3 side does the same work with the same columns and the same seq numbering under
 `BEGIN IMMEDIATE`, with `journal_mode=WAL`, `synchronous=NORMAL`, `busy_timeout=30000`.
 
-Run: `.venv/bin/python bench/store_bench.py [--runs 5] [--appends 2000]`; prints medians of the runs.
+Run: `.venv/bin/python bench/store_bench.py [--runs 5] [--appends 2000] [--only iteration]`; prints medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -26,7 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if "--path" in sys.argv:  # a baseline checkout: bypass the editable install's finder
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, sys.argv[sys.argv.index("--path") + 1])
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mxclaw_nb.store import Store  # noqa: E402
 from mxclaw_nb.store_codec import MESSAGE_COLUMNS, message_to_row, row_to_message  # noqa: E402
@@ -45,11 +51,12 @@ def make_message(i: int) -> dict[str, Any]:
 class SqliteStore:
     """The same append/load workload on sqlite3 (WAL), numbering seq under BEGIN IMMEDIATE."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sync: str = "NORMAL") -> None:
         self.path = path
+        self.in_batch = False
         self.con = sqlite3.connect(path, timeout=30, isolation_level=None)
         self.con.execute("PRAGMA journal_mode=WAL")
-        self.con.execute("PRAGMA synchronous=NORMAL")
+        self.con.execute(f"PRAGMA synchronous={sync}")
         cols = ", ".join(f"{c} TEXT" for c in MESSAGE_COLUMNS)
         self.con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY)")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS messages (session_id TEXT, seq INTEGER, turn INTEGER, "
@@ -63,15 +70,28 @@ class SqliteStore:
         self.con.execute("INSERT INTO sessions VALUES (?)", (sid,))
         return sid
 
+    @contextlib.contextmanager
+    def batch(self) -> Any:
+        """Several appends in one BEGIN IMMEDIATE ... COMMIT."""
+        self.con.execute("BEGIN IMMEDIATE")
+        self.in_batch = True
+        try:
+            yield
+        finally:
+            self.in_batch = False
+            self.con.execute("COMMIT")
+
     def _append(self, table: str, sid: str, values: list[tuple[Any, ...]]) -> None:
         marks = ", ".join("?" * (3 + len(values[0])))
-        self.con.execute("BEGIN IMMEDIATE")
+        if not self.in_batch:
+            self.con.execute("BEGIN IMMEDIATE")
         start = self.con.execute(f"SELECT coalesce(max(seq) + 1, 0) FROM {table} WHERE session_id = ?",
                                  (sid,)).fetchone()[0]
         now = time.strftime("%Y-%m-%d %H:%M:%S")
         self.con.executemany(f"INSERT INTO {table} VALUES ({marks})",
                              [(sid, start + k, *v, now) for k, v in enumerate(values)])
-        self.con.execute("COMMIT")
+        if not self.in_batch:
+            self.con.execute("COMMIT")
 
     def append_messages(self, sid: str, messages: list[dict[str, Any]], *, turn: int) -> None:
         self._append("messages", sid, [(turn, 0, *message_to_row(m)) for m in messages])
@@ -173,27 +193,51 @@ def load_and_size(kind: str, folder: Path, count: int) -> tuple[float, float]:
 
 RECORD = {"turn": 0, "iteration": 0, "model": "m", "estimate_tokens": 1234, "before_tokens": 9000,
           "after_tokens": 4000, "stage": "micro", "provenance": [{"seq": k, "fate": "kept"} for k in range(40)]}
+FINISHED = {"call_id": "call_1", "name": "read_file", "is_error": False, "content": "def f():\n" * 50, "chars": 2000}
 
 
-def _iteration(store: Any, sid: str, i: int) -> None:
-    store.append_message(sid, make_message(0), turn=i, iteration=0)
-    store.append_request(sid, RECORD)
-    store.append_event(sid, "loop.model_call", {"iteration": i})
-    store.append_event(sid, "tool.finished", {"iteration": i})
+def _iteration(store: Any, sid: str, i: int, mode: str = "rows") -> None:
+    """One tool iteration's appends as the loop makes them: record + answer, then tool events + result.
+
+    mode "old": the loop's writes before `Store.deferred` (three commits); "rows": each append its own
+    commit; "loop": the loop's two commits (record + answer before the
+    tool runs, tool events + result before the next call, L4) via `Store.deferred()` or, for sqlite, one
+    BEGIN IMMEDIATE ... COMMIT each; "one": all five appends in one commit.
+    """
+    group: Callable[[], Any] = getattr(store, "deferred", None) or store.batch
+    if mode == "old":  # the loop before Store.deferred: three commits, a statement per row
+        with store.batch():
+            store.append_request(sid, RECORD)
+            store.append_message(sid, make_message(0), turn=i, iteration=0)
+        store.append_event(sid, "tool.started", {"iteration": i})
+        with store.batch():
+            store.append_message(sid, make_message(1), turn=i, iteration=0)
+            store.append_event(sid, "tool.finished", FINISHED)
+        return
+    if mode == "rows":
+        store.append_request(sid, RECORD)
+        store.append_message(sid, make_message(0), turn=i, iteration=0)
+        store.append_event(sid, "tool.started", {"iteration": i})
+        store.append_message(sid, make_message(1), turn=i, iteration=0)
+        store.append_event(sid, "tool.finished", FINISHED)
+        return
+    with group():
+        store.append_request(sid, RECORD)
+        store.append_message(sid, make_message(0), turn=i, iteration=0)
+    with group() if mode == "loop" else contextlib.nullcontext():
+        store.append_event(sid, "tool.started", {"iteration": i})
+        store.append_message(sid, make_message(1), turn=i, iteration=0)
+        store.append_event(sid, "tool.finished", FINISHED)
 
 
-def iteration_ms(kind: str, folder: Path, iterations: int = 200, batched: bool = False) -> float:
-    """Median ms for one loop iteration's writes: assistant message, request record, two events."""
-    store = open_store(kind, db_path(folder, kind))
+def iteration_ms(kind: str, folder: Path, iterations: int = 200, mode: str = "rows", sync: str = "NORMAL") -> float:
+    """Median ms for one tool iteration's writes (see `_iteration`)."""
+    store = Store(db_path(folder, kind)) if kind == "duckdb" else SqliteStore(db_path(folder, kind), sync)
     sid = new_session(kind, store, "loop")
     timings = []
     for i in range(iterations):
         start = time.perf_counter()
-        if batched:
-            with store.batch():
-                _iteration(store, sid, i)
-        else:
-            _iteration(store, sid, i)
+        _iteration(store, sid, i, mode)
         timings.append(time.perf_counter() - start)
     store.close()
     return statistics.median(timings) * 1e3
@@ -223,20 +267,51 @@ def median_of(runs: int, fn: Callable[[Path], Any]) -> Any:
     return statistics.median(results)
 
 
+def iteration_table(runs: int) -> None:
+    """Iteration writes, DuckDB store vs sqlite3 WAL synchronous=FULL, interleaved in one run (same noise)."""
+    modes = ("old", "rows", "loop", "one")
+    got: dict[tuple[str, str], list[float]] = {}
+    for _ in range(runs):
+        for mode in modes:
+            for kind in ("duckdb", "sqlite"):
+                with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
+                    ms = iteration_ms(kind, Path(tmp), mode=mode, sync="FULL")
+                got.setdefault((kind, mode), []).append(ms)
+    med = {k: statistics.median(v) for k, v in got.items()}
+    print(f"iteration writes (request + answer + tool.started + tool result + tool.finished), medians of {runs} "
+          "runs x 200 iterations; sqlite3 WAL synchronous=FULL\n")
+    print("| commits per iteration              | duckdb (store) | sqlite3 FULL | duckdb/sqlite |")
+    print("| ----------------------------------- | -------------:| ------------:| -------------:|")
+    for mode, label in (("old", "the loop's three, before deferred()"), ("rows", "one per append (5)"),
+                        ("loop", "the loop's two (L4)"), ("one", "one")):
+        d, q = med[("duckdb", mode)], med[("sqlite", mode)]
+        print(f"| {label:<35} | {d:>11.2f} ms | {q:>9.2f} ms | {d / q:>13.2f} |")
+    d = med[("duckdb", "loop")]
+    print(f"\nthe loop's writes per tool iteration: {d:.2f} ms = {d / med[('sqlite', 'rows')]:.2f}x sqlite doing the "
+          f"same appends row by row, {d / med[('sqlite', 'loop')]:.2f}x sqlite with the same two commits "
+          f"(target <= 3x); before: {med[('duckdb', 'old')]:.2f} ms = {med[('duckdb', 'old')] / d:.2f}x now")
+
+
 def main() -> None:
     """Run every measurement for both engines and print a table of medians and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--session", type=int, default=10_000, help="messages in the load/size session")
+    parser.add_argument("--only", choices=("iteration",), help="run one measurement only")
+    parser.add_argument("--path", help="run against another checkout (e.g. the baseline) instead of this one")
     args = parser.parse_args()
+    if args.only == "iteration":
+        iteration_table(args.runs)
+        return
     rows: list[tuple[str, float, float, str]] = []
     for label, fn, unit in (
         ("appends/s, 1 process", lambda k: median_of(args.runs, lambda d: appends_per_second(k, d, args.appends)),
          "/s"),
         ("appends/s, 2 processes, 1 file",
          lambda k: median_of(args.runs, lambda d: two_process_appends_per_second(k, d, args.appends)), "/s"),
-        ("iteration writes (msg+request+2 events)", lambda k: median_of(args.runs, lambda d: iteration_ms(k, d)), "ms"),
+        ("iteration writes, the loop's two commits",
+         lambda k: median_of(args.runs, lambda d: iteration_ms(k, d, mode="loop")), "ms"),
     ):
         rows.append((label, fn("duckdb"), fn("sqlite"), unit))
     loads = {k: median_of(args.runs, lambda d, k=k: load_and_size(k, d, args.session)) for k in ("duckdb", "sqlite")}
@@ -244,7 +319,6 @@ def main() -> None:
     per = 10_000 / args.session
     rows.append(("file size per 10k messages", loads["duckdb"][1] * per, loads["sqlite"][1] * per, "MB"))
     cold = median_of(args.runs, cold_iteration_ms)
-    batched = median_of(args.runs, lambda d: iteration_ms("duckdb", d, batched=True))
     print(f"store_bench: medians of {args.runs} runs; {args.appends} appends; python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs; sqlite3 WAL synchronous=NORMAL\n")
     print(f"| {'metric':<42} | {'duckdb (store)':>14} | {'sqlite3 WAL':>12} | {'duckdb/sqlite':>13} |")
@@ -253,8 +327,10 @@ def main() -> None:
         print(f"| {label:<42} | {duck:>11.1f} {unit:<2} | {lite:>9.1f} {unit:<2} | {duck / lite:>13.2f} |")
     warm = rows[2][1]
     print(f"\nper-iteration storage overhead: {warm:.2f} ms warm = {warm / 10:.2f}% of a 1 s model call "
-          f"(target < 1%); {batched:.2f} ms inside one store.batch(); {cold:.2f} ms when the lease was released "
-          "first (reopen after >3 s idle or a handover to another process)")
+          f"(target < 1%); {cold:.2f} ms when the lease was released first (reopen after >3 s idle or a handover "
+          "to another process); bench/store_bench.py --only iteration compares with sqlite3 synchronous=FULL\n")
+    print()
+    iteration_table(args.runs)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 The loop is glue between the pure engine and three adapters it only knows through small Protocols
 (provider, store, tools), so tests can run it against the real DuckDB store and the real `openai`
 client talking to the shipped test server. Its one rule is L4: everything is stored the moment it
-happens — the user message before the first model call, each assistant message before its tools
-run, each tool result as it arrives — so a kernel interrupt or crash loses nothing already done and
-the next turn's repair pass (C4) heals a half-finished tool block. The request view is rebuilt before
+happens — the user message before the first model call, each assistant message (with its request
+record and events, one commit) before its tools run, the tool results (with their events, one commit)
+before the next model call; an interrupt still writes what was done — so a kernel interrupt loses
+nothing already done, a crash at most the tool work in flight, and the next turn's repair pass (C4)
+heals a half-finished tool block. The request view is rebuilt before
 every model call (C7) from the previous view plus what was appended, never by re-reading the store
 inside a turn; at most one prompt-too-long retry per turn uses the fallback window (C9).
 """
@@ -49,6 +51,7 @@ class StoreLike(Protocol):
     def append_request(self, session_id: str, record: dict[str, Any]) -> None: ...
     def load_transcript(self, session_id: str) -> list[Message]: ...
     def batch(self) -> Any: ...
+    def deferred(self) -> Any: ...
 
 
 class ProviderLike(Protocol):
@@ -146,7 +149,9 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         "prompt_tokens_reported": getattr(usage, "prompt_tokens", None) if usage else None,
         "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
         "latency_ms": latency_ms, "error": error, "summary": view.summary,
-        "provenance": view.provenance.to_columns(), "retry": retry,
+        # N3: with a lineage the rows are rebuilt from it and the stored transcript, so the view's own O(input)
+        # table is not stored again (bytes per call stay flat as the session grows)
+        "provenance": view.provenance.to_columns() if view.lineage is None else None, "retry": retry,
         # SPEC N3: what happened to each stored message up to this call, across the turn's C7 iterations
         "lineage": view.lineage.to_record() if view.lineage is not None else None,
         # kept in `extra`: where the safe tail started (input position; the lineage has it as a stored seq)
@@ -187,13 +192,14 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             result.iterations += 1
             it = result.iterations
             doing = f"building the request view for model call {it}"
-            view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
-                                                   (lineage, stored))
-            lineage = view.lineage
-            doing = f"storing the answer of model call {it}"
-            assistant = dict(completion.message)
-            assistant.setdefault("role", "assistant")
-            with ctx.store.batch():  # one commit for the call's record and its answer (store overhead, S1)
+            # L4, S1: the call's events, record and answer in one commit, made before its tools run
+            with ctx.store.deferred():
+                view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
+                                                       (lineage, stored))
+                lineage = view.lineage
+                doing = f"storing the answer of model call {it}"
+                assistant = dict(completion.message)
+                assistant.setdefault("role", "assistant")
                 ctx.store.append_request(session_id, record)
                 new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
             calls = assistant.get("tool_calls") or []
@@ -202,16 +208,17 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 break
             appended = [assistant]
             bound = ctx.tool_context.max_tool_calls
-            for n, call in enumerate(calls[:bound], 1):
-                doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
-                message, seq = _run_tool(ctx, session_id, call, turn, it)
-                appended.append(message)
-                new_seqs.append(seq)
-            if len(calls) > bound:  # L3: answer the rest (C4 needs every call answered) without running them
-                doing = f"answering the {len(calls) - bound} tool calls past max_tool_calls"
-                skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
-                appended.extend(m for m, _ in skipped)
-                new_seqs.extend(s for _, s in skipped)
+            with ctx.store.deferred():  # the results and tool events in one commit, before the next call (L4)
+                for n, call in enumerate(calls[:bound], 1):
+                    doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
+                    message, seq = _run_tool(ctx, session_id, call, turn, it)
+                    appended.append(message)
+                    new_seqs.append(seq)
+                if len(calls) > bound:  # L3: answer the rest (C4 needs every call answered) without running them
+                    doing = f"answering the {len(calls) - bound} tool calls past max_tool_calls"
+                    skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
+                    appended.extend(m for m, _ in skipped)
+                    new_seqs.extend(s for _, s in skipped)
             doing = f"preparing model call {it + 1}"
             view_input = view.next_input(appended)
             if stored is not None:  # grows in place: a lineage reads only its first `upto` messages
@@ -346,7 +353,7 @@ def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int
     finished = {"call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
                 "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
                 "exit_code": result.meta.get("exit_code")}
-    with ctx.store.batch():  # the result and its event happen together: one commit (1,000 calls stay fast)
+    with ctx.store.deferred():  # the result and its event are written together (joins the iteration's block)
         seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
         ctx.store.append_event(session_id, "tool.finished", finished, turn=turn, iteration=it)
     ctx.emit("tool.finished", {**finished, "turn": turn, "iteration": it})

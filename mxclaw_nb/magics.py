@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
@@ -30,10 +30,13 @@ from mxclaw_nb.magics_input import agent_input_guard, near_command
 from mxclaw_nb.magics_live import LiveLog
 from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
 from mxclaw_nb.settings import LIMITS, MAX_PROMPT_BYTES, check_setting
-from mxclaw_nb.store import Store, StoreError
+from mxclaw_nb.store_errors import StoreError
 from mxclaw_nb.text_policy import display
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
+
+if TYPE_CHECKING:  # DuckDB loads with the first store use, not at %load_ext
+    from mxclaw_nb.store import Store
 
 AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
                   "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline", "max_prompt_bytes",
@@ -107,6 +110,8 @@ class AgentMagics(Magics, Configurable):
         """The store for the configured database (opened once, reopened when `db` or $MXCLAW_DB changes)."""
         key = self.db or os.environ.get("MXCLAW_DB") or ""  # a notebook run again may point MXCLAW_DB elsewhere
         if self._store is None or key != self._store_key:
+            from mxclaw_nb.store import Store
+
             new = Store(self.db or None)  # may raise: the old store then stays open and in use
             old, self._store, self._store_key = self._store, new, key
             if old is not None:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 from IPython.core.error import UsageError
 from traitlets import Bool, Enum, TraitError
 
@@ -257,6 +256,8 @@ def cmd_config(m: Any, args: Any) -> Any:
     print(m.caption(f"window {agent.policy.context_window_tokens:,} · threshold {agent.policy.threshold:,} est. · "
                     f"db {m.store().path} · workspace {agent.workspace}"))
     print(("⚠ " if not agent.sandbox.confined else "") + agent.sandbox_status)
+    import pandas as pd  # lazy: %load_ext must not import pandas (bench/import_bench.py)
+
     return pd.DataFrame(rows)
 
 

@@ -10,12 +10,14 @@ Every output starts with a caption naming the model (the demo model says so) and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from IPython.core.error import UsageError
 
 from mxclaw_nb.widgets.style import counter_label, fmt_int
+
+if TYPE_CHECKING:  # pandas is imported when a command runs, not at %load_ext
+    import pandas as pd
 
 
 def _last_call(m: Any) -> tuple[Any, int | None] | None:
@@ -23,11 +25,10 @@ def _last_call(m: Any) -> tuple[Any, int | None] | None:
     agent = m.get_agent()
     if m.last_view is not None and m.last_view_session == agent.session_id:
         return m.last_view, m.last_reported
-    requests = m.store().requests(agent.session_id)
+    requests = m.store().requests(agent.session_id, last=1)  # only the record shown
     if requests.empty:
         return None
-    row = requests.iloc[-1]
-    return row, None
+    return requests.iloc[-1], None
 
 
 def _no_call(m: Any) -> None:
@@ -43,6 +44,8 @@ def configure_view(p: Any) -> None:
 
 def cmd_view(m: Any, args: Any) -> Any:
     """The compaction inspector of the last model call, or its before/after DataFrame."""
+    import pandas as pd
+
     from mxclaw_nb.widgets import CompactionInspector
 
     last = _last_call(m)
@@ -166,6 +169,8 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     from mxclaw_nb.magics_frames import replay_frame
 
     df = replay((agent.session_id, messages), policy, progress=True)  # a bar when it takes a few seconds
+    import pandas as pd
+
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
@@ -200,7 +205,9 @@ def cmd_timeline(m: Any, args: Any) -> Any:
     from mxclaw_nb.widgets import TokenTimeline
 
     agent = m.get_agent()
-    requests = m.store().requests(agent.session_id)
+    from mxclaw_nb.store_read import TIMELINE_COLUMNS
+
+    requests = m.store().requests(agent.session_id, columns=TIMELINE_COLUMNS)  # what is drawn, no JSON
     if requests.empty:
         return _no_call(m)
     print(m.caption(f"{len(requests):,} model calls"))
@@ -209,6 +216,8 @@ def cmd_timeline(m: Any, args: Any) -> Any:
 
 def cmd_gauge(m: Any, args: Any) -> Any:
     """The context gauge of the last model call (or of the next one when none was made yet)."""
+    import pandas as pd
+
     from mxclaw_nb.widgets import ContextGauge
 
     last = _last_call(m)
@@ -263,6 +272,8 @@ def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
         seq = found.iloc[0]["seq"]
     except StoreError:
         return text
+    import pandas as pd
+
     if pd.isna(seq):
         return text
     return f"{text} Your message is stored (session {agent.session_id[:8]}, #{int(seq)})."

@@ -9,9 +9,15 @@ exception as `__cause__` for debugging but leads with a plain sentence and a rem
 from __future__ import annotations
 
 import errno
+import sys
 from pathlib import Path
 
-import duckdb
+
+def _is_duckdb_error(exc: BaseException) -> bool:
+    # Not importing duckdb here keeps `%load_ext` light; an exception from DuckDB means it is imported.
+    duckdb = sys.modules.get("duckdb")
+    return duckdb is not None and isinstance(exc, duckdb.Error)
+
 
 MOVE_HINT = "set MXCLAW_DB (or pass Store(path=...)) to a file in a writable folder"
 
@@ -68,7 +74,7 @@ def translate(path: Path, exc: BaseException, action: str) -> StoreError:
         )
     elif _is_permission(text, exc):
         msg = f"cannot {action}: the folder or file is not writable ({text.strip()}); {MOVE_HINT}."
-    elif isinstance(exc, duckdb.Error):
+    elif _is_duckdb_error(exc):
         msg = f"cannot {action}: DuckDB error: {text.strip()}"
     else:
         msg = f"cannot {action}: {type(exc).__name__}: {text.strip()}"

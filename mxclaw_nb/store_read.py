@@ -9,16 +9,19 @@ that the pass-through cannot be used to rewrite the transcript (SPEC S2).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from mxclaw_nb.store_codec import MESSAGE_COLUMNS, row_to_message
 from mxclaw_nb.store_errors import StoreError, translate
 from mxclaw_nb.store_lease import Lease
 from mxclaw_nb.store_parquet import export_tables, import_tables
+
+if TYPE_CHECKING:  # DuckDB's .df() imports pandas when a DataFrame is asked for, not at import
+    import pandas as pd
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 _SESSIONS_SQL = """
@@ -36,6 +39,18 @@ LEFT JOIN (SELECT session_id, count(*) AS compactions FROM events WHERE type = '
            GROUP BY session_id) e ON e.session_id = s.id
 ORDER BY s.created_at, s.id
 """
+
+
+# What `%agent timeline` draws: no JSON columns (the provenance and extra are the bulk of a record).
+TIMELINE_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "stage", "retry", "estimate_tokens",
+                    "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens", "before_tokens",
+                    "after_tokens", "error")
+
+
+def _column(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError(f"not a column name: {name!r}")
+    return f'"{name}"'
 
 
 class StoreReads:
@@ -83,11 +98,23 @@ class StoreReads:
             [session_id, session_id, type, type],
         )
 
-    def requests(self, session_id: str | None = None) -> pd.DataFrame:
-        """Model-call records, optionally of one session, oldest first."""
+    def requests(self, session_id: str | None = None, *, columns: Sequence[str] | None = None,
+                 turn: int | None = None, iteration: int | None = None, last: int | None = None) -> pd.DataFrame:
+        """Model-call records, optionally of one session (and one turn/call), oldest first.
+
+        Readers load only what they show: `columns` picks columns (e.g. TIMELINE_COLUMNS, no JSON), `last=n`
+        only the n most recent records.
+        """
+        cols = "*" if columns is None else ", ".join(_column(c) for c in columns)
+        where = ("(?::VARCHAR IS NULL OR session_id = ?) AND (?::INTEGER IS NULL OR turn = ?) "
+                 "AND (?::INTEGER IS NULL OR iteration = ?)")
+        params: list[Any] = [session_id, session_id, turn, turn, iteration, iteration]
+        if last is None:
+            return self._df(f"SELECT {cols} FROM requests WHERE {where} ORDER BY created_at, session_id, seq", params)
         return self._df(
-            "SELECT * FROM requests WHERE (?::VARCHAR IS NULL OR session_id = ?) ORDER BY created_at, session_id, seq",
-            [session_id, session_id],
+            f"SELECT {cols} FROM (SELECT * FROM requests WHERE {where} "
+            "ORDER BY created_at DESC, session_id DESC, seq DESC LIMIT ?) ORDER BY created_at, session_id, seq",
+            [*params, int(last)],
         )
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:

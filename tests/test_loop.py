@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mxclaw_nb import Agent
-from mxclaw_nb.context import Lineage, lineage_messages, lineage_rows, provenance_rows
+from mxclaw_nb.context import Lineage, lineage_messages, lineage_rows
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.messages import FALLBACK_PREFIX, SUMMARY_PREFIX
 from mxclaw_nb.store import Store
@@ -109,7 +109,7 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
     # each stored request resolves to stored messages, even mid-turn (SPEC N3: the record's lineage)
     for _, row in agent.store.requests(agent.session_id).iterrows():
         extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else row["extra"]
-        provenance_rows(json.loads(row["provenance"]))  # the view's own provenance is still stored (format 3)
+        assert row["provenance"] is None  # the lineage replaces the view's own O(input) table (bytes per call flat)
         lineage = Lineage.from_record(extra["lineage"])
         for rec in lineage_rows(lineage, stored)["before"]:
             if rec["position"] is not None and rec["action"] in ("placeholder", "summarized") and rec["role"] == "tool":

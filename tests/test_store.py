@@ -299,3 +299,62 @@ def test_s1_request_created_at_may_be_given_aware(store: Store) -> None:
     when = datetime(2031, 1, 1, 12, 0, tzinfo=UTC)
     store.append_request(sid, {"turn": 0, "created_at": when})
     assert store.requests(sid).created_at[0] == pd.Timestamp("2031-01-01 12:00")
+
+
+def test_l4_deferred_writes_one_iteration_in_one_commit(store: Store) -> None:
+    """Appends inside deferred() are numbered at once, written together at the end, in queue order."""
+    sid = store.create_session()
+    store.append_message(sid, {"role": "user", "content": "hi"}, turn=1)
+    with store.deferred():
+        store.append_request(sid, {"turn": 1, "iteration": 1, "stage": "unchanged"})
+        seq = store.append_message(sid, {"role": "assistant", "content": "a"}, turn=1, iteration=1)
+        store.append_event(sid, "tool.started", {"n": 1}, turn=1, iteration=1)
+        seqs = store.append_messages(sid, [{"role": "tool", "tool_call_id": "c", "content": "r"}], turn=1, iteration=1)
+        store.append_event(sid, "tool.finished", {"n": 2}, turn=1, iteration=1)
+        with store.deferred():  # nested blocks join the outer one
+            store.append_event(sid, "turn.finished", {"n": 3}, turn=1)
+        assert store.sql("SELECT count(*) AS n FROM messages").n[0] == 1  # nothing written yet
+    assert (seq, seqs) == (1, [2])
+    assert [m["content"] for m in store.load_transcript(sid)] == ["hi", "a", "r"]
+    assert list(store.events(sid)["type"]) == ["tool.started", "tool.finished", "turn.finished"]
+    assert list(store.events(sid)["seq"]) == [0, 1, 2] and len(store.requests(sid)) == 1
+    assert store.append_message(sid, {"role": "user", "content": "next"}, turn=2) == 3
+
+
+def test_l4_deferred_block_that_raises_still_writes_what_was_done(store: Store) -> None:
+    sid = store.create_session()
+    with pytest.raises(KeyboardInterrupt), store.deferred():
+        store.append_message(sid, {"role": "assistant", "content": "done before the interrupt"}, turn=1)
+        raise KeyboardInterrupt
+    assert [m["content"] for m in store.load_transcript(sid)] == ["done before the interrupt"]
+
+
+def test_l4_deferred_block_is_all_or_none_when_the_write_fails(store: Store) -> None:
+    sid = store.create_session()
+    store.append_message(sid, {"role": "user", "content": "kept"}, turn=1)
+    with pytest.raises(StoreError), store.deferred():
+        store.append_event(sid, "tool.started", {}, turn=1)
+        store.append_message(sid, {"role": "assistant", "content": "x"}, turn=1)
+        store._pending_next[("messages", sid)] = 0  # simulate a clash: the next seq is already taken
+        store.append_message(sid, {"role": "assistant", "content": "y"}, turn=1)
+    assert [m["content"] for m in store.load_transcript(sid)] == ["kept"] and store.events(sid).empty
+    assert store.append_message(sid, {"role": "assistant", "content": "after"}, turn=1) == 1
+
+
+def test_s1_bulk_append_round_trips_every_shape(store: Store) -> None:
+    """Many rows at once take the Arrow path: the same dicts come back, in order, with consecutive seqs."""
+    sid = store.create_session()
+    shapes: list[dict[str, Any]] = [
+        {"role": "user", "content": "plain 中文"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                               "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "bad \udc80 bytes", "is_error": True},
+        {"role": "user", "content": [{"type": "text", "text": "parts"}], "refusal": "kept in extra"},
+        {"role": "assistant"},
+    ]
+    messages = [dict(shapes[k % len(shapes)], n=k) for k in range(300)]
+    assert store.append_messages(sid, messages, turn=1) == list(range(300))
+    assert store.load_transcript(sid) == messages
+    with store.batch(), store.deferred():  # queued inside a batch: written in the batch's transaction
+        store.append_messages(sid, messages[:100], turn=2)
+    assert len(store.load_transcript(sid)) == 400

@@ -176,6 +176,12 @@ def _batch(store: Any) -> Any:
     return batch() if callable(batch) else contextlib.nullcontext()
 
 
+def _deferred(store: Any) -> Any:
+    """The store's queued writes (``Store.deferred``) when it has them, else a no-op context."""
+    deferred = getattr(store, "deferred", None)
+    return deferred() if callable(deferred) else contextlib.nullcontext()
+
+
 def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
                         *, progress: bool = True) -> ImportReport:
     """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped."""
@@ -194,8 +200,9 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
             with _batch(store):  # one transaction per conversation: imported whole or not at all
                 store.create_session(workspace=conv.workspace, model=conv.model, source=source,
                                      title=conv.title or conv.id, meta=meta, session_id=sid)
-                for turn, iteration, run in turn_plan(conv.messages):
-                    store.append_messages(sid, run, turn=turn, iteration=iteration)
+                with _deferred(store):  # the runs of a conversation go in as multi-row INSERTs, not a row each
+                    for turn, iteration, run in turn_plan(conv.messages):
+                        store.append_messages(sid, run, turn=turn, iteration=iteration)
         except (StoreError, ValueError) as exc:
             report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
             continue

@@ -17,8 +17,9 @@ the whole transcript so far (what an uncompacted request would cost); ``saved_to
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -29,9 +30,8 @@ from mxclaw_nb.analysis.facts import (
     ViewText,
     combine_views,
     extract_facts,
-    message_text,
+    message_view,
     survival,
-    text_view,
 )
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
@@ -65,20 +65,36 @@ class IdCache:
         return value
 
 
-class TextViewCache:
-    """``message_view`` keyed by the message's text: the engine sends new message objects at every call
-    (placeholders, sanitized copies), but their texts repeat across calls and policies, and matching forms
-    (regex scans for paths and numbers) cost far more than building the text."""
+def _content_key(message: Message) -> Any:
+    # What facts and view text depend on: the content and the tool calls (not identity, not other keys).
+    if not isinstance(message, dict):
+        return None
+    content, calls = message.get("content"), message.get("tool_calls")
+    if not isinstance(content, str):
+        content = json.dumps(content, sort_keys=True, default=str)
+    return content, None if not calls else json.dumps(calls, sort_keys=True, default=str)
 
-    def __init__(self) -> None:
-        self._items: dict[str, ViewText] = {}
 
-    def __call__(self, message: Message) -> ViewText:
-        text = message_text(message) if isinstance(message, dict) else ""
-        hit = self._items.get(text)
-        if hit is None:
-            hit = self._items[text] = text_view(text)
-        return hit
+class ContentCache(IdCache):
+    """IdCache that falls back to the message's content: fresh copies of a message (placeholders carried
+    from call to call, sanitized sent copies) hit too, so fact survival costs O(new messages) per call."""
+
+    def __init__(self, fn: Callable[[Message], Any]) -> None:
+        super().__init__(fn)
+        self._by_content: dict[Any, Any] = {}
+
+    def __call__(self, message: Message) -> Any:
+        hit = self._items.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        key = _content_key(message)
+        value = self._by_content.get(key) if key is not None else None
+        if value is None:
+            value = self.fn(message)
+            if key is not None:
+                self._by_content[key] = value
+        self._items[id(message)] = (message, value)
+        return value
 
 
 class SessionCaches:
@@ -86,8 +102,8 @@ class SessionCaches:
 
     def __init__(self, exact: Any = None) -> None:
         self.tokens: dict[Any, TokenCache] = {}  # one TokenCache per counter
-        self.facts = IdCache(extract_facts)
-        self.views = TextViewCache()
+        self.facts = ContentCache(extract_facts)
+        self.views = ContentCache(message_view)
         self.exact = IdCache(exact.count) if exact is not None else None
 
     def token_cache(self, policy: ContextPolicy) -> TokenCache:
@@ -121,11 +137,44 @@ class _Chain:
     failure scans, which makes a replay about three times faster.
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, facts_of: Callable[[int], frozenset[Fact]] | None = None,
+                 previous: _Chain | None = None) -> None:
         self.pos_map: list[int | None] = list(range(n))  # input position -> transcript index (None: engine-made)
         self.synthetic: set[int] = set()  # input positions holding a carried-over synthetic result
         self.state: dict[int, str] = {}  # transcript index -> action
         self.orphans: set[int] = set()  # transcript indices dropped by repair (not compaction)
+        # the facts of the compacted messages, kept up to date as actions change (O(changes) per call)
+        self.facts_of, self.members, self.fact_counts = facts_of, set[int](), dict[Fact, int]()
+        self.action_counts: dict[str, int] = {}  # action -> transcript messages in that state (kept: the rest)
+        self._resync = False
+        if previous is not None and previous.facts_of is facts_of:  # a new turn: start from the last turn's facts
+            self.members, self.fact_counts, self._resync = previous.members, previous.fact_counts, True
+
+    def _set(self, t: int, action: str, touched: list[int]) -> None:
+        old = self.state.get(t)
+        if old == action:
+            return
+        if old is not None:
+            self.action_counts[old] -= 1
+        self.action_counts[action] = self.action_counts.get(action, 0) + 1
+        self.state[t] = action
+        touched.append(t)
+
+    def _sync(self, touched: Iterable[int]) -> None:
+        if self.facts_of is None:
+            return
+        for t in touched:
+            now = self.state.get(t) in COMPACTED and t not in self.orphans
+            if now == (t in self.members):
+                continue
+            step = 1 if now else -1
+            (self.members.add if now else self.members.discard)(t)
+            for fact in self.facts_of(t):
+                left = self.fact_counts.get(fact, 0) + step
+                if left:
+                    self.fact_counts[fact] = left
+                else:
+                    self.fact_counts.pop(fact, None)
 
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
@@ -138,6 +187,7 @@ class _Chain:
         """Fold one view's decisions into the state; return the synthetic results it sends."""
         trace = _trace(view)
         synthetic = 0
+        touched: list[int] = []
         for k, src in enumerate(trace.step_sources):
             action = trace.actions[k]
             if src is None or src in self.synthetic:
@@ -148,12 +198,17 @@ class _Chain:
                 continue  # a pinned summary or fallback note from an earlier call
             if action == "kept" and self.state.get(t) == "placeholder":
                 action = "placeholder"
-            self.state[t] = action
+            self._set(t, action, touched)
         for src in trace.dropped:  # repair dropped it from the view (orphan or duplicate result)
             t = self.pos_map[src]
             if t is not None:
-                self.state[t] = "dropped"
                 self.orphans.add(t)
+                self._set(t, "dropped", touched)
+                touched.append(t)  # an orphan leaves the compacted facts even when already "dropped"
+        if self._resync:  # inherited members whose action this chain has not set are "kept" now
+            touched.extend(self.members)
+            self._resync = False
+        self._sync(touched)
         return synthetic
 
 
@@ -163,11 +218,8 @@ def _trace(view: RequestView) -> Trace:
     return view.trace
 
 
-def _fact_columns(chain: _Chain, messages: Sequence[Any], view: RequestView, caches: SessionCaches) -> dict:
-    facts: set[Fact] = set()
-    for t, action in chain.state.items():
-        if action in COMPACTED and t not in chain.orphans and isinstance(messages[t], dict):
-            facts |= caches.facts(messages[t])
+def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> dict:
+    facts = chain.fact_counts.keys()  # kept up to date by _Chain.record
     if not facts:
         return {}
     seen: ViewText = combine_views(caches.views(m) for m in view.messages)
@@ -197,6 +249,10 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         for m in msgs:
             exact_prefix.append(exact_prefix[-1] + (caches.exact(m) if isinstance(m, dict) else 0))
     turns = _turns(msgs)
+
+    def facts_of(t: int) -> frozenset[Fact]:
+        return caches.facts(msgs[t]) if isinstance(msgs[t], dict) else frozenset()
+
     rows: list[dict[str, Any]] = []
     view: RequestView | None = None
     chain, prev = _Chain(0), 0
@@ -210,16 +266,15 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         if rebuilt:
-            chain, inputs = _Chain(i), msgs[:i]
+            chain, inputs = _Chain(i, facts_of if facts else None, chain), msgs[:i]
         else:
             assert view is not None
             chain.advance(view, prev, i)
             inputs = view.next_input(msgs[prev:i])
         view = build_request_view(inputs, policy, summarize, cache=cache)
         synthetic = chain.record(view)
-        counts = dict.fromkeys(("kept", *COMPACTED), 0)
-        for t in range(i):
-            counts[chain.state.get(t, "kept")] += 1
+        counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
+        counts["kept"] = i - sum(counts.values())  # every other transcript message so far
         row: dict[str, Any] = {
             "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
             "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
@@ -230,7 +285,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "over_threshold": view.over_threshold,
         }
         if facts:
-            row.update(_fact_columns(chain, msgs, view, caches))
+            row.update(_fact_columns(chain, view, caches))
         if caches.exact is not None and exact_prefix is not None:
             exact_after = sum(caches.exact(m) for m in view.messages)
             row.update(exact_full_tokens=exact_prefix[i], exact_after_tokens=exact_after,

@@ -104,13 +104,16 @@ class AgentKernel(IPythonKernel):
             return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
         cell = classify(code)
         if touches_agent(code):
-            self.ensure_session()
+            assert self.shell is not None
+            with self.shell.builtin_trap:  # as in a cell: pandas, imported lazily here, sees the kernel
+                self.ensure_session()
         try:
             return await super().do_execute(cell.code, silent, store_history, user_expressions, allow_stdin,
                                             **kwargs)
         finally:
             if cell.kind in ("prompt", "magic"):
-                self.record_session()
+                with self.shell.builtin_trap:
+                    self.record_session()
 
     # -- completion and inspection ---------------------------------------------------------------------
     def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]

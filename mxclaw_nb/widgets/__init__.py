@@ -8,13 +8,45 @@ numbers for exported notebooks and frontends without widget support. Nothing in 
 imports this package except the magics and users.
 """
 
-from mxclaw_nb.widgets.browser import SessionBrowser
-from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_request, from_view, requests_from_views
-from mxclaw_nb.widgets.gauge import ContextGauge
-from mxclaw_nb.widgets.inspector import CompactionInspector
-from mxclaw_nb.widgets.live import LiveTurnView
-from mxclaw_nb.widgets.style import ACTION_COLORS, LAYER_COLORS, STAGE_COLORS
-from mxclaw_nb.widgets.timeline import TokenTimeline
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Lazy names: `%load_ext mxclaw_nb` imports `widgets.style` (palette, labels) but must not pay for
+# ipywidgets, pandas and matplotlib until a widget is shown (bench/import_bench.py).
+_WHERE = {
+    "SessionBrowser": "browser", "CallData": "data", "after_frame": "data", "before_frame": "data",
+    "from_request": "data", "from_view": "data", "requests_from_views": "data", "ContextGauge": "gauge",
+    "CompactionInspector": "inspector", "LiveTurnView": "live", "ACTION_COLORS": "style", "LAYER_COLORS": "style",
+    "STAGE_COLORS": "style", "TokenTimeline": "timeline",
+}
+
+if TYPE_CHECKING:
+    from mxclaw_nb.widgets.browser import SessionBrowser
+    from mxclaw_nb.widgets.data import (
+        CallData,
+        after_frame,
+        before_frame,
+        from_request,
+        from_view,
+        requests_from_views,
+    )
+    from mxclaw_nb.widgets.gauge import ContextGauge
+    from mxclaw_nb.widgets.inspector import CompactionInspector
+    from mxclaw_nb.widgets.live import LiveTurnView
+    from mxclaw_nb.widgets.style import ACTION_COLORS, LAYER_COLORS, STAGE_COLORS
+    from mxclaw_nb.widgets.timeline import TokenTimeline
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mxclaw_nb.widgets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"mxclaw_nb.widgets.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ACTION_COLORS", "LAYER_COLORS", "STAGE_COLORS", "CallData", "CompactionInspector", "ContextGauge",

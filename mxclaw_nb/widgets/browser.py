@@ -127,6 +127,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             self.session_picker.value = session_id  # re-enters select via observe; harmless
             return
         self.requests_df = self.store.requests(session_id).reset_index(drop=True)
+        self._transcript_cache: list[Any] | None = None
         req = self.requests_df
         self.timeline = TokenTimeline(req, session_id=str(session_id)) if len(req) else None
         self._timeline_box.children = [self.timeline] if self.timeline is not None else [
@@ -158,6 +159,12 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
     def _call_label(k: Any, row: pd.Series) -> str:
         stage = row.get("stage") or "unchanged"
         return f"turn {opt_int(row.get('turn'))} · call {opt_int(row.get('iteration'))} · {stage}"
+
+    def _transcript(self) -> list[Any] | None:
+        # The selected session's stored transcript, read once per selection (None if the store cannot say).
+        if getattr(self, "_transcript_cache", None) is None and hasattr(self.store, "load_transcript"):
+            self._transcript_cache = self.store.load_transcript(self.session_id)
+        return getattr(self, "_transcript_cache", None)
 
     def _show_call(self, index: int) -> None:
         assert self.requests_df is not None

@@ -181,8 +181,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
     @classmethod
     def from_request(cls, store: Any, session_id: str, turn: int, iteration: int, **kwargs: Any) -> CompactionInspector:
         """The inspector of a stored model call, read from `store.requests(session_id)` (last record wins)."""
-        df = store.requests(session_id)
-        match = df[(df["turn"] == turn) & (df["iteration"] == iteration)] if len(df) else df
+        match = store.requests(session_id, turn=turn, iteration=iteration)  # only the records asked for
         if not len(match):
             raise LookupError(f"no stored request for session {session_id!r}, turn {turn}, call {iteration}")
         kwargs.setdefault("transcript", store.load_transcript(session_id))

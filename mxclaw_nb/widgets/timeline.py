@@ -42,6 +42,8 @@ from mxclaw_nb.widgets.style import (
 INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SVG
 
 NEEDED = ("turn", "estimate_tokens")
+MAX_TURN_LABELS = 24
+MAX_MARKERS = 200  # above this many calls the lines carry no per-call markers (they would merge anyway)
 
 
 def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
@@ -93,9 +95,10 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
     # The main line is what the threshold was checked on (after_tokens, the policy's counter), so the
     # threshold line, the compaction markers and this line share one unit; est. is a second line
     # only when another counter decided.
+    dense = len(df) > MAX_MARKERS
     unit = sent_unit(df)
     sent = _num(df["after_tokens"]).fillna(_num(df["estimate_tokens"]))
-    handles += ax.plot(x, sent, "-o", ms=3, color="#5c8bd6", label=f"sent, {unit}")
+    handles += ax.plot(x, sent, "-" if dense else "-o", ms=3, color="#5c8bd6", label=f"sent, {unit}")
     estimated = _num(df["estimate_tokens"])
     if estimated.notna().any() and not estimated.equals(sent):
         handles += ax.plot(x, estimated, ":", lw=1, color="#5c8bd6", label="sent, tokens (est.)")
@@ -104,7 +107,7 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
         y = _num(df[col])
         known = y.notna()
         if known.any() and not (y[known] == sent[known]).all():  # not a copy of the main line
-            handles += ax.plot(x, y, "--s", ms=3, color=color, label=label)
+            handles += ax.plot(x, y, "--" if dense else "--s", ms=3, color=color, label=label)
     for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", ink, "window")):
         y = _num(df[col])
         if y.notna().any():
@@ -124,12 +127,14 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
                 handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=ink,
                                       label=f"compaction: {stage} (before → sent)"))
     turns = df["turn"].tolist()
-    for i in range(1, len(turns)):
-        if turns[i] != turns[i - 1]:
-            ax.axvline(i + 0.5, color=ink, alpha=0.35, lw=0.8, ls="--")
-    for t in dict.fromkeys(turns):
-        first = int(df.loc[df["turn"] == t, "call"].iloc[0])
-        ax.annotate(f"turn {t}", (first, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=ink,
+    starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
+    for i in starts:
+        ax.axvline(i + 0.5, color=ink, alpha=0.35, lw=0.8, ls="--")
+    firsts = [0, *starts]
+    step = -(-len(firsts) // MAX_TURN_LABELS)  # label at most MAX_TURN_LABELS turns (text is the costly artist)
+    for i in firsts[::step]:
+        ax.annotate(f"turn {turns[i]}", (int(df["call"].iloc[i]), 1.0), xycoords=("data", "axes fraction"),
+                    fontsize=7, color=ink,
                     va="bottom")
     ax.set_xlabel("model call")
     ax.set_ylabel(f"prompt {unit}", fontsize=8)

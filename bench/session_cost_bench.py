@@ -1,0 +1,194 @@
+"""What a long session costs to store and to read back (SPEC S1, S4, N3, L4): the closing-note figures.
+
+Why: a session of 1,000 model calls must cost what its new messages cost — stored bytes per call flat
+once compaction is stable, the file close to what the transcript alone needs, and the readers the
+notebook uses (`requests()`, `%agent view`, `%agent timeline`) fast because they load only what they
+show. This script drives the real loop (Agent + DuckDB store) with an in-process scripted provider
+(no HTTP: the figures are the store's and the loop's, not the network's), then measures:
+
+* stored bytes per call in the first and the last 100 calls (requests.extra, provenance, messages);
+* the session file vs a file holding only its transcript;
+* `Store.requests()`, the `%agent view` reader (last record + transcript) and the `%agent timeline`
+  reader (`Store.requests(columns=TIMELINE_COLUMNS)`), medians of several runs;
+* the store's write time per call (inserts and commits);
+* `%agent replay` (analysis.replay under the session's policy) over its first 500 calls.
+
+    .venv/bin/python bench/session_cost_bench.py [--calls 1000] [--runs 5] [--path BASELINE_CHECKOUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if "--path" in sys.argv:  # a baseline checkout: bypass the editable install's finder
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, sys.argv[sys.argv.index("--path") + 1])
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mxclaw_nb import Agent  # noqa: E402
+from mxclaw_nb.provider import Completion, Usage  # noqa: E402
+from mxclaw_nb.store import Store  # noqa: E402
+
+
+class ScriptedProvider:
+    """Answers `per_turn - 1` read_file calls, then text; deterministic, in-process."""
+
+    model, base_url, is_demo = "bench-model", "http://bench.invalid/v1", False
+
+    def __init__(self, per_turn: int) -> None:
+        self.per_turn, self.n = per_turn, 0
+
+    def complete(self, messages: list[dict[str, Any]], tools: Any, on_delta: Any = None) -> Completion:
+        self.n += 1
+        if self.n % self.per_turn:
+            call = {"id": f"call_{self.n}", "type": "function",
+                    "function": {"name": "read_file", "arguments": json.dumps({"path": "notes.txt"})}}
+            msg: dict[str, Any] = {"role": "assistant", "content": f"Reading the notes again (step {self.n}).",
+                                   "tool_calls": [call]}
+        else:
+            msg = {"role": "assistant", "content": f"Done with part {self.n}: the notes say what they say."}
+        return Completion(msg, Usage(None, None), "stop", 0.0, self.model)
+
+
+def build_session(root: Path, calls: int, per_turn: int = 10, window: int = 16_000) -> tuple[Path, str, float]:
+    """Run `calls` model calls through the real loop; return (db, session id, store ms per call)."""
+    ws = root / "ws"
+    ws.mkdir(exist_ok=True)
+    (ws / "notes.txt").write_text("a line of notes about the inventory tool\n" * 40)
+    db = root / "session.duckdb"
+    agent = Agent(workspace=ws, db=str(db), provider=ScriptedProvider(per_turn), approval="allow",
+                  context_window_tokens=window, keep_recent_tokens=window // 4, approver=None)
+    store_s = 0.0
+    for name in ("_insert", "_flush"):  # every write of the store goes through one of these
+        orig = getattr(agent.store, name, None)
+        if orig is None:
+            continue
+
+        def timed(*a: Any, _orig: Any = orig, **k: Any) -> Any:
+            nonlocal store_s
+            t = time.perf_counter()
+            try:
+                return _orig(*a, **k)
+            finally:
+                store_s += time.perf_counter() - t
+        setattr(agent.store, name, timed)
+    for turn in range(calls // per_turn):
+        agent.run(f"Turn {turn}: check the notes once more and report.")
+    sid = agent.session_id
+    agent.close()
+    return db, sid, store_s * 1e3 / calls
+
+
+def file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.iterdir() if p.name.startswith(path.name) and p.is_file())
+
+
+def transcript_only(src: Path, sid: str, dst: Path) -> int:
+    """Size of a file holding the same session's transcript (messages + session row) only."""
+    with Store(src) as store:
+        rows = store.load_transcript(sid)
+    with Store(dst) as out:
+        out.create_session(session_id=sid)
+        out.append_messages(sid, rows, turn=0)
+    return file_bytes(dst)
+
+
+def per_call_bytes(store: Store, sid: str) -> dict[str, float]:
+    df = store.sql("SELECT seq, coalesce(strlen(CAST(extra AS VARCHAR)), 0) AS extra, "
+                   "coalesce(strlen(CAST(provenance AS VARCHAR)), 0) AS prov, "
+                   "coalesce(strlen(summary), 0) AS summary FROM requests WHERE session_id = ? ORDER BY seq",
+                   [sid])
+    total = df["extra"] + df["prov"] + df["summary"]
+    return {"first100": float(total.head(100).mean()), "last100": float(total.tail(100).mean()),
+            "extra_last100": float(df["extra"].tail(100).mean()), "prov_last100": float(df["prov"].tail(100).mean())}
+
+
+def timed_median(fn: Any, runs: int) -> float:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return statistics.median(out) * 1e3
+
+
+def readers(db: Path, sid: str, runs: int) -> dict[str, float]:
+    """The three readers, as the magics call them (magics_views): medians in ms."""
+    from mxclaw_nb.widgets.data import from_request
+    from mxclaw_nb.widgets.timeline import TokenTimeline, timeline_frame
+
+    try:
+        from mxclaw_nb.store_read import TIMELINE_COLUMNS
+    except ImportError:  # a baseline checkout
+        TIMELINE_COLUMNS = None  # noqa: N806
+    with Store(db) as store:
+        store.sessions()  # open + warm
+        TokenTimeline(store.requests(sid), session_id=sid[:8])  # matplotlib imported once, outside the timing
+        full = timed_median(lambda: store.requests(sid), runs)
+
+        def view() -> None:
+            last = store.requests(sid, last=1) if TIMELINE_COLUMNS else store.requests(sid)
+            from_request(last.iloc[-1], transcript=store.load_transcript(sid))
+
+        def load_timeline() -> Any:
+            return store.requests(sid, columns=TIMELINE_COLUMNS) if TIMELINE_COLUMNS else store.requests(sid)
+
+        df = load_timeline()
+        return {"requests()": full, "%agent view": timed_median(view, runs),
+                "%agent timeline": timed_median(lambda: TokenTimeline(load_timeline(), session_id=sid[:8]), runs),
+                "  of which load": timed_median(load_timeline, runs),
+                "  of which frame": timed_median(lambda: timeline_frame(df), runs)}
+
+
+def replay_ms(db: Path, sid: str, runs: int, calls: int = 500) -> float:
+    """`%agent replay` over the session's first `calls` model calls, under the policy it ran with."""
+    from mxclaw_nb.analysis.replay import replay
+    from mxclaw_nb.context import ContextPolicy
+
+    with Store(db) as store:
+        messages = store.load_transcript(sid)
+    cut = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    messages = messages[: cut[calls] if len(cut) > calls else len(messages)]
+    policy = ContextPolicy(16_000, 0.8, 4_000)
+    return timed_median(lambda: replay((sid, messages), policy), runs)
+
+
+def main() -> None:
+    """Build one long session and print its storage and reader figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--path", help="run against another checkout (e.g. the baseline) instead of this one")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mxclaw-cost-") as tmp:
+        root = Path(tmp)
+        t = time.perf_counter()
+        db, sid, store_ms = build_session(root, args.calls)
+        built = time.perf_counter() - t
+        size = file_bytes(db)
+        bare = transcript_only(db, sid, root / "bare.duckdb")
+        with Store(db) as store:
+            per = per_call_bytes(store, sid)
+        times = readers(db, sid, args.runs)
+        times["%agent replay, 500 calls"] = replay_ms(db, sid, args.runs)
+    print(f"session_cost_bench: {args.calls} calls built in {built:.1f} s; store writes {store_ms:.2f} ms per call "
+          f"(mean; inserts and commits)")
+    print(f"file {size / 1e6:.2f} MB vs transcript-only {bare / 1e6:.2f} MB: {size / bare:.2f}x (target <= 2x)")
+    print(f"request-record bytes per call (extra+provenance+summary): first 100 calls {per['first100']:.0f}, "
+          f"last 100 calls {per['last100']:.0f} (extra {per['extra_last100']:.0f}, provenance "
+          f"{per['prov_last100']:.0f}); last/first {per['last100'] / max(per['first100'], 1):.2f}")
+    for name, ms in times.items():
+        target = "500 ms" if "replay" in name else "100 ms"
+        print(f"{name:<26} {ms:8.1f} ms (median of {args.runs}; target < {target})")
+
+
+if __name__ == "__main__":
+    main()
