@@ -22,7 +22,7 @@ from mxclaw_nb.widgets import CompactionInspector
 from mxclaw_nb.widgets.data import stored_lineage
 
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_DB", "MXCLAW_CONTEXT_WINDOW")
-PROMPTS = ("fix the failing tests", "add a docstring", "run the tests again")
+PROMPTS = ("fix the failing tests", "look at the build log", "review the tests and the code")  # fix, logs, review
 
 
 @pytest.fixture

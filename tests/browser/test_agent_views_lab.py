@@ -25,7 +25,7 @@ from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 -
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_CONTEXT_WINDOW")
-PROMPTS = ("fix the failing tests", "add a docstring", "run the tests again")
+PROMPTS = ("fix the failing tests", "look at the build log", "review the tests and the code")  # fix, logs, review
 CELLS = ["%load_ext mxclaw_nb",
          "%agent config approval=allow context_window_tokens=6000 keep_recent_tokens=1500",
          *[f"%%agent\n{p}" for p in PROMPTS],
