@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 from mxclaw_nb.context import RequestView
-from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view, opt_int
+from mxclaw_nb.widgets.data import CallData, before_frame, from_view, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge, gauge_html, gauge_text
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.livetext import (
@@ -52,9 +53,9 @@ from mxclaw_nb.widgets.style import (
 )
 
 ARG_KEYS = ("path", "command", "pattern", "query", "url", "artifact_id")
-STREAM_INTERVAL = 0.05
+STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
+GAUGE_INTERVAL = 1.0  # seconds between gauge pushes (~7 KB each); the last state is always pushed
 SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
-STATIC_ROWS = 60  # rows per table in the finished turn's static inspector (the full tables: %agent view)
 FINISHED = ("done", "failed", "interrupted", "stopped")
 
 
@@ -127,20 +128,22 @@ def close_tree(widget: widgets.Widget) -> None:
 
 
 class _StaticInspector:
-    """The inspector's static HTML without creating widgets (no comm traffic, nothing to close).
+    """The inspector's header and summary as static HTML without creating widgets (no comms, nothing to close).
 
-    Borrows CompactionInspector's own rendering methods, so the static tables cannot drift from the widget's."""
+    Borrows CompactionInspector's own rendering methods, so the text cannot drift from the widget's. The
+    tables stay out of a finished turn's output (about 1.6 KB a row): `%agent view` shows them."""
 
     header_html = CompactionInspector.header_html
     summary_html = CompactionInspector.summary_html
-    to_html = CompactionInspector.to_html
 
-    def __init__(self, data: CallData, max_rows: int) -> None:
-        self.data, self.max_rows = data, max_rows
-        self.before_df, self.after_df = before_frame(data), after_frame(data)
+    def __init__(self, data: CallData) -> None:
+        self.data = data
+        self.before_df = before_frame(data)
 
-    def filtered(self, which: str = "before") -> Any:
-        return self.before_df if which == "before" else self.after_df
+    def to_html(self) -> str:
+        head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
+        return (f'<div class="mx-inspector" style="{FONT}">{self.header_html()}'
+                f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
 
 class LiveTurnView(StaticReprMixin, widgets.VBox):
@@ -160,28 +163,33 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.max_log_lines = max_log_lines
         self._iteration: int | None = None
         self._new_call = False
-        self._last_push = 0.0
+        self._gauge_stale = False  # the gauge's data has figures its HTML does not show yet
+        self._last_push = self._last_gauge = 0.0
         self._final: tuple[str, str] | None = None  # (text, html) once published
         self._line_widgets: dict[int, widgets.HTML] = {}  # id(LogLine) -> its widget
-        self._header = widgets.HTML()
-        self.gauge = ContextGauge(live=True)
-        self._more = widgets.HTML()
-        self._log = widgets.VBox()
+        # every log line shares one layout and one style model: a line then costs one comm, not three
+        self._line_layout, self._line_style = widgets.Layout(), HTMLStyle()
+        shared = {"layout": self._line_layout}  # one layout model for every part that needs no layout of its own
+        html = {**shared, "style": self._line_style}
+        self._header = widgets.HTML(**html)
+        self.gauge = ContextGauge(live=True, **shared)
+        self._more = widgets.HTML(**html)
+        self._log = widgets.VBox(**shared)
         self._log.add_class("mx-live-log")
-        self._activity = widgets.HTML()
-        self._text = widgets.HTML()
+        self._activity = widgets.HTML(**html)
+        self._text = widgets.HTML(**html)
         self.call_picker = widgets.Dropdown(options=[], description="inspect")
         self.call_picker.observe(lambda _: self._show_inspector(), names="value")
-        self._inspector_box = widgets.VBox()
+        self._inspector_box = widgets.VBox(**shared)
         self.inspector: CompactionInspector | None = None
         self._inspected: tuple[int, int] | None = None  # (iteration, id of its CallData) shown by the inspector
         self._picking = False
-        details = widgets.Accordion(children=[widgets.VBox([self.call_picker, self._inspector_box])],
+        details = widgets.Accordion(children=[widgets.VBox([self.call_picker, self._inspector_box], **shared)],
                                     selected_index=None)
         details.set_title(0, "inspect a model call (request view: what the model saw)")
         details.observe(lambda _: self._show_inspector(), names="selected_index")
         self._details = details
-        style = widgets.HTML(SPINNER_STYLE + THEME_STYLE)
+        style = widgets.HTML(SPINNER_STYLE + THEME_STYLE, **html)
         super().__init__(children=[style, self._header, self.gauge, self._more, self._log, self._activity,
                                    self._text, details], **kwargs)
         self.add_class("mx-live-turn")
@@ -219,7 +227,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             data = replace(data, retry=True)
         self.calls[it] = data
         self.call_summaries[it] = CallSummary(data.stage, data.after_tokens, data.retry)
-        self.gauge.update(data)
+        self.gauge.data, self._gauge_stale = data, True
+        self._push_gauge()
         self._picking = True  # one inspector build per call, not one per trait change
         try:
             self.call_picker.options = [(self._call_label(i), i) for i in sorted(self.call_summaries)]
@@ -255,9 +264,12 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         reported = opt_int(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
         it = opt_int(p.get("iteration")) or self._iteration
         if reported is not None and it in self.calls:
-            self.gauge.update(self.calls[it], reported_prompt_tokens=reported)
-            self.calls[it] = self.gauge.data  # type: ignore[assignment]
+            # the reported figure joins the call's data; the gauge shows it with its next (throttled) push
+            self.calls[it] = replace(self.calls[it], reported_prompt_tokens=reported)
+            if self.gauge.data is not None and self.gauge.data.iteration == it:
+                self.gauge.data, self._gauge_stale = self.calls[it], True
         self._flush_text()
+        self._push_gauge()
         self._set_activity("")
 
     def _on_tool_started(self, p: dict[str, Any]) -> None:
@@ -394,9 +406,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         return f"{ln.text}  {_decided(ln)}{ln.status}".rstrip() if ln.kind == "tool" else ln.text
 
     def _line_html(self, ln: LogLine, answer: LogLine | None = None) -> str:
-        if ln.kind == "tool":
-            return tool_line_html(ln.text, ln.status, running=ln.status == "running", failed=bool(ln.color),
-                                  decision=ln.decision, arguments=ln.arguments, output=ln.content, chars=ln.chars)
+        if ln.kind == "tool":  # [show] (arguments and output) comes with the result: a line is sent whole once
+            running = ln.status == "running"
+            return tool_line_html(ln.text, ln.status, running=running, failed=bool(ln.color), decision=ln.decision,
+                                  arguments="" if running else ln.arguments, output=ln.content, chars=ln.chars)
         if ln.kind == "compaction":
             stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
             return (f'<div style="{MONO_FONT}">{esc(ln.text)} {chip(stage, ln.color)} '
@@ -407,13 +420,13 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def _add(self, line: LogLine) -> None:
         self.entries.append(line)
-        w = widgets.HTML(self._line_html(line))
+        w = widgets.HTML(self._line_html(line), layout=self._line_layout, style=self._line_style)
         self._line_widgets[id(line)] = w
         children = [*self._log.children, w]
         if len(children) > self.max_log_lines:  # the oldest line leaves the live view (static HTML keeps it)
             gone = children.pop(0)
             self._line_widgets = {k: v for k, v in self._line_widgets.items() if v is not gone}
-            close_tree(gone)
+            gone.close()  # its layout and style are shared with the other lines
             self._more.value = (f'<div style="{FONT}color:{MUTED}">showing the last {len(children):,} of '
                                 f'{len(self.entries):,} lines</div>')
         self._log.children = children
@@ -434,12 +447,20 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _set_activity(self, activity: str) -> None:
         if activity != self.activity:
             self.activity = activity
-            self._activity.value = activity_html(activity) if self.status == "running" else ""
+            self._activity.value = activity_html(activity, style=False) if self.status == "running" else ""
 
     def _render_header(self) -> None:
         self._header.value = self._header_html()
 
+    def _push_gauge(self, force: bool = False) -> None:
+        """Show the gauge's data, at most every GAUGE_INTERVAL seconds unless forced (a fast turn skips some)."""
+        now = time.monotonic()
+        if self._gauge_stale and (force or now - self._last_gauge >= GAUGE_INTERVAL):
+            self.gauge.update(self.gauge.data)
+            self._gauge_stale, self._last_gauge = False, now
+
     def _finish(self) -> None:
+        self._push_gauge(force=True)
         self._set_activity("")
         self._activity.value = ""
         answer = self.entries[-1] if self.final_answer() else None
@@ -475,10 +496,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         insp = ""
         if last in self.calls:
             insp = (f'<details><summary style="cursor:pointer">inspect {esc(self._call_label(last))}</summary>'
-                    f'{_StaticInspector(self.calls[last], STATIC_ROWS).to_html()}</details>')
+                    f'{_StaticInspector(self.calls[last]).to_html()}</details>')
         return (f'<div class="mx-calls" style="{FONT}margin-top:4px"><div style="color:{MUTED}">model calls of this '
-                f'turn: {names} — <code>%agent view</code> shows the last call in full (request view: what the model '
-                f'saw)</div>{insp}</div>')
+                f'turn: {names} — <code>%agent view</code> shows the tables of the last call (request view: what the '
+                f'model saw)</div>{insp}</div>')
 
     def to_html(self) -> str:
         """The whole turn as static HTML: header, gauge, log in event order, the answer, the last call's inspector."""

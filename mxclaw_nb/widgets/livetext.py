@@ -134,9 +134,11 @@ def answer_html(text: str) -> str:
             f'<div style="color:{MUTED};font-size:11px;margin-bottom:2px">answer</div>{rich_text_html(text)}</div>')
 
 
-def activity_html(activity: str) -> str:
-    """A spinner and what the turn waits for (`waiting for the model (call 2)…`); '' when idle."""
+def activity_html(activity: str, *, style: bool = True) -> str:
+    """A spinner and what the turn waits for (`waiting for the model (call 2)…`); '' when idle.
+
+    `style=False` leaves out the spinner's CSS (a live view that carries it once already)."""
     if not activity:
         return ""
-    return (f'{SPINNER_STYLE}<div class="mx-activity" style="{FONT}color:{MUTED}"><span class="mx-spinner"></span>'
-            f'{esc(activity)}…</div>')
+    return (f'{SPINNER_STYLE if style else ""}<div class="mx-activity" style="{FONT}color:{MUTED}">'
+            f'<span class="mx-spinner"></span>{esc(activity)}…</div>')
