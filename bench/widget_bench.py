@@ -75,14 +75,14 @@ def run(client: Any, code: str, timeout: float = 300) -> tuple[int, int, str]:
     return total, count, error or out
 
 
-def bench(turns: int, widgets: bool) -> dict[str, Any]:
+def bench(turns: int, widgets: bool, token_delay: float) -> dict[str, Any]:
     """N demo turns in a fresh kernel; per-turn RSS deltas and iopub bytes."""
     with tempfile.TemporaryDirectory(prefix="mxclaw-widget-bench-") as tmp:
         from mxclaw_nb.demo_model import copy_demo_workspace
 
         ws = copy_demo_workspace(Path(tmp) / "ws")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MXCLAW_"))}
-        env.update(MXCLAW_DB=str(Path(tmp) / "bench.duckdb"), MXCLAW_DEMO_TOKEN_DELAY="0",
+        env.update(MXCLAW_DB=str(Path(tmp) / "bench.duckdb"), MXCLAW_DEMO_TOKEN_DELAY=str(token_delay),
                    PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
         km, client = start_new_kernel(kernel_name="python3", cwd=str(ws), env=env)
         try:
@@ -119,14 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--only", choices=["on", "off"], help="only widgets on / off")
+    parser.add_argument("--token-delay", type=float, default=0.0,
+                        help="seconds between the demo's streamed tokens (0: as fast as the loop takes them; "
+                             "0.004: the interactive demo's pace)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     configs = [True, False] if args.only is None else [args.only == "on"]
     results = []
     for widgets in configs:
-        r = bench(args.turns, widgets)
+        r = bench(args.turns, widgets, args.token_delay)
         results.append(r)
-        print(f"widgets={'on ' if widgets else 'off'} turns={r['turns']}: RSS {r['rss_start_mib']:.1f} -> "
+        print(f"widgets={'on ' if widgets else 'off'} turns={r['turns']} token_delay={args.token_delay}: "
+              f"RSS {r['rss_start_mib']:.1f} -> "
               f"{r['rss_end_mib']:.1f} MiB, growth {r['rss_growth_per_turn_mib']:.2f} MiB/turn (median step "
               f"{r['rss_growth_median_mib']:.2f}); output traffic per turn median {r['traffic_median_kb']:.1f} KB "
               f"(max {r['traffic_max_kb']:.1f} KB, {r['iopub_messages_median']:.0f} iopub messages); "
