@@ -38,6 +38,7 @@ __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "Reply", "Tes
            "count_completion_tokens", "count_prompt_tokens", "stream_tokens"]
 
 DEFAULT_TEST_MODEL = "test-model"
+DEMO_KEEP_REQUESTS = 20  # request bodies the demo server remembers (each holds a whole request view)
 DEMO_TOKEN_DELAY = 0.004  # seconds between the demo model's streamed tokens (~250 tokens/s)
 # A token as servers stream them: leading white space plus a word piece of at most 4 characters, or one
 # other character; trailing white space on its own. Every character of the text is in exactly one piece.
@@ -76,7 +77,10 @@ class TestServer:
 
     def __init__(self, *, demo: bool = False, api_key: str | None = None, model: str | None = None,
                  known_models: list[str] | None = None, accept_stream_options: bool = True,
-                 report_usage: bool = True, usage_counter: str = "auto", port: int = 0) -> None:
+                 report_usage: bool = True, usage_counter: str = "auto", port: int = 0,
+                 keep_requests: int | None = None) -> None:
+        """`keep_requests`: how many recent request bodies `requests` keeps (None: all; the demo default
+        keeps DEMO_KEEP_REQUESTS, since the offline demo serves inside a kernel for a whole session)."""
         self.demo = demo
         self.api_key = api_key
         self.model = model or (DEMO_MODEL if demo else DEFAULT_TEST_MODEL)
@@ -91,6 +95,7 @@ class TestServer:
         self.stream_chunk_chars = 0  # 0: text is streamed token by token; n > 0: in pieces of n characters
         # seconds between streamed chunks (to watch, time out or interrupt a stream); the demo is paced like a model
         self.stream_delay = _demo_token_delay() if demo else 0.0
+        self.keep_requests = keep_requests if keep_requests is not None or not demo else DEMO_KEEP_REQUESTS
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._queue: deque[Reply | _Error | _Delay] = deque()
@@ -187,13 +192,22 @@ class TestServer:
 
     def _record(self, body: dict) -> None:
         with self._lock:
-            self.requests.append(body)
+            self._remember(body)
+
+    def _remember(self, body: dict) -> None:
+        """Append to `requests` (caller holds the lock), dropping the oldest beyond `keep_requests`."""
+        self.requests.append(body)
+        keep = self.keep_requests
+        if keep is not None and len(self.requests) > keep:
+            del self.requests[: len(self.requests) - keep]
+        if keep is not None and len(self.headers) > keep:
+            del self.headers[: len(self.headers) - keep]
 
     def _next(self, body: dict) -> tuple[float, Reply | _Error]:
         """Pop delays and the next reply; an empty queue gives "ok" or the demo model's next step."""
         delay = 0.0
         with self._lock:
-            self.requests.append(body)
+            self._remember(body)
             while self._queue and isinstance(self._queue[0], _Delay):
                 delay += self._queue.popleft().seconds  # type: ignore[union-attr]
             item = self._queue.popleft() if self._queue else None

@@ -250,3 +250,13 @@ def test_demo_plan_keeps_whole_sentences():
     assert "under .mx-claw/." in reply.text and "under . 2)" not in reply.text
     assert demo_model.first_sentence("Fix 4.50 in stock.py now. Then more.") == "Fix 4.50 in stock.py now."
     assert demo_model.first_sentence("no end") == "no end"
+
+
+def test_the_demo_server_remembers_only_recent_requests():
+    """The demo serves a whole notebook session in the kernel: it keeps the last few request bodies, not all."""
+    with TestServer(demo=True, keep_requests=2) as srv:
+        for i in range(4):
+            post(srv, {"model": "mxclaw-demo", "messages": [{"role": "user", "content": f"hello {i}"}]})
+        assert [r["messages"][0]["content"] for r in srv.requests] == ["hello 2", "hello 3"]
+        assert len(srv.headers) == 2
+    assert TestServer(demo=True).keep_requests == 20 and TestServer().keep_requests is None
