@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "Reply", "Tes
            "count_completion_tokens", "count_prompt_tokens", "stream_tokens"]
 
 DEFAULT_TEST_MODEL = "test-model"
-DEMO_KEEP_REQUESTS = 20  # request bodies the demo server remembers (each holds a whole request view)
+DEMO_KEEP_REQUESTS = 4  # request bodies the demo server remembers (each holds a whole request view)
 DEMO_TOKEN_DELAY = 0.004  # seconds between the demo model's streamed tokens (~250 tokens/s)
 # A token as servers stream them: leading white space plus a word piece of at most 4 characters, or one
 # other character; trailing white space on its own. Every character of the text is in exactly one piece.

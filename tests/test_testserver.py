@@ -17,6 +17,7 @@ import pytest
 from mxclaw_nb import demo_model
 from mxclaw_nb.context.tokens import estimate_tokens
 from mxclaw_nb.testserver import (
+    DEMO_KEEP_REQUESTS,
     DEMO_TOKEN_DELAY,
     TestServer,
     count_completion_tokens,
@@ -259,4 +260,4 @@ def test_the_demo_server_remembers_only_recent_requests():
             post(srv, {"model": "mxclaw-demo", "messages": [{"role": "user", "content": f"hello {i}"}]})
         assert [r["messages"][0]["content"] for r in srv.requests] == ["hello 2", "hello 3"]
         assert len(srv.headers) == 2
-    assert TestServer(demo=True).keep_requests == 20 and TestServer().keep_requests is None
+    assert TestServer(demo=True).keep_requests == DEMO_KEEP_REQUESTS and TestServer().keep_requests is None
