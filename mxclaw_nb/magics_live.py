@@ -3,8 +3,12 @@
 Why: a turn can take minutes and the point of this project is to *see* the context being managed, so
 the magic renders the loop's events while they arrive (UX.md, "A turn in a notebook"). One small
 state object (`LiveLog`) turns events into lines; two outputs read it. In a kernel it is shown once
-with a display handle and updated in place (throttled), with both `text/html` and `text/plain` in the
-bundle so nbconvert, GitHub and plain consoles keep a readable log. In terminal IPython, where an
+with a display handle and updated in place, with both `text/html` and `text/plain` in the
+bundle so nbconvert, GitHub and plain consoles keep a readable log. Every update re-sends the whole
+log, so updates are few: streamed text at most every 0.3 s, and events that are followed at once by
+another (a tool's result, the end of a model call) wait for it; lines that start something long (a
+model call, a tool run) are shown at once. Both forms render lines through `widgets.livetext`, like
+the widget view: event order, [show] per tool line, the answer set apart, a spinner. In terminal IPython, where an
 "update" would print the whole log again, lines are printed as they complete and the answer is
 streamed straight to stdout. When the widgets package offers a `LiveTurnView`, events are also
 forwarded to it.
@@ -83,7 +87,7 @@ def _outcome(p: dict[str, Any]) -> str:
 class LiveLog:
     """Turns loop events into log entries and shows them (display handle, printed lines, or nothing)."""
 
-    def __init__(self, label: str, session_id: str, *, mode: str = "display", throttle: float = 0.15,
+    def __init__(self, label: str, session_id: str, *, mode: str = "display", throttle: float = 0.3,
                  widget: Any = None) -> None:
         if mode not in ("display", "print", "off"):
             raise ValueError(f"mode must be display, print or off (got {mode!r})")
@@ -144,7 +148,7 @@ class LiveLog:
         self.activity = ""
         if self._view is not None and self._reported:
             self.gauge = gauge_line(self._view, self._reported)
-        self._refresh()
+        self._refresh(force=False)  # a tool line or the turn's end follows at once and is always shown
 
     def _on_model_delta(self, p: dict[str, Any]) -> None:
         text = str(p.get("text") or "")
@@ -185,7 +189,7 @@ class LiveLog:
         preview = " ".join(entry["content"].split())[:TOOL_PREVIEW_CHARS]
         if preview and self.mode == "print":
             print(f"      {preview}{'…' if len(entry['content']) > TOOL_PREVIEW_CHARS else ''}")
-        self._refresh()
+        self._refresh(force=False)  # the next tool line or model call follows at once and is always shown
 
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
         unit = str(p.get("tokens_are") or "estimate")
