@@ -23,7 +23,9 @@ SPINNER_STYLE = ("<style>@keyframes mx-spin{to{transform:rotate(360deg)}}.mx-spi
                  "border-radius:50%;animation:mx-spin .8s linear infinite}"
                  ".mx-live-log details>summary{cursor:pointer}.mx-live-log details>summary::marker{font-size:9px}"
                  ".mx-live-log code{font-family:var(--jp-code-font-family,monospace);font-size:11.5px}</style>")
-PRE = f"white-space:pre-wrap;margin:2px 0;{MONO_FONT}"
+# ipywidgets' HTML sets line-height to the 28 px widget row height; log text reads better at text height
+LINE = "line-height:1.45;"
+PRE = f"white-space:pre-wrap;margin:2px 0;{MONO_FONT}{LINE}"
 ARGS_CHARS = 4_000  # of a tool call's arguments, shown under [show]
 _FENCE = re.compile(r"^\s*```")
 _TRACEBACK_START = re.compile(r"^(Traceback \(most recent call last\):|\s*File \".*\", line \d+)")
@@ -109,13 +111,13 @@ def tool_line_html(head: str, outcome: str, *, running: bool = False, failed: bo
               else f'<span style="color:{color}">{esc(outcome)}</span>')
     summary = f"{esc(head)} &nbsp; {decision_html(decision)}{status}"
     if not arguments and not output:
-        return f'<div class="mx-tool" style="{MONO_FONT}">{summary}</div>'
+        return f'<div class="mx-tool" style="{MONO_FONT}{LINE}">{summary}</div>'
     more = f"\n… ({chars:,} chars in all; the full result is stored)" if chars and chars > len(output) else ""
     body = f'<div style="color:{MUTED}">arguments</div><pre style="{PRE}">{esc(arguments)}</pre>' if arguments else ""
     if output or not running:
         body += (f'<div style="color:{MUTED}">output</div><pre class="mx-tool-output" style="{PRE}">'
                  f'{esc(output) or "(empty)"}{esc(more)}</pre>')
-    return (f'<details class="mx-tool" style="{MONO_FONT}"><summary>{summary} '
+    return (f'<details class="mx-tool" style="{MONO_FONT}{LINE}"><summary>{summary} '
             f'<span style="color:{MUTED}">[show]</span></summary><div style="margin:2px 0 4px 1.5em;padding:2px 6px;'
             f'border-left:2px solid {BORDER}">{body}</div></details>')
 
@@ -123,13 +125,14 @@ def tool_line_html(head: str, outcome: str, *, running: bool = False, failed: bo
 def narration_html(text: str, call: int | None) -> str:
     """What the model said before its tool calls: muted and labelled, so it is not read as the answer."""
     label = f"call {call} · " if call is not None else ""
-    return (f'<div class="mx-narration" style="{FONT}margin:3px 0;padding-left:8px;border-left:2px dotted {BORDER}">'
+    return (f'<div class="mx-narration" style="{FONT}{LINE}margin:3px 0;padding-left:8px;'
+            f'border-left:2px dotted {BORDER}">'
             f'<span style="color:{MUTED};font-size:11px">{label}model</span> {rich_text_html(text)}</div>')
 
 
 def answer_html(text: str) -> str:
     """The final answer, set apart: a bordered block titled `answer`."""
-    return (f'<div class="mx-live-text mx-answer" style="{FONT}margin:6px 0;padding:6px 10px;'
+    return (f'<div class="mx-live-text mx-answer" style="{FONT}{LINE}margin:6px 0;padding:6px 10px;'
             f'border-left:3px solid {OK_CSS};background:var(--jp-layout-color2, transparent)">'
             f'<div style="color:{MUTED};font-size:11px;margin-bottom:2px">answer</div>{rich_text_html(text)}</div>')
 
