@@ -46,6 +46,7 @@ from mxclaw_nb.widgets.style import (
 BAR_CELLS = 18
 TOOL_PREVIEW_CHARS = 300  # text shown under a tool line
 ARG_CHARS = 60
+RUNNING_SHOW_CHARS = 600  # of a tool result under [show] while the turn runs (all of the preview at its end)
 
 
 def gauge_line(view: Any, reported: int | None = None) -> str:
@@ -286,15 +287,16 @@ class LiveLog:
             lines.append(f"  ({self.status})")
         return "\n".join(lines)
 
-    @staticmethod
-    def _tool_html(e: dict[str, Any]) -> str:
+    def _tool_html(self, e: dict[str, Any]) -> str:
+        """A tool line; while the turn runs its [show] holds a shorter preview (every update re-sends the log)."""
         decision = str(e.get("decision") or "")
         if decision[:2] in ("✓ ", "✗ "):
             decision = decision[2:]
         running = e["outcome"] == "running…"
         return tool_line_html(f"→ {e['name']} {e['args']}".rstrip(), e["outcome"], running=running,
                               failed=bool(e.get("is_error")), decision=decision, arguments=e.get("arguments") or "",
-                              output=e.get("content") or "", chars=e.get("chars"))
+                              output=(e.get("content") or "")[:None if self.status else RUNNING_SHOW_CHARS],
+                              chars=e.get("chars") or len(e.get("content") or ""))
 
     def to_html(self) -> str:
         """The whole log as HTML in event order: tool lines open on [show], the answer set apart, a spinner."""
