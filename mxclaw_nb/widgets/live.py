@@ -17,6 +17,7 @@ request view alive in the kernel — only the strings it shows.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -92,8 +93,6 @@ def _decided(line: LogLine) -> str:
 
 
 def _arg_summary(arguments: Any) -> str:
-    import json
-
     args = arguments
     if isinstance(arguments, str):
         try:
