@@ -9,6 +9,7 @@ JSON). It prints medians per turn, so "before" and "after" runs of a change comp
 
     .venv/bin/python bench/widget_bench.py --turns 50            # widgets on and off
     .venv/bin/python bench/widget_bench.py --turns 20 --only on  # quicker
+    .venv/bin/python bench/widget_bench.py --turns 5 --only on --per-call  # + ms per model call in-process
 
 Targets (issue: flat cost per model call): RSS growth < 1 MiB per turn with widgets on; output traffic
 < 200 KB per turn. No timing assertions live in tests; this script is where the figures come from.
@@ -114,6 +115,30 @@ def bench(turns: int, widgets: bool, token_delay: float) -> dict[str, Any]:
             "iopub_messages_median": statistics.median(messages), "open_widgets": n_widgets.strip()}
 
 
+def per_call(sizes: tuple[int, ...] = (100, 10_000)) -> None:
+    """In-process: what the live view spends per model call (request.built) and on opening the inspector."""
+    from mxclaw_nb.context import ContextPolicy, build_request_view
+    from mxclaw_nb.examples import synthetic_transcript
+    from mxclaw_nb.widgets.live import LiveTurnView
+
+    for n in sizes:
+        view = build_request_view(synthetic_transcript(n), ContextPolicy(context_window_tokens=10**9))
+        _ = view.provenance  # the loop builds it for the stored request record anyway
+        live = LiveTurnView()
+        live.handle("turn.started", {"session_id": "s", "turn": 1})
+        times = []
+        for it in range(1, 8):
+            t = time.perf_counter()
+            live.handle("request.built", {"turn": 1, "iteration": it, "view": view})
+            times.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        live.open_inspector()
+        opened = (time.perf_counter() - t) * 1000
+        live.publish_final()
+        print(f"{n:,} messages: live view per model call median {statistics.median(times):.1f} ms (inspector "
+              f"closed); opening the inspector {opened:.0f} ms", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print one line per configuration (and JSON with --json)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -123,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between the demo's streamed tokens (0: as fast as the loop takes them; "
                              "0.004: the interactive demo's pace)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--per-call", action="store_true", help="also time the view per model call in-process")
     args = parser.parse_args(argv)
+    if args.per_call:
+        per_call()
     configs = [True, False] if args.only is None else [args.only == "on"]
     results = []
     for widgets in configs:
