@@ -17,7 +17,6 @@ request view alive in the kernel — only the strings it shows.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,21 +30,21 @@ from mxclaw_nb.widgets.gauge import ContextGauge, gauge_html, gauge_text
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.livetext import (
     SPINNER_STYLE,
+    LogLine,
     activity_html,
     answer_html,
-    narration_html,
+    arg_summary,
+    line_html,
+    line_text,
     pretty_arguments,
     rich_text_html,
-    tool_line_html,
 )
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
     FAIL_CSS,
     FONT,
-    MONO_FONT,
     MUTED,
     THEME_STYLE,
-    chip,
     color_of,
     counter_label,
     esc,
@@ -53,27 +52,10 @@ from mxclaw_nb.widgets.style import (
     preview_text,
 )
 
-ARG_KEYS = ("path", "command", "pattern", "query", "url", "artifact_id")
 STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
 GAUGE_INTERVAL = 1.0  # seconds between gauge pushes (~7 KB each); the last state is always pushed
 SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
 FINISHED = ("done", "failed", "interrupted", "stopped")
-
-
-@dataclass
-class LogLine:
-    """One line of the live log: a tool call, a compaction, a note or the model's narration."""
-
-    kind: str  # "tool" | "compaction" | "note" | "text" (the model's narration, in event order)
-    text: str
-    status: str = ""  # tool: running|ok|failed ...
-    color: str = ""
-    call_id: str | None = None
-    iteration: int | None = None
-    decision: str = ""  # tool: "approved by user", "denied by policy"...
-    content: str = ""  # tool: the start of the result, shown on demand
-    arguments: str = ""  # tool: the call's arguments (indented JSON), shown on demand
-    chars: int | None = None  # tool: length of the whole result
 
 
 @dataclass(frozen=True)
@@ -83,29 +65,6 @@ class CallSummary:
     stage: str
     after_tokens: int
     retry: bool
-
-
-def _decided(line: LogLine) -> str:
-    """`✓ approved by user · ` before a tool line's outcome ('' when nobody was asked)."""
-    if not line.decision:
-        return ""
-    return f"{'✓' if line.decision.startswith('approved') else '✗'} {line.decision} · "
-
-
-def _arg_summary(arguments: Any) -> str:
-    args = arguments
-    if isinstance(arguments, str):
-        try:
-            args = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            return preview_text(arguments, 60)
-    if not isinstance(args, dict):
-        return preview_text(str(args), 60)
-    for key in ARG_KEYS:
-        if isinstance(args.get(key), str):
-            return preview_text(args[key], 60)
-    first = next((v for v in args.values() if isinstance(v, str)), "")
-    return preview_text(first, 60)
 
 
 def close_tree(widget: widgets.Widget) -> None:
@@ -273,7 +232,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def _on_tool_started(self, p: dict[str, Any]) -> None:
         self._flush_text()
-        head = f"→ {p.get('name') or '?'} {_arg_summary(p.get('arguments'))}".rstrip()
+        head = f"→ {p.get('name') or '?'} {arg_summary(p.get('arguments'))}".rstrip()
         self._add(LogLine("tool", head, "running", call_id=str(p.get("call_id")), iteration=self._iteration,
                           arguments=pretty_arguments(p.get("arguments") or "")))
         self._set_activity(f"running {p.get('name') or 'a tool'}")
@@ -372,7 +331,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def log_lines(self) -> list[str]:
         """The compact log as text lines (tool calls, compactions, notes; the narration is in `text`)."""
-        return [self._line_text(ln) for ln in self.entries if ln.kind != "text"]
+        return [line_text(ln) for ln in self.entries if ln.kind != "text"]
 
     def open_inspector(self, iteration: int | None = None) -> CompactionInspector | None:
         """Open the inspector section (of call `iteration`, default the picked one) and return the inspector."""
@@ -400,26 +359,9 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     # -- rendering --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _line_text(ln: LogLine) -> str:
-        return f"{ln.text}  {_decided(ln)}{ln.status}".rstrip() if ln.kind == "tool" else ln.text
-
-    def _line_html(self, ln: LogLine, answer: LogLine | None = None) -> str:
-        if ln.kind == "tool":  # [show] (arguments and output) comes with the result: a line is sent whole once
-            running = ln.status == "running"
-            return tool_line_html(ln.text, ln.status, running=running, failed=bool(ln.color), decision=ln.decision,
-                                  arguments="" if running else ln.arguments, output=ln.content, chars=ln.chars)
-        if ln.kind == "compaction":
-            stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
-            return (f'<div style="{MONO_FONT}">{esc(ln.text)} {chip(stage, ln.color)} '
-                    f'<span style="color:{MUTED}">[inspect below]</span></div>')
-        if ln.kind == "text":
-            return "" if ln is answer else narration_html(ln.text, ln.iteration)
-        return f'<div style="{MONO_FONT}color:{ln.color or "inherit"}">{esc(ln.text)}</div>'
-
     def _add(self, line: LogLine) -> None:
         self.entries.append(line)
-        w = widgets.HTML(self._line_html(line), layout=self._line_layout, style=self._line_style)
+        w = widgets.HTML(line_html(line), layout=self._line_layout, style=self._line_style)
         self._line_widgets[id(line)] = w
         children = [*self._log.children, w]
         if len(children) > self.max_log_lines:  # the oldest line leaves the live view (static HTML keeps it)
@@ -433,7 +375,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _render_line(self, line: LogLine, answer: LogLine | None = None) -> None:
         w = self._line_widgets.get(id(line))
         if w is not None:
-            value = self._line_html(line, answer)
+            value = line_html(line, answer)
             if w.value != value:
                 w.value = value
 
@@ -478,7 +420,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def _log_html(self) -> str:
         answer = self.entries[-1] if self.final_answer() else None
-        items = "".join(self._line_html(ln, answer) for ln in self.entries)
+        items = "".join(line_html(ln, answer) for ln in self.entries)
         spin = activity_html(self.activity) if self.status == "running" else ""
         return f'{SPINNER_STYLE}<div class="mx-live-log" style="{FONT}margin:4px 0">{items}{spin}</div>'
 
@@ -513,7 +455,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             return self._final[0]
         answer = self.entries[-1] if self.final_answer() else None
         lines = [self.header_text(), gauge_text(self.gauge.data)]
-        lines += [self._line_text(ln) for ln in self.entries if ln is not answer]
+        lines += [line_text(ln) for ln in self.entries if ln is not answer]
         if answer is not None:
             lines.append(answer.text)
         if self.error:

@@ -5,7 +5,8 @@ printed lines in a terminal) — and both must read the same (UX.md, "A turn in 
 in the order they happened, each tool line openable (`[show]`: its arguments and its output, in
 monospace), the approval decision on its tool line, narration between calls visibly not the answer,
 the final answer set apart, a spinner while the model has not said anything yet. The rendering is
-plain functions over plain values, so both views (and a saved notebook's static HTML) share it.
+plain functions over plain values (a log line is a `LogLine`), so both views and a saved notebook's
+static HTML share it.
 Model text is shown as written: code spans, indented/fenced blocks and tracebacks in monospace, the
 rest as prose; nothing is cut at a period.
 """
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from mxclaw_nb.widgets.style import BORDER, FAIL_CSS, FONT, MONO_FONT, MUTED, OK_CSS, esc
+from mxclaw_nb.widgets.style import BORDER, FAIL_CSS, FONT, MONO_FONT, MUTED, OK_CSS, chip, esc, preview_text
 
+ARG_KEYS = ("path", "command", "pattern", "query", "url", "artifact_id")
 SPINNER_STYLE = ("<style>@keyframes mx-spin{to{transform:rotate(360deg)}}.mx-spinner{display:inline-block;width:8px;"
                  "height:8px;margin-right:6px;border:2px solid currentColor;border-right-color:transparent;"
                  "border-radius:50%;animation:mx-spin .8s linear infinite}"
@@ -145,3 +148,61 @@ def activity_html(activity: str, *, style: bool = True) -> str:
         return ""
     return (f'{SPINNER_STYLE if style else ""}<div class="mx-activity" style="{FONT}color:{MUTED}">'
             f'<span class="mx-spinner"></span>{esc(activity)}…</div>')
+
+
+@dataclass
+class LogLine:
+    """One line of the live log: a tool call, a compaction, a note or the model's narration."""
+
+    kind: str  # "tool" | "compaction" | "note" | "text" (the model's narration, in event order)
+    text: str
+    status: str = ""  # tool: running|ok|failed ...
+    color: str = ""
+    call_id: str | None = None
+    iteration: int | None = None
+    decision: str = ""  # tool: "approved by user", "denied by policy"...
+    content: str = ""  # tool: the start of the result, shown on demand
+    arguments: str = ""  # tool: the call's arguments (indented JSON), shown on demand
+    chars: int | None = None  # tool: length of the whole result
+
+
+def _decided(line: LogLine) -> str:
+    """`✓ approved by user · ` before a tool line's outcome ('' when nobody was asked)."""
+    if not line.decision:
+        return ""
+    return f"{'✓' if line.decision.startswith('approved') else '✗'} {line.decision} · "
+
+
+def arg_summary(arguments: Any) -> str:
+    args = arguments
+    if isinstance(arguments, str):
+        try:
+            args = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return preview_text(arguments, 60)
+    if not isinstance(args, dict):
+        return preview_text(str(args), 60)
+    for key in ARG_KEYS:
+        if isinstance(args.get(key), str):
+            return preview_text(args[key], 60)
+    first = next((v for v in args.values() if isinstance(v, str)), "")
+    return preview_text(first, 60)
+
+def line_text(ln: LogLine) -> str:
+    """One log line as text: a tool line with its decision and outcome, else the line's text."""
+    return f"{ln.text}  {_decided(ln)}{ln.status}".rstrip() if ln.kind == "tool" else ln.text
+
+
+def line_html(ln: LogLine, answer: LogLine | None = None) -> str:
+    """One log line as HTML ('' for the answer's text line, which is shown apart by `answer_html`)."""
+    if ln.kind == "tool":  # [show] (arguments and output) comes with the result: a line is sent whole once
+        running = ln.status == "running"
+        return tool_line_html(ln.text, ln.status, running=running, failed=bool(ln.color), decision=ln.decision,
+                              arguments="" if running else ln.arguments, output=ln.content, chars=ln.chars)
+    if ln.kind == "compaction":
+        stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
+        return (f'<div style="{MONO_FONT}">{esc(ln.text)} {chip(stage, ln.color)} '
+                f'<span style="color:{MUTED}">[inspect below]</span></div>')
+    if ln.kind == "text":
+        return "" if ln is answer else narration_html(ln.text, ln.iteration)
+    return f'<div style="{MONO_FONT}color:{ln.color or "inherit"}">{esc(ln.text)}</div>'
