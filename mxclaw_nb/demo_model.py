@@ -114,6 +114,14 @@ def _position(plan: list[plans.Step], done: list[Done]) -> int:
     return pointer
 
 
+def first_sentence(text: str) -> str:
+    """The text up to the first sentence end: a `.`, `!` or `?` followed by white space or the end.
+
+    A period inside a word (`.mx-claw/`, `stock.py`, `4.50`) does not end a sentence."""
+    match = re.search(r"[.!?](?=\s|$)", text)
+    return text[: match.end()] if match else text
+
+
 def next_reply(messages: list[dict]) -> Reply:
     """The demo model's reply to a Chat Completions request (decided from its messages only)."""
     if not any(m.get("role") == "user" for m in messages) and not any(m.get("role") == "tool" for m in messages):
@@ -135,7 +143,7 @@ def next_reply(messages: list[dict]) -> Reply:
         if call is not None:
             args = json.dumps(call, ensure_ascii=False)
             intro = "" if done else f"Plan ({name}, {len(plan)} steps): " + " ".join(
-                f"{i}) {s.say.split('.')[0].lower()}." for i, s in enumerate(plan, 1)) + "\n"
+                f"{i}) {first_sentence(s.say).lower()}" for i, s in enumerate(plan, 1)) + "\n"
             return Reply(text=f"{PREFIX} {intro}{step.say}", tool_calls=[ToolCall(step.tool, args)],
                          finish_reason="tool_calls")
     return Reply(text=f"{PREFIX} " + answers.final_answer(name, ctx))

@@ -274,8 +274,8 @@ class AgentMagics(Magics, Configurable):
         finally:
             for stop in unsubscribe:
                 stop()
-            if handle is not None:
-                handle.update(widget)  # re-publish so the static HTML/text fallback shows the final state
+            if handle is not None:  # the final state as static HTML/text, then every widget of the turn is closed
+                widget.publish_final(handle)
         if self.last_result is not None and self.live_mode() == "off" and widget is None:
             print(display(self.last_result.text))  # L7: a lone surrogate cannot go through Jupyter
         return None

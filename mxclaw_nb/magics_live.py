@@ -3,8 +3,12 @@
 Why: a turn can take minutes and the point of this project is to *see* the context being managed, so
 the magic renders the loop's events while they arrive (UX.md, "A turn in a notebook"). One small
 state object (`LiveLog`) turns events into lines; two outputs read it. In a kernel it is shown once
-with a display handle and updated in place (throttled), with both `text/html` and `text/plain` in the
-bundle so nbconvert, GitHub and plain consoles keep a readable log. In terminal IPython, where an
+with a display handle and updated in place, with both `text/html` and `text/plain` in the
+bundle so nbconvert, GitHub and plain consoles keep a readable log. Every update re-sends the whole
+log, so updates are few: streamed text at most every 0.3 s, and events that are followed at once by
+another (a tool's result, the end of a model call) wait for it; lines that start something long (a
+model call, a tool run) are shown at once. Both forms render lines through `widgets.livetext`, like
+the widget view: event order, [show] per tool line, the answer set apart, a spinner. In terminal IPython, where an
 "update" would print the whole log again, lines are printed as they complete and the answer is
 streamed straight to stdout. When the widgets package offers a `LiveTurnView`, events are also
 forwarded to it.
@@ -18,8 +22,15 @@ import time
 from typing import Any
 
 from mxclaw_nb.tools.policy import shown_command
+from mxclaw_nb.widgets.livetext import (
+    SPINNER_STYLE,
+    activity_html,
+    answer_html,
+    narration_html,
+    pretty_arguments,
+    tool_line_html,
+)
 from mxclaw_nb.widgets.style import (
-    FAIL_CSS,
     FONT,
     MONO_FONT,
     MUTED,
@@ -35,6 +46,7 @@ from mxclaw_nb.widgets.style import (
 BAR_CELLS = 18
 TOOL_PREVIEW_CHARS = 300  # text shown under a tool line
 ARG_CHARS = 60
+RUNNING_SHOW_CHARS = 600  # of a tool result under [show] while the turn runs (all of the preview at its end)
 
 
 def gauge_line(view: Any, reported: int | None = None) -> str:
@@ -76,7 +88,7 @@ def _outcome(p: dict[str, Any]) -> str:
 class LiveLog:
     """Turns loop events into log entries and shows them (display handle, printed lines, or nothing)."""
 
-    def __init__(self, label: str, session_id: str, *, mode: str = "display", throttle: float = 0.15,
+    def __init__(self, label: str, session_id: str, *, mode: str = "display", throttle: float = 0.3,
                  widget: Any = None) -> None:
         if mode not in ("display", "print", "off"):
             raise ValueError(f"mode must be display, print or off (got {mode!r})")
@@ -86,6 +98,8 @@ class LiveLog:
         self.gauge: str | None = None
         self.entries: list[dict[str, Any]] = []
         self.status: str | None = None
+        self.activity = ""  # what the running turn waits for (shown with a spinner)
+        self._iteration: int | None = None
         self._reported: int | None = None
         self._view: Any = None
         self._handle: Any = None
@@ -119,6 +133,9 @@ class LiveLog:
             self._print("  " + note)
 
     def _on_request_built(self, p: dict[str, Any]) -> None:
+        self._iteration = p.get("iteration")
+        call = f" (call {self._iteration})" if self._iteration else ""
+        self.activity = f"waiting for the model{call}"
         self._view = p.get("view")
         if self._view is not None:
             self.gauge = gauge_line(self._view, self._reported)
@@ -129,28 +146,35 @@ class LiveLog:
     def _on_model_completed(self, p: dict[str, Any]) -> None:
         usage = p.get("usage") or {}
         self._reported = usage.get("prompt_tokens")
+        self.activity = ""
         if self._view is not None and self._reported:
             self.gauge = gauge_line(self._view, self._reported)
-            self._refresh()
+        self._refresh(force=False)  # a tool line or the turn's end follows at once and is always shown
 
     def _on_model_delta(self, p: dict[str, Any]) -> None:
         text = str(p.get("text") or "")
-        if self.entries and self.entries[-1]["kind"] == "text":
-            self.entries[-1]["text"] += text
+        if not text:
+            return
+        first = not (self.entries and self.entries[-1]["kind"] == "text"
+                     and self.entries[-1].get("iteration") == self._iteration)
+        if first:
+            self.entries.append({"kind": "text", "text": text, "iteration": self._iteration})
+            self.activity = ""
         else:
-            self.entries.append({"kind": "text", "text": text})
+            self.entries[-1]["text"] += text
         if self.mode == "print":
             if not self._streaming:
                 sys.stdout.write("  ")
                 self._streaming = True
             sys.stdout.write(text.replace("\n", "\n  "))
             sys.stdout.flush()
-        self._refresh(force=False)
+        self._refresh(force=first)  # the spinner leaves at once; then throttled
 
     def _on_tool_started(self, p: dict[str, Any]) -> None:
         self.entries.append({"kind": "tool", "call_id": p.get("call_id"), "name": p.get("name"),
                              "args": args_summary(p.get("arguments")), "outcome": "running…", "content": "",
-                             "is_error": False})
+                             "is_error": False, "arguments": pretty_arguments(p.get("arguments") or "")})
+        self.activity = f"running {p.get('name') or 'a tool'}"
         self._refresh()
 
     def _on_tool_finished(self, p: dict[str, Any]) -> None:
@@ -161,11 +185,12 @@ class LiveLog:
             self.entries.append(entry)
         entry.update(outcome=_outcome(p), content=str(p.get("content") or ""), is_error=bool(p.get("is_error")),
                      chars=p.get("chars"))
+        self.activity = ""
         self._print(f"  → {entry['name']} {entry['args']}  {entry['outcome']}")
         preview = " ".join(entry["content"].split())[:TOOL_PREVIEW_CHARS]
         if preview and self.mode == "print":
             print(f"      {preview}{'…' if len(entry['content']) > TOOL_PREVIEW_CHARS else ''}")
-        self._refresh()
+        self._refresh(force=False)  # the next tool line or model call follows at once and is always shown
 
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
         unit = str(p.get("tokens_are") or "estimate")
@@ -209,7 +234,7 @@ class LiveLog:
 
     def finish(self, status: str) -> None:
         """Mark the turn's end and make sure the last state is shown."""
-        self.status = status
+        self.status, self.activity = status, ""
         if self.gauge and self._view is not None and not self._view.compacted:
             self._print("  " + self.gauge)
         self._print(f"  ({status})")
@@ -232,12 +257,21 @@ class LiveLog:
         self._last_update = now
         self._handle.update(self)
 
+    def answer(self) -> dict[str, Any] | None:
+        """The final answer's entry: the last model text, once the turn is done ('done' status)."""
+        if not (self.status or "").startswith("done") or not self.entries or self.entries[-1]["kind"] != "text":
+            return None
+        return self.entries[-1]
+
     def to_text(self) -> str:
-        """The whole log as plain text."""
+        """The whole log as plain text, in event order; the answer last, after a blank line."""
         lines = [self.header()]
         if self.gauge:
             lines.append("  " + self.gauge)
+        answer = self.answer()
         for e in self.entries:
+            if e is answer:
+                continue
             if e["kind"] == "tool":
                 decided = f"{e['decision']} · " if e.get("decision") else ""
                 lines.append(f"  → {e['name']} {e['args']}  {decided}{e['outcome']}")
@@ -247,36 +281,51 @@ class LiveLog:
                 lines.append("  " + e["text"])
             else:
                 lines.extend("  " + line for line in e["text"].splitlines() or [""])
+        if answer is not None:
+            lines += [""] + ["  " + line for line in answer["text"].splitlines() or [""]]
         if self.status:
             lines.append(f"  ({self.status})")
         return "\n".join(lines)
 
+    def _tool_html(self, e: dict[str, Any]) -> str:
+        """A tool line; while the turn runs its [show] holds a shorter preview (every update re-sends the log)."""
+        decision = str(e.get("decision") or "")
+        if decision[:2] in ("✓ ", "✗ "):
+            decision = decision[2:]
+        running = e["outcome"] == "running…"
+        return tool_line_html(f"→ {e['name']} {e['args']}".rstrip(), e["outcome"], running=running,
+                              failed=bool(e.get("is_error")), decision=decision, arguments=e.get("arguments") or "",
+                              output=(e.get("content") or "")[:None if self.status else RUNNING_SHOW_CHARS],
+                              chars=e.get("chars") or len(e.get("content") or ""))
+
     def to_html(self) -> str:
-        """The whole log as HTML: tool results and summaries open on demand."""
-        out = [f'{THEME_STYLE}<div class="mx-live" style="{FONT}"><div style="color:{MUTED}">{esc(self.header())}'
-               '</div>']
+        """The whole log as HTML in event order: tool lines open on [show], the answer set apart, a spinner."""
+        out = [f'{THEME_STYLE}{SPINNER_STYLE}<div class="mx-live mx-live-log" style="{FONT}">'
+               f'<div style="color:{MUTED}">{esc(self.header())}</div>']
         if self.gauge:
             out.append(f'<div style="{MONO_FONT}">{esc(self.gauge)}</div>')
+        answer = self.answer()
         for e in self.entries:
+            if e is answer:
+                continue
             if e["kind"] == "tool":
-                mark = f"color:{FAIL_CSS}" if e.get("is_error") else ""
-                decided = f'{esc(e["decision"])} · ' if e.get("decision") else ""
-                head = (f'→ <b>{esc(e["name"])}</b> {esc(e["args"])} {decided}'
-                        f'<span style="{mark}">{esc(e["outcome"])}</span>')
-                body = esc(e["content"][:2000])
-                out.append(f'<details style="{MONO_FONT}"><summary>{head}</summary>'
-                           f'<pre style="white-space:pre-wrap;margin:0 0 0 1em;{MONO_FONT}">{body}</pre></details>')
+                out.append(self._tool_html(e))
             elif e["kind"] == "compaction":
                 color = STAGE_COLORS.get(str(e["stage"]), "#9e9e9e")
                 out.append(f'<details><summary>⟳ context compacted before call {esc(e["iteration"])}: '
                            f'{chip(str(e["stage"]), color)} {fmt_int(e["before"])} → {fmt_int(e["after"])} '
                            f'{e["unit"]} tokens'
-                           f'</summary><pre style="white-space:pre-wrap">{esc(e["summary"])}</pre></details>')
+                           f'</summary><pre style="white-space:pre-wrap;{MONO_FONT}">{esc(e["summary"])}</pre>'
+                           '</details>')
             elif e["kind"] == "note":
                 warn = f"color:{WARN_CSS};font-weight:bold;" if e.get("warning") else ""
                 out.append(f'<div style="{MONO_FONT}{warn}">{esc(e["text"])}</div>')
             else:
-                out.append(f'<div style="white-space:pre-wrap">{esc(e["text"])}</div>')
+                out.append(narration_html(e["text"], e.get("iteration")))
+        if answer is not None:
+            out.append(answer_html(answer["text"]))
+        if self.activity and not self.status:
+            out.append(activity_html(self.activity))
         if self.status:
             out.append(f'<div style="color:{MUTED}">({esc(self.status)})</div>')
         return "".join(out) + "</div>"

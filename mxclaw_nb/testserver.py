@@ -3,8 +3,11 @@
 Why: the provider, the loop and the notebooks must be exercised through the real `openai` client over
 real HTTP, not through a mock of it, and users without a key still need a model that behaves like one.
 This server speaks just enough of the Chat Completions API (`POST /v1/chat/completions`, plain and SSE
-streaming with a final usage chunk, `GET /v1/models`) on 127.0.0.1. Tests queue replies, tool calls,
-usage figures, delays and HTTP errors; `srv.requests` records exactly what was sent. With an empty
+streaming with a final usage chunk, `GET /v1/models`) on 127.0.0.1. Like a real server it streams text
+token by token (word pieces of a few characters, `stream_tokens`); the demo server paces them
+(`DEMO_TOKEN_DELAY`, env `MXCLAW_DEMO_TOKEN_DELAY`) so the live log can be watched as it fills.
+Tests queue replies, tool calls, usage figures, delays and HTTP errors; `srv.requests` records exactly
+what was sent. With an empty
 queue the server answers "ok", or, in demo mode, asks `mxclaw_nb.demo_model` for the next step of its
 small coding-agent script. Reported usage is computed from the request when not scripted
 (`mxclaw_nb.server_usage`: an exact o200k_base count in OpenAI's chat framing when the offline encoding
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import sys
 import threading
 import time
@@ -29,10 +34,27 @@ from mxclaw_nb import demo_model
 from mxclaw_nb.demo_model import DEMO_MODEL, Reply, ToolCall
 from mxclaw_nb.server_usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
 
-__all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "Reply", "TestServer", "ToolCall", "count_completion_tokens",
-           "count_prompt_tokens"]
+__all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "Reply", "TestServer", "ToolCall",
+           "count_completion_tokens", "count_prompt_tokens", "stream_tokens"]
 
 DEFAULT_TEST_MODEL = "test-model"
+DEMO_KEEP_REQUESTS = 4  # request bodies the demo server remembers (each holds a whole request view)
+DEMO_TOKEN_DELAY = 0.004  # seconds between the demo model's streamed tokens (~250 tokens/s)
+# A token as servers stream them: leading white space plus a word piece of at most 4 characters, or one
+# other character; trailing white space on its own. Every character of the text is in exactly one piece.
+_TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])|\s+")
+
+
+def stream_tokens(text: str) -> list[str]:
+    """`text` cut into token-sized pieces, as a real server streams them (`"".join(pieces) == text`)."""
+    return _TOKEN.findall(text)
+
+
+def _demo_token_delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get("MXCLAW_DEMO_TOKEN_DELAY", DEMO_TOKEN_DELAY)))
+    except ValueError:
+        return DEMO_TOKEN_DELAY
 
 
 @dataclass
@@ -55,7 +77,10 @@ class TestServer:
 
     def __init__(self, *, demo: bool = False, api_key: str | None = None, model: str | None = None,
                  known_models: list[str] | None = None, accept_stream_options: bool = True,
-                 report_usage: bool = True, usage_counter: str = "auto", port: int = 0) -> None:
+                 report_usage: bool = True, usage_counter: str = "auto", port: int = 0,
+                 keep_requests: int | None = None) -> None:
+        """`keep_requests`: how many recent request bodies `requests` keeps (None: all; the demo default
+        keeps DEMO_KEEP_REQUESTS, since the offline demo serves inside a kernel for a whole session)."""
         self.demo = demo
         self.api_key = api_key
         self.model = model or (DEMO_MODEL if demo else DEFAULT_TEST_MODEL)
@@ -67,8 +92,10 @@ class TestServer:
         # Like a real server: refuse requests whose prompt (counted as for usage, times usage_scale) is longer
         # than this many tokens, with OpenAI's "context length exceeded" 400 (SPEC C9). None = no limit.
         self.context_limit: int | None = None
-        self.stream_chunk_chars = 24  # text is streamed in pieces of about this size
-        self.stream_delay = 0.0  # seconds between streamed chunks (to watch, time out or interrupt a stream)
+        self.stream_chunk_chars = 0  # 0: text is streamed token by token; n > 0: in pieces of n characters
+        # seconds between streamed chunks (to watch, time out or interrupt a stream); the demo is paced like a model
+        self.stream_delay = _demo_token_delay() if demo else 0.0
+        self.keep_requests = keep_requests if keep_requests is not None or not demo else DEMO_KEEP_REQUESTS
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._queue: deque[Reply | _Error | _Delay] = deque()
@@ -165,13 +192,22 @@ class TestServer:
 
     def _record(self, body: dict) -> None:
         with self._lock:
-            self.requests.append(body)
+            self._remember(body)
+
+    def _remember(self, body: dict) -> None:
+        """Append to `requests` (caller holds the lock), dropping the oldest beyond `keep_requests`."""
+        self.requests.append(body)
+        keep = self.keep_requests
+        if keep is not None and len(self.requests) > keep:
+            del self.requests[: len(self.requests) - keep]
+        if keep is not None and len(self.headers) > keep:
+            del self.headers[: len(self.headers) - keep]
 
     def _next(self, body: dict) -> tuple[float, Reply | _Error]:
         """Pop delays and the next reply; an empty queue gives "ok" or the demo model's next step."""
         delay = 0.0
         with self._lock:
-            self.requests.append(body)
+            self._remember(body)
             while self._queue and isinstance(self._queue[0], _Delay):
                 delay += self._queue.popleft().seconds  # type: ignore[union-attr]
             item = self._queue.popleft() if self._queue else None
@@ -320,8 +356,9 @@ class _Handler(BaseHTTPRequestHandler):
         events = [chunk({"role": "assistant", "content": ""})]
         if reply.reasoning:
             events.append(chunk({"reasoning_content": reply.reasoning}))
-        text, step = reply.text or "", max(1, srv.stream_chunk_chars)
-        events += [chunk({"content": text[i:i + step]}) for i in range(0, len(text), step)]
+        text, step = reply.text or "", srv.stream_chunk_chars
+        pieces = [text[i:i + step] for i in range(0, len(text), step)] if step > 0 else stream_tokens(text)
+        events += [chunk({"content": piece}) for piece in pieces]
         for index, tc in enumerate(reply.tool_calls):
             head = {"index": index, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
             events.append(chunk({"tool_calls": [head]}))

@@ -22,6 +22,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_CONTEXT_WINDOW"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("MXCLAW_DB", str(tmp_path_factory.mktemp("db") / "test.duckdb"))
+    monkeypatch.setenv("MXCLAW_DEMO_TOKEN_DELAY", "0")  # the demo streams unpaced in tests (kernels inherit it)
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,16 @@ import time
 
 import pytest
 
+from mxclaw_nb import demo_model
 from mxclaw_nb.context.tokens import estimate_tokens
-from mxclaw_nb.testserver import TestServer, count_completion_tokens, count_prompt_tokens
+from mxclaw_nb.testserver import (
+    DEMO_KEEP_REQUESTS,
+    DEMO_TOKEN_DELAY,
+    TestServer,
+    count_completion_tokens,
+    count_prompt_tokens,
+    stream_tokens,
+)
 
 MESSAGES = [
     {"role": "system", "content": "You are a coding agent."},
@@ -206,3 +214,50 @@ def test_demo_server_is_labelled_and_streams_demo_text(demo_server):
     assert sum(1 for e in events[:-2] if e["choices"] and e["choices"][0]["delta"].get("content")) >= 3
     calls = [tc for e in events[:-2] for tc in e["choices"][0]["delta"].get("tool_calls") or []]
     assert calls[0]["function"]["name"] == "list_dir"
+
+
+def test_text_streams_token_by_token_like_a_real_server(test_server):
+    """Text arrives in token-sized pieces (a word piece with its leading space), not in a few big chunks."""
+    text = "Fixed. `total_value` in inventory/stock.py looped over `items[1:]`; 修复测试 done.\n\n    - a line\n"
+    test_server.enqueue_text(text)
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    events = sse_events(post(test_server, body)[2])
+    pieces = [e["choices"][0]["delta"].get("content") for e in events[:-1] if e["choices"]]
+    pieces = [p for p in pieces if p]
+    assert "".join(pieces) == text
+    assert len(pieces) >= len(text.split()) and max(len(p.strip()) for p in pieces) <= 4
+    assert stream_tokens(text) == pieces
+
+
+def test_the_demo_server_paces_its_tokens(monkeypatch):
+    """The offline demo streams like a model (a delay between tokens); MXCLAW_DEMO_TOKEN_DELAY sets it."""
+    monkeypatch.delenv("MXCLAW_DEMO_TOKEN_DELAY", raising=False)
+    assert TestServer(demo=True).stream_delay == DEMO_TOKEN_DELAY > 0
+    assert TestServer().stream_delay == 0
+    monkeypatch.setenv("MXCLAW_DEMO_TOKEN_DELAY", "0.02")
+    with TestServer(demo=True) as srv:
+        body = {"model": "mxclaw-demo", "messages": [{"role": "user", "content": "fix the failing test"}],
+                "stream": True}
+        t0 = time.perf_counter()
+        events = sse_events(post(srv, body)[2])
+        elapsed = time.perf_counter() - t0
+    n = sum(1 for e in events[:-1] if e["choices"] and e["choices"][0]["delta"].get("content"))
+    assert n >= 20 and elapsed >= 0.02 * n * 0.8
+
+
+def test_demo_plan_keeps_whole_sentences():
+    """The plan line names each step by its first sentence; a period inside `.mx-claw/` does not cut it."""
+    reply = demo_model.next_reply([{"role": "user", "content": "fix the failing test"}])
+    assert "under .mx-claw/." in reply.text and "under . 2)" not in reply.text
+    assert demo_model.first_sentence("Fix 4.50 in stock.py now. Then more.") == "Fix 4.50 in stock.py now."
+    assert demo_model.first_sentence("no end") == "no end"
+
+
+def test_the_demo_server_remembers_only_recent_requests():
+    """The demo serves a whole notebook session in the kernel: it keeps the last few request bodies, not all."""
+    with TestServer(demo=True, keep_requests=2) as srv:
+        for i in range(4):
+            post(srv, {"model": "mxclaw-demo", "messages": [{"role": "user", "content": f"hello {i}"}]})
+        assert [r["messages"][0]["content"] for r in srv.requests] == ["hello 2", "hello 3"]
+        assert len(srv.headers) == 2
+    assert TestServer(demo=True).keep_requests == DEMO_KEEP_REQUESTS and TestServer().keep_requests is None

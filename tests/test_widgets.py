@@ -351,7 +351,9 @@ def test_c10_live_turn_view_scripted_events(view):
     ]
     assert live.text == "The test now passes: 修好了" and "修好了" in live._text.value
     assert live.gauge.data.after_tokens == second.after_tokens and live.gauge.data.calibrated_tokens == 20_000
-    assert [v for _, v in live.call_picker.options] == [1, 2] and live.inspector.data.stage == second.stage
+    assert live.inspector is None  # built only when its section is opened
+    assert live.open_inspector() is live.inspector and live.inspector.data.stage == second.stage
+    assert [v for _, v in live.call_picker.options] == [1, 2]
     live.call_picker.value = 1
     assert live.inspector.data.after_tokens == first.after_tokens
     assert live.header_text() == "demo model · session 3f2a9c · turn 2 · done · 2 model calls"

@@ -5,33 +5,46 @@ model's text streams in, and the details (gauge per iteration, the inspector of 
 click away. The view is driven only by the loop's events through `handle(event_type, payload)` (it
 is also callable, so it can be passed as the loop's subscriber), keeps its state in plain Python,
 and renders that state both as widgets and as static HTML/text: it works in a headless test, in a
-frontend without widgets, and never needs a running kernel. Streamed text is pushed to the frontend
-at most every 50 ms so a long answer does not flood the comm channel.
+frontend without widgets, and never needs a running kernel.
+
+Cost (it runs in the user's kernel on every model call): each log line is its own small HTML widget,
+so a streamed token re-sends only the paragraph being written (at most every 50 ms), never the whole
+log; the inspector is built only when its section is opened, once per shown call, and the one it
+replaces is closed with all its child, layout and style models; `publish_final` turns the finished
+turn into static HTML/text and closes every widget, so a finished turn keeps no widget, comm or
+request view alive in the kernel — only the strings it shows.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 from mxclaw_nb.context import RequestView
-from mxclaw_nb.widgets.data import CallData, from_view, opt_int
+from mxclaw_nb.widgets.data import CallData, before_frame, from_view, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge, gauge_html, gauge_text
 from mxclaw_nb.widgets.inspector import CompactionInspector
+from mxclaw_nb.widgets.livetext import (
+    SPINNER_STYLE,
+    LogLine,
+    activity_html,
+    answer_html,
+    arg_summary,
+    line_html,
+    line_text,
+    pretty_arguments,
+    rich_text_html,
+)
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
-    BORDER,
     FAIL_CSS,
     FONT,
-    MONO_FONT,
     MUTED,
-    OK_CSS,
     THEME_STYLE,
-    chip,
     color_of,
     counter_label,
     esc,
@@ -39,51 +52,56 @@ from mxclaw_nb.widgets.style import (
     preview_text,
 )
 
-ARG_KEYS = ("path", "command", "pattern", "query", "url", "artifact_id")
-STREAM_INTERVAL = 0.05
+STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
+GAUGE_INTERVAL = 1.0  # seconds between gauge pushes (~7 KB each); the last state is always pushed
 SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
-LIVE_STYLE = ("<style>@keyframes mx-spin{to{transform:rotate(360deg)}}.mx-spinner{display:inline-block;width:8px;"
-              "height:8px;margin-right:6px;border:2px solid currentColor;border-right-color:transparent;"
-              "border-radius:50%;animation:mx-spin .8s linear infinite}"
-              ".mx-live-log details>summary{cursor:pointer}.mx-live-log details>summary::marker{font-size:9px}</style>")
 FINISHED = ("done", "failed", "interrupted", "stopped")
 
 
-@dataclass
-class LogLine:
-    """One line of the live log: a tool call or a compaction."""
+@dataclass(frozen=True)
+class CallSummary:
+    """What the call picker needs of a call once its rows are released."""
 
-    kind: str  # "tool" | "compaction" | "note" | "text" (the model's narration, in event order)
-    text: str
-    status: str = ""  # tool: running|ok|failed
-    color: str = ""
-    call_id: str | None = None
-    iteration: int | None = None
-    decision: str = ""  # tool: "approved by user", "denied by policy"...
-    content: str = ""  # tool: the start of the result, shown on demand
+    stage: str
+    after_tokens: int
+    retry: bool
 
 
-def _decided(line: LogLine) -> str:
-    """`✓ approved by user · ` before a tool line's outcome ('' when nobody was asked)."""
-    if not line.decision:
-        return ""
-    return f"{'✓' if line.decision.startswith('approved') else '✗'} {line.decision} · "
+def close_tree(widget: widgets.Widget) -> None:
+    """Close a widget and every widget it holds (children, layout, style...): their comms and registry entries."""
+    stack, seen = [widget], set()
+    while stack:
+        w = stack.pop()
+        if id(w) in seen:
+            continue
+        seen.add(id(w))
+        for name in w.keys:
+            value = getattr(w, name, None)
+            if isinstance(value, widgets.Widget):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack.extend(v for v in value if isinstance(v, widgets.Widget))
+        w.close()
+        w.__dict__.pop("_repr_mimebundle_", None)  # close() blanks it; a closed view still renders statically
 
 
-def _arg_summary(arguments: Any) -> str:
-    args = arguments
-    if isinstance(arguments, str):
-        try:
-            args = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            return preview_text(arguments, 60)
-    if not isinstance(args, dict):
-        return preview_text(str(args), 60)
-    for key in ARG_KEYS:
-        if isinstance(args.get(key), str):
-            return preview_text(args[key], 60)
-    first = next((v for v in args.values() if isinstance(v, str)), "")
-    return preview_text(first, 60)
+class _StaticInspector:
+    """The inspector's header and summary as static HTML without creating widgets (no comms, nothing to close).
+
+    Borrows CompactionInspector's own rendering methods, so the text cannot drift from the widget's. The
+    tables stay out of a finished turn's output (about 1.6 KB a row): `%agent view` shows them."""
+
+    header_html = CompactionInspector.header_html
+    summary_html = CompactionInspector.summary_html
+
+    def __init__(self, data: CallData) -> None:
+        self.data = data
+        self.before_df = before_frame(data)
+
+    def to_html(self) -> str:
+        head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
+        return (f'<div class="mx-inspector" style="{FONT}">{self.header_html()}'
+                f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
 
 class LiveTurnView(StaticReprMixin, widgets.VBox):
@@ -98,23 +116,40 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.error: str | None = None
         self.text = ""
         self.entries: list[LogLine] = []
-        self.calls: dict[int, CallData] = {}  # iteration -> call shown by the gauge/inspector
-        self.views: dict[int, RequestView] = {}
+        self.calls: dict[int, CallData] = {}  # iteration -> call of this turn (released by publish_final)
+        self.call_summaries: dict[int, CallSummary] = {}
         self.max_log_lines = max_log_lines
         self._iteration: int | None = None
-        self._last_push = 0.0
-        self._header = widgets.HTML()
-        self.gauge = ContextGauge(live=True)
-        self._log = widgets.HTML()
-        self._text = widgets.HTML()
+        self._new_call = False
+        self._gauge_stale = False  # the gauge's data has figures its HTML does not show yet
+        self._last_push = self._last_gauge = 0.0
+        self._final: tuple[str, str] | None = None  # (text, html) once published
+        self._line_widgets: dict[int, widgets.HTML] = {}  # id(LogLine) -> its widget
+        # every log line shares one layout and one style model: a line then costs one comm, not three
+        self._line_layout, self._line_style = widgets.Layout(), HTMLStyle()
+        shared = {"layout": self._line_layout}  # one layout model for every part that needs no layout of its own
+        html = {**shared, "style": self._line_style}
+        self._header = widgets.HTML(**html)
+        self.gauge = ContextGauge(live=True, **shared)
+        self._more = widgets.HTML(**html)
+        self._log = widgets.VBox(**shared)
+        self._log.add_class("mx-live-log")
+        self._activity = widgets.HTML(**html)
+        self._text = widgets.HTML(**html)
         self.call_picker = widgets.Dropdown(options=[], description="inspect")
         self.call_picker.observe(lambda _: self._show_inspector(), names="value")
-        self._inspector_box = widgets.VBox()
+        self._inspector_box = widgets.VBox(**shared)
         self.inspector: CompactionInspector | None = None
-        details = widgets.Accordion(children=[widgets.VBox([self.call_picker, self._inspector_box])])
+        self._inspected: tuple[int, int] | None = None  # (iteration, id of its CallData) shown by the inspector
+        self._picking = False
+        details = widgets.Accordion(children=[widgets.VBox([self.call_picker, self._inspector_box], **shared)],
+                                    selected_index=None)
         details.set_title(0, "inspect a model call (request view: what the model saw)")
+        details.observe(lambda _: self._show_inspector(), names="selected_index")
         self._details = details
-        super().__init__(children=[self._header, self.gauge, self._log, self._text, details], **kwargs)
+        style = widgets.HTML(SPINNER_STYLE + THEME_STYLE, **html)
+        super().__init__(children=[style, self._header, self.gauge, self._more, self._log, self._activity,
+                                   self._text, details], **kwargs)
         self.add_class("mx-live-turn")
         self._render_header()
 
@@ -135,29 +170,37 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.model_label = str(p.get("model_label") or self.model_label)
         self.status = "running"
         self._render_header()
+        self._set_activity("starting the turn")
 
     def _on_request_built(self, p: dict[str, Any]) -> None:
         view = p.get("view")
         if not isinstance(view, RequestView):
             return
         it = opt_int(p.get("iteration")) or (max(self.calls) + 1 if self.calls else 1)
-        self._iteration = it
-        self._new_call = True  # the next streamed text starts a new paragraph
-        self.views[it] = view
+        self._flush_text()
+        self._iteration, self._new_call = it, True  # the next streamed text starts a new paragraph
         data = from_view(view, turn=opt_int(p.get("turn")) or self.turn, iteration=it,
                          calibrated_tokens=opt_int(p.get("counter_tokens")))
         if p.get("retry"):  # C9: the same call resent with the fallback window
             data = replace(data, retry=True)
         self.calls[it] = data
-        self.activity = f"waiting for the model (call {it})"
-        self.gauge.update(data)
-        self.call_picker.options = [(self._call_label(i), i) for i in sorted(self.calls)]
-        self.call_picker.value = it
+        self.call_summaries[it] = CallSummary(data.stage, data.after_tokens, data.retry)
+        self.gauge.data, self._gauge_stale = data, True
+        self._push_gauge()
+        self._picking = True  # one inspector build per call, not one per trait change
+        try:
+            self.call_picker.options = [(self._call_label(i), i) for i in sorted(self.call_summaries)]
+            self.call_picker.value = it
+        finally:
+            self._picking = False
         self._show_inspector()
+        self._set_activity(f"waiting for the model (call {it})")
 
     def _on_model_delta(self, p: dict[str, Any]) -> None:
         piece = str(p.get("text") or "")
-        if getattr(self, "_new_call", False) and piece:
+        if not piece:
+            return
+        if self._new_call:
             if self.text and not self.text.endswith("\n"):
                 self.text += "\n\n"  # text of separate model calls must not run together
             self._new_call = False
@@ -165,52 +208,57 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         last = self.entries[-1] if self.entries else None
         if last is not None and last.kind == "text" and last.iteration == self._iteration:
             last.text += piece
-        elif piece:
-            self.entries.append(LogLine("text", piece, iteration=self._iteration))
-        self.activity = "the model is writing"
+        else:
+            self._add(LogLine("text", piece, iteration=self._iteration))
+            self._set_activity("the model is writing")
+            return
         now = time.monotonic()
-        if now - self._last_push >= STREAM_INTERVAL:
+        if now - self._last_push >= STREAM_INTERVAL:  # throttled: only this paragraph is re-sent
             self._last_push = now
-            self._render_log()
+            self._render_line(last)
 
     def _on_model_completed(self, p: dict[str, Any]) -> None:
         usage = p.get("usage") or {}
         reported = opt_int(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
         it = opt_int(p.get("iteration")) or self._iteration
         if reported is not None and it in self.calls:
-            self.gauge.update(self.calls[it], reported_prompt_tokens=reported)
-            self.calls[it] = self.gauge.data  # type: ignore[assignment]
-        self.activity = ""
-        self._render_log()
+            # the reported figure joins the call's data; the gauge shows it with its next (throttled) push
+            self.calls[it] = replace(self.calls[it], reported_prompt_tokens=reported)
+            if self.gauge.data is not None and self.gauge.data.iteration == it:
+                self.gauge.data, self._gauge_stale = self.calls[it], True
+        self._flush_text()
+        self._push_gauge()
+        self._set_activity("")
 
     def _on_tool_started(self, p: dict[str, Any]) -> None:
-        head = f"→ {p.get('name') or '?'} {_arg_summary(p.get('arguments'))}".rstrip()
-        self.activity = f"running {p.get('name') or 'a tool'}"
-        self._add(LogLine("tool", head, "running", call_id=str(p.get("call_id")), iteration=self._iteration))
+        self._flush_text()
+        head = f"→ {p.get('name') or '?'} {arg_summary(p.get('arguments'))}".rstrip()
+        self._add(LogLine("tool", head, "running", call_id=str(p.get("call_id")), iteration=self._iteration,
+                          arguments=pretty_arguments(p.get("arguments") or "")))
+        self._set_activity(f"running {p.get('name') or 'a tool'}")
 
     def _on_tool_finished(self, p: dict[str, Any]) -> None:
         call_id = str(p.get("call_id"))
         line = next((ln for ln in reversed(self.entries) if ln.kind == "tool" and ln.call_id == call_id), None)
         if line is None:
             line = LogLine("tool", f"→ {p.get('name') or '?'}", call_id=call_id)
-            self.entries.append(line)
+            self._add(line)
         failed = bool(p.get("is_error"))
         code = p.get("exit_code")
         status = ("failed" + (f" (exit {code})" if code not in (None, 0) else "")) if failed else "ok"
+        content = p.get("content") if isinstance(p.get("content"), str) else ""
         chars = opt_int(p.get("chars"))
-        if chars is None and isinstance(p.get("content"), str):
-            chars = len(p["content"])
+        if chars is None:
+            chars = len(content)
         detail = f" · {fmt_int(chars)} chars" if chars else ""
         if p.get("artifact_id"):
             detail += f" · artifact {p['artifact_id']}"
-        content = p.get("content")
-        if isinstance(content, str) and content.strip():
+        if content.strip():
             detail += f" · {preview_text(content.strip().splitlines()[0], 60)}"
         line.status, line.color = status + detail, FAIL_CSS if failed else ""
-        line.content = content[:SHOW_CHARS] + (f"\n… ({len(content):,} chars in all)" if len(content) > SHOW_CHARS
-                                               else "") if isinstance(content, str) else ""
-        self.activity = ""
-        self._render_log()
+        line.content, line.chars = content[:SHOW_CHARS], chars
+        self._render_line(line)
+        self._set_activity("")
 
     def _on_approval_decided(self, p: dict[str, Any]) -> None:
         verb = "approved" if p.get("decision") == "allow" else "denied"
@@ -222,9 +270,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
                               color="" if verb == "approved" else FAIL_CSS))
             return
         line.decision = text
-        self._render_log()
+        self._render_line(line)
 
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
+        self._flush_text()
         it = opt_int(p.get("iteration")) or self._iteration
         stage = str(p.get("stage") or "?")
         unit = p.get("tokens_are") or "estimate"
@@ -236,6 +285,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
         if p.get("text") and not self.text:
             self.text = str(p["text"])
+            self.entries.append(LogLine("text", self.text, iteration=self._iteration))
         iterations = opt_int(p.get("iterations"))
         self.status = f"done · {iterations} model call{'s' if iterations != 1 else ''}" if iterations else "done"
         self._finish()
@@ -254,23 +304,23 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self.status = "interrupted"
         self._finish()
 
-    # -- rendering --------------------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------------
 
     def _call_label(self, it: int) -> str:
-        d = self.calls[it]
+        d = self.call_summaries[it]
         retry = " · prompt-too-long retry" if d.retry else ""
         return f"call {it} · {d.stage} · {d.after_tokens:,} tokens{retry}"
 
-    def _add(self, line: LogLine) -> None:
-        self.entries.append(line)
-        self._render_log()
+    @property
+    def finished(self) -> bool:
+        """True once the turn ended (done, failed, interrupted, stopped)."""
+        return self.status.startswith(FINISHED)
 
-    def _show_inspector(self) -> None:
-        it = self.call_picker.value
-        if it is None or it not in self.calls:
-            return
-        self.inspector = CompactionInspector(self.calls[it])
-        self._inspector_box.children = [self.inspector]
+    def final_answer(self) -> str:
+        """The text of the last model call once the turn is done (what the answer says)."""
+        if not self.finished or not self.entries or self.entries[-1].kind != "text":
+            return ""
+        return self.entries[-1].text
 
     def header_text(self) -> str:
         """`demo model (offline) · session 3f2a · turn 2 · running`."""
@@ -279,111 +329,157 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             parts.append(f"turn {self.turn}")
         return " · ".join([*parts, self.status])
 
+    def log_lines(self) -> list[str]:
+        """The compact log as text lines (tool calls, compactions, notes; the narration is in `text`)."""
+        return [line_text(ln) for ln in self.entries if ln.kind != "text"]
+
+    def open_inspector(self, iteration: int | None = None) -> CompactionInspector | None:
+        """Open the inspector section (of call `iteration`, default the picked one) and return the inspector."""
+        if iteration is not None:
+            self.call_picker.value = iteration
+        self._details.selected_index = 0
+        self._show_inspector()
+        return self.inspector
+
+    def _show_inspector(self) -> None:
+        """Build the picked call's inspector, only while the section is open; close the one it replaces."""
+        if self._picking or self._details.selected_index is None:
+            return
+        it = self.call_picker.value
+        if it is None or it not in self.calls:
+            return
+        data = self.calls[it]
+        if self._inspected == (it, id(data)):
+            return
+        old = self.inspector
+        self.inspector, self._inspected = CompactionInspector(data), (it, id(data))
+        self._inspector_box.children = [self.inspector]
+        if old is not None:
+            close_tree(old)
+
+    # -- rendering --------------------------------------------------------------------------------
+
+    def _add(self, line: LogLine) -> None:
+        self.entries.append(line)
+        w = widgets.HTML(line_html(line), layout=self._line_layout, style=self._line_style)
+        self._line_widgets[id(line)] = w
+        children = [*self._log.children, w]
+        if len(children) > self.max_log_lines:  # the oldest line leaves the live view (static HTML keeps it)
+            gone = children.pop(0)
+            self._line_widgets = {k: v for k, v in self._line_widgets.items() if v is not gone}
+            gone.close()  # its layout and style are shared with the other lines
+            self._more.value = (f'<div style="{FONT}color:{MUTED}">showing the last {len(children):,} of '
+                                f'{len(self.entries):,} lines</div>')
+        self._log.children = children
+
+    def _render_line(self, line: LogLine, answer: LogLine | None = None) -> None:
+        w = self._line_widgets.get(id(line))
+        if w is not None:
+            value = line_html(line, answer)
+            if w.value != value:
+                w.value = value
+
+    def _flush_text(self) -> None:
+        """Send the paragraph being streamed in full (the throttle may have held back its last tokens)."""
+        last = self.entries[-1] if self.entries else None
+        if last is not None and last.kind == "text":
+            self._render_line(last)
+
+    def _set_activity(self, activity: str) -> None:
+        if activity != self.activity:
+            self.activity = activity
+            self._activity.value = activity_html(activity, style=False) if self.status == "running" else ""
+
     def _render_header(self) -> None:
         self._header.value = self._header_html()
 
-    @property
-    def finished(self) -> bool:
-        """True once the turn ended (done, failed, interrupted, stopped)."""
-        return self.status.startswith(FINISHED)
+    def _push_gauge(self, force: bool = False) -> None:
+        """Show the gauge's data, at most every GAUGE_INTERVAL seconds unless forced (a fast turn skips some)."""
+        now = time.monotonic()
+        if self._gauge_stale and (force or now - self._last_gauge >= GAUGE_INTERVAL):
+            self.gauge.update(self.gauge.data)
+            self._gauge_stale, self._last_gauge = False, now
 
     def _finish(self) -> None:
-        self.activity = ""
-        self._render_log()
-        self._render_text()
+        self._push_gauge(force=True)
+        self._set_activity("")
+        self._activity.value = ""
+        answer = self.entries[-1] if self.final_answer() else None
+        if answer is not None:
+            self._render_line(answer, answer)  # the answer leaves the log for its own block
+        else:
+            self._flush_text()
+        self._text.value = self._text_html()
         self._render_header()
 
     def _header_html(self) -> str:
-        err = f'<div class="mx-error" style="color:{FAIL_CSS}">{esc(self.error)}</div>' if self.error else ""
-        return (f'{THEME_STYLE}<div class="mx-live-head" style="{FONT}color:{MUTED}">{esc(self.header_text())}</div>'
-                f'{err}')
-
-    def log_lines(self) -> list[str]:
-        """The compact log as text lines (tool calls, compactions, notes; the narration is in `text`)."""
-        return [f"{ln.text}  {_decided(ln)}{ln.status}".rstrip() if ln.kind == "tool" else ln.text
-                for ln in self.entries if ln.kind != "text"]
-
-    def final_answer(self) -> str:
-        """The text of the last model call once the turn is done (what the answer says)."""
-        if not self.finished or not self.entries or self.entries[-1].kind != "text":
-            return ""
-        return self.entries[-1].text
-
-    def _line_html(self, ln: LogLine, answer: LogLine | None) -> str:
-        if ln.kind == "tool":
-            status = f'<span style="color:{ln.color or OK_CSS}">{esc(ln.status)}</span>'
-            if ln.status == "running":
-                status = f'<span style="color:{MUTED}">running…</span>'
-            decided = ""
-            if ln.decision:
-                color = OK_CSS if ln.decision.startswith("approved") else FAIL_CSS
-                decided = f'<span class="mx-decision" style="color:{color}">{esc(_decided(ln))}</span>'
-            head = f'{esc(ln.text)} &nbsp; {decided}{status}'
-            if not ln.content.strip():
-                return f'<div class="mx-tool" style="{MONO_FONT}">{head}</div>'
-            return (f'<details class="mx-tool" style="{MONO_FONT}"><summary>{head} '
-                    f'<span style="color:{MUTED}">[show]</span></summary><pre style="white-space:pre-wrap;'
-                    f'margin:2px 0 4px 1.5em;padding:4px;border-left:2px solid {BORDER};{MONO_FONT}">'
-                    f'{esc(ln.content)}</pre></details>')
-        if ln.kind == "compaction":
-            stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
-            return (f'<div style="{MONO_FONT}">{esc(ln.text)} {chip(stage, ln.color)} '
-                    f'<span style="color:{MUTED}">[inspect below]</span></div>')
-        if ln.kind == "text":
-            if ln is answer:
-                return ""  # shown set apart below the log
-            return f'<div class="mx-narration" style="white-space:pre-wrap;margin:2px 0">{esc(ln.text)}</div>'
-        return f'<div style="{MONO_FONT}color:{ln.color or "inherit"}">{esc(ln.text)}</div>'
+        err = ""
+        if self.error:
+            err = f'<div class="mx-error" style="{FONT}color:{FAIL_CSS}">{rich_text_html(self.error)}</div>'
+        return f'<div class="mx-live-head" style="{FONT}color:{MUTED}">{esc(self.header_text())}</div>{err}'
 
     def _log_html(self) -> str:
-        lines = self.entries[-self.max_log_lines:]
         answer = self.entries[-1] if self.final_answer() else None
-        items = [self._line_html(ln, answer) for ln in lines]
-        more = f'<div style="color:{MUTED}">showing {len(lines):,} of {len(self.entries):,} lines</div>' \
-            if len(lines) < len(self.entries) else ""
-        spin = ""
-        if self.status == "running" and self.activity:
-            spin = f'<div class="mx-activity" style="color:{MUTED}"><span class="mx-spinner"></span>' \
-                   f'{esc(self.activity)}…</div>'
-        return (f'{LIVE_STYLE}<div class="mx-live-log" style="{FONT}margin:4px 0">{more}{"".join(items)}{spin}'
-                '</div>')
-
-    def _render_log(self) -> None:
-        self._log.value = self._log_html()
+        items = "".join(line_html(ln, answer) for ln in self.entries)
+        spin = activity_html(self.activity) if self.status == "running" else ""
+        return f'{SPINNER_STYLE}<div class="mx-live-log" style="{FONT}margin:4px 0">{items}{spin}</div>'
 
     def _text_html(self) -> str:
         answer = self.final_answer()
-        if not answer:
-            return ""
-        return (f'<div class="mx-live-text mx-answer" style="{FONT}white-space:pre-wrap;margin:6px 0;padding:6px 10px;'
-                f'border-left:3px solid {OK_CSS};background:var(--jp-layout-color2, transparent)">'
-                f'<div style="color:{MUTED};font-size:11px;margin-bottom:2px">answer</div>{esc(answer)}</div>')
+        return answer_html(answer) if answer else ""
 
-    def _render_text(self) -> None:
-        self._text.value = self._text_html()
+    def _calls_html(self) -> str:
+        """The finished turn's calls: each named, the last one's inspector inline (bounded rows)."""
+        if not self.call_summaries:
+            return ""
+        last = max(self.call_summaries)
+        names = " · ".join(esc(self._call_label(i)) for i in sorted(self.call_summaries))
+        insp = ""
+        if last in self.calls:
+            insp = (f'<details><summary style="cursor:pointer">inspect {esc(self._call_label(last))}</summary>'
+                    f'{_StaticInspector(self.calls[last]).to_html()}</details>')
+        return (f'<div class="mx-calls" style="{FONT}margin-top:4px"><div style="color:{MUTED}">model calls of this '
+                f'turn: {names} — <code>%agent view</code> shows the tables of the last call (request view: what the '
+                f'model saw)</div>{insp}</div>')
 
     def to_html(self) -> str:
-        """The whole turn as static HTML: header, gauge, log in event order, the answer, each call's inspector."""
-        parts = []
-        for it in sorted(self.calls):
-            insp = CompactionInspector(self.calls[it]).to_html()
-            parts.append(f'<details><summary style="cursor:pointer">{esc(self._call_label(it))}</summary>'
-                         f'{insp}</details>')
-        calls = (f'<div class="mx-calls" style="{FONT}margin-top:4px"><div style="color:{MUTED}">inspect a model call '
-                 f'(request view: what the model saw)</div>{"".join(parts)}</div>') if parts else ""
-        return (f'<div class="mx-live mx-static">{self._header_html()}{gauge_html(self.gauge.data)}{self._log_html()}'
-                f'{self._text_html()}{calls}</div>')
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        if self.finished:  # the final state as plain HTML/text: a saved notebook shows it without a kernel
-            return {"text/plain": self.to_text(), "text/html": self.to_html()}
-        return super()._repr_mimebundle_(**kwargs)
+        """The whole turn as static HTML: header, gauge, log in event order, the answer, the last call's inspector."""
+        if self._final is not None:
+            return self._final[1]
+        return (f'{THEME_STYLE}<div class="mx-live mx-static">{self._header_html()}{gauge_html(self.gauge.data)}'
+                f'{self._log_html()}{self._text_html()}{self._calls_html()}</div>')
 
     def to_text(self) -> str:
-        """Header, text gauge, log lines and the answer as plain text."""
-        lines = [self.header_text(), gauge_text(self.gauge.data), *self.log_lines()]
-        if self.text:
-            lines.append(self.text)
+        """Header, text gauge, the log in event order (narration included) and the answer as plain text."""
+        if self._final is not None:
+            return self._final[0]
+        answer = self.entries[-1] if self.final_answer() else None
+        lines = [self.header_text(), gauge_text(self.gauge.data)]
+        lines += [line_text(ln) for ln in self.entries if ln is not answer]
+        if answer is not None:
+            lines.append(answer.text)
         if self.error:
             lines.append(self.error)
         return "\n".join(lines)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if self.finished or self._final is not None:  # final state as plain HTML/text: survives a reopen
+            return {"text/plain": self.to_text(), "text/html": self.to_html()}
+        return super()._repr_mimebundle_(**kwargs)
+
+    def publish_final(self, handle: Any = None) -> None:
+        """Freeze the final static HTML/text, show it through `handle` (a display handle), close every widget.
+
+        After this the view holds only those strings and small call summaries: no widget, comm, CallData or
+        request view of the turn stays alive in the kernel."""
+        if self._final is None:
+            if not self.finished:
+                self.status = "stopped"
+            self._final = (self.to_text(), self.to_html())
+        if handle is not None:
+            handle.update(self)
+        self.calls.clear()
+        self.gauge.data = None
+        self.inspector, self._inspected = None, None
+        self._line_widgets.clear()
+        close_tree(self)
