@@ -105,8 +105,9 @@ def test_n1_kernel_on_the_test_server_with_env_configuration(tmp_path: Path) -> 
     assert requests[0]["model"] == "test-model"
     errors = [o for o in nb.cells[3].outputs if o.output_type == "stream" and o.name == "stderr"]
     paragraph = "".join(o.text for o in errors).strip()
-    assert paragraph.startswith(f"Provider at {base_url} refused the key (401). Set WRONG_KEY or "
-                                "%config AgentMagics.api_key_env. Your message is stored (session ")
+    # names the setting the user used: the key variable that %config AgentMagics.api_key_env points at (L7)
+    assert paragraph.startswith(f"Provider at {base_url} refused the key (401). Set WRONG_KEY (the variable "
+                                "%config AgentMagics.api_key_env names). Your message is stored (session ")
     assert "Traceback" not in paragraph and not any(o.output_type == "error" for o in nb.cells[3].outputs)
     assert len(requests) == 2  # the server refused the third call before reading it
     assert "new question" in "".join(texts(nb.cells[4]))  # ... but the message is stored
