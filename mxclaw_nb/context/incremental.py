@@ -10,6 +10,13 @@ message of the previous input is final, whatever is appended. Reuse requires the
 re-plans from scratch, giving the same result as without a cache. The plan (repair, sent forms, C1
 estimates) does not depend on the counter; with another counter the earlier counts are reused only
 when the counter is the same object as last time, else everything is counted again.
+
+A session cache (`TokenCache(append_only=True)`, what the Agent keeps across turns) is told that the
+messages it sees are values that are never edited in place (stored rows, SPEC S2): it then checks only
+that the previous input is a prefix of the new one (one list comparison at C speed, by identity first),
+not every content object, so a rebuild after one new message is O(new) plus a few whole-list copies.
+It keeps two prefixes: the whole stored transcript (the first call of each turn) and the turn's own
+C7 input (later calls), so neither evicts the other.
 """
 
 from __future__ import annotations
@@ -27,15 +34,16 @@ from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
 _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Prefix:
     inputs: list[Any]
-    contents: list[Any]
-    calls: list[Any]
+    contents: list[Any] | None  # None for an append-only cache (nothing in place is checked)
+    calls: list[Any] | None
     planned: Planned
     resume: int  # input position where planning may resume
     resume_step: int  # number of steps planned before `resume`
     counter_key: Any
+    summary: Any = None  # this prefix's summary.StructuredSummaryState (made by the first summary build)
 
 
 def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
@@ -50,10 +58,17 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 
 
 def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> bool:
-    if prev is None or snap is None:
+    if prev is None:
         return False
     m = len(prev.inputs)
-    return (len(inputs) >= m and _same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
+    if len(inputs) < m:
+        return False
+    if prev.contents is None or prev.calls is None:  # append-only: values never edited in place
+        return m == 0 or (inputs[m - 1] is prev.inputs[m - 1] and inputs[0] is prev.inputs[0]
+                          and inputs[:m] == prev.inputs)
+    if snap is None:
+        return False
+    return (_same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
             and _same(snap[1][:m], prev.calls))
 
 
@@ -62,6 +77,8 @@ def _resume_point(inputs: list[Any], sources: Sequence[int | None]) -> tuple[int
         msg = inputs[pos]
         role = msg.get("role") if isinstance(msg, dict) else None
         if isinstance(role, str) and role in _TOP_LEVEL_ROLES:
+            if isinstance(sources, range):  # nothing repaired: step k is input position start + k
+                return pos, pos - sources.start
             for k in range(len(sources) - 1, -1, -1):
                 if sources[k] == pos:
                     return pos, k
@@ -78,19 +95,25 @@ def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Messa
     return lambda _message: (counter(out), out)
 
 
+def _pick(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> _Prefix | None:
+    """The cached prefix `inputs` extends (the longest), or None."""
+    best: _Prefix | None = None
+    for prev in getattr(cache, "slots", ()):
+        if (best is None or len(prev.inputs) > len(best.inputs)) and _reusable(prev, inputs, snap):
+            best = prev
+    return best
+
+
 def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
                    counter_key: Any) -> Planned:
     """C4 repair of `inputs` with each step sanitised and counted (`counter` takes the sent form); with a
     cache, only the grown part is re-planned and only new messages are counted."""
-    prev: _Prefix | None = getattr(cache, "prefix", None)
-    snap = _snapshot(inputs) if cache is not None else None
+    append_only = bool(getattr(cache, "append_only", False))
+    snap = _snapshot(inputs) if cache is not None and not append_only else None
     # The plan (repair, sent forms, C1 estimates) does not depend on the counter, so it is reused even when
     # the counter changed (the calibrated counter is a new one after every usage report); only the counts
     # are then redone.
-    reuse = prev if _reusable(prev, inputs, snap) else None
-    if reuse is None and cache is not None:
-        # the summary state trusts that messages planned before kept their content and tool calls
-        cache.summary = None
+    reuse = _pick(cache, inputs, snap) if cache is not None else None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
     k = 0
     sources, messages, dropped, sent, c1 = new.sources, new.messages, new.dropped, new.sent, new.tokens
@@ -117,9 +140,22 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
                        for src, msg, out in zip(sources[first:], messages[first:], sent[first:], strict=True)]
         tokens = reuse.planned.tokens[:k] + counted if same and reuse is not None else counted
         planned = Planned(sources, messages, dropped, sent, tokens, c1)
-    if cache is not None and snap is not None:
-        resume, resume_step = _resume_point(inputs, planned.sources)
-        cache.prefix = _Prefix(inputs, snap[0], snap[1], planned, resume, resume_step, counter_key)
-    elif cache is not None:
-        cache.prefix = None
+    if cache is not None:
+        _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
     return planned
+
+
+def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None, planned: Planned,
+              counter_key: Any, reuse: _Prefix | None, append_only: bool) -> None:
+    """Keep this build's prefix (replacing the one it grew from); the summary state follows its prefix."""
+    slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if p is not reuse]
+    if snap is None and not append_only:
+        cache.slots, cache.prefix, cache.summary = slots, None, None
+        return
+    resume, resume_step = _resume_point(inputs, planned.sources)
+    contents, calls = (None, None) if append_only or snap is None else snap
+    # the summary state trusts that messages planned before kept their content and tool calls
+    summary = reuse.summary if reuse is not None else None
+    prefix = _Prefix(inputs, contents, calls, planned, resume, resume_step, counter_key, summary)
+    cache.slots = [prefix, *slots][: 2 if append_only else 1]
+    cache.prefix, cache.summary = prefix, summary

@@ -173,10 +173,14 @@ class _Builder:
                 raise RuntimeError("no summariser configured")
             if summarize is build_structured_summary and self.cache is not None:
                 # same text, but only the old messages added since the last call are scanned
+                prefix = self.cache.prefix
                 if self.cache.summary is None:
                     self.cache.summary = StructuredSummaryState()
+                    if prefix is not None:
+                        prefix.summary = self.cache.summary
                 # plan_and_count drops this state whenever the transcript did not just grow (see there)
-                text = self.cache.summary.summary(conv_messages[: self.tail], unchanged_content=True)
+                text = self.cache.summary.summary(conv_messages[: self.tail], unchanged_content=True,
+                                                  trusted=self.cache.append_only)
             else:
                 text = summarize(conv_messages[: self.tail])
             if not isinstance(text, str):
