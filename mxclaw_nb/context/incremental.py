@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from itertools import repeat
+from dataclasses import dataclass, replace
+from itertools import compress, repeat
 from typing import Any
 
 from mxclaw_nb.context.repair import Planned, plan_counted
@@ -32,6 +32,49 @@ from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
 
 _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Per-step facts the compaction stages read, kept across builds so a rebuild only extends them.
+
+    `roles[k]` is step k's role, `systems` the steps with a system role, `total` the sum of the counted
+    tokens and `tool_total` the same over tool steps only (negative counts as 0, as C5's bound does).
+    """
+
+    roles: list[Any]
+    systems: list[int]
+    total: int
+    tool_total: int
+
+    def tool_tokens_before(self, tokens: Sequence[int], step: int) -> int:
+        """Tool tokens of the steps before `step` (walks the steps after it: the safe tail is short)."""
+        return self.tool_total - sum(map(_tool_tokens, tokens[step:], map("tool".__eq__, self.roles[step:])))
+
+
+def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_counts: bool = False,
+              old_tokens: Sequence[int] = ()) -> Layout:
+    """The layout of `planned`, reusing the first `k` steps of `old` (its totals too when `same_counts`;
+    `old_tokens` are the counts `old` was made from)."""
+    if old is None:
+        k = 0
+    roles = old.roles[:k] if k and old is not None else []
+    roles += map(dict.get, planned.messages[k:], repeat("role"))
+    systems = [s for s in old.systems if s < k] if old is not None and k else []
+    systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
+    tokens = planned.tokens
+    if same_counts and old is not None and k:
+        total = old.total - sum(old_tokens[k:]) + sum(tokens[k:])
+        tool_total = old.tool_tokens_before(old_tokens, k) + sum(map(_tool_tokens, tokens[k:],
+                                                                     map("tool".__eq__, roles[k:])))
+    else:
+        total = sum(tokens)
+        tool_total = sum(map(_tool_tokens, tokens, map("tool".__eq__, roles)))
+    return Layout(roles, systems, total, tool_total)
+
+
+def _tool_tokens(tokens: int, is_tool: bool) -> int:
+    return tokens if is_tool and tokens > 0 else 0
 
 
 @dataclass
@@ -91,6 +134,13 @@ def _joined(head: Sequence[int | None], tail: Sequence[int | None]) -> Sequence[
     return [*head, *tail]
 
 
+def _grown(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
+    """`head[:k] + tail` with one copy of the head."""
+    out = head[:k]
+    out += tail
+    return out
+
+
 def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Message], tuple[int, Message]]:
     return lambda _message: (counter(out), out)
 
@@ -120,9 +170,9 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
         old_c1 = old.tokens if old.estimates is None else old.estimates
-        sources, messages = _joined(old.sources[:k], new.sources), old.messages[:k] + new.messages
+        sources, messages = _joined(old.sources[:k], new.sources), _grown(old.messages, k, new.messages)
         dropped = {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped}
-        sent, c1 = old.sent[:k] + new.sent, old_c1[:k] + new.tokens
+        sent, c1 = _grown(old.sent, k, new.sent), _grown(old_c1, k, new.tokens)
     if counter is estimate_sent:  # C1 comes with the plan
         planned = Planned(sources, messages, dropped, sent, c1, None)
         if cache is not None:
@@ -138,9 +188,13 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         else:
             counted = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
                        for src, msg, out in zip(sources[first:], messages[first:], sent[first:], strict=True)]
-        tokens = reuse.planned.tokens[:k] + counted if same and reuse is not None else counted
+        tokens = _grown(reuse.planned.tokens, k, counted) if same and reuse is not None else counted
         planned = Planned(sources, messages, dropped, sent, tokens, c1)
     if cache is not None:
+        same = reuse is not None and reuse.counter_key is counter_key  # None for C1: the counts are C1 both times
+        old_layout = reuse.planned.layout if reuse is not None else None
+        planned = replace(planned, layout=layout_of(planned, old_layout, k, same,
+                                                    reuse.planned.tokens if reuse is not None else ()))
         _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
     return planned
 

@@ -15,12 +15,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from itertools import compress, repeat
+from itertools import compress
 from operator import not_
 from typing import Any, Protocol
 
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
-from mxclaw_nb.context.incremental import plan_and_count
+from mxclaw_nb.context.incremental import Layout, layout_of, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
 from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
@@ -98,6 +98,34 @@ def build_request_view(
     return build.compact(summarize)
 
 
+class _From(Sequence[Any]):
+    """`seq[offset:]` without the copy: the conversation after the leading system messages (read-only)."""
+
+    __slots__ = ("_offset", "_seq")
+
+    def __init__(self, seq: Sequence[Any], offset: int) -> None:
+        self._seq, self._offset = seq, offset
+
+    def __len__(self) -> int:
+        return len(self._seq) - self._offset
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            start, stop, step = k.indices(len(self))
+            return self._seq[self._offset + start: self._offset + stop: step]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self._seq[self._offset + k]
+
+
+def _head(seq: Sequence[Any], stop: int) -> list[Any]:
+    """`list(seq[:stop])` (one copy, also for a `_From`)."""
+    out = seq[:stop]
+    return out if isinstance(out, list) else list(out)
+
+
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
@@ -105,10 +133,11 @@ class _Builder:
                  cache: TokenCache | None = None) -> None:
         self.inputs, self.dropped, self.cache = inputs, planned.dropped, cache
         self.sources, self.step_messages = planned.sources, planned.messages
-        # copies: the stages below rewrite entries, and the cache keeps the planned lists for the next build
-        self.tokens, self.sent, self.policy = list(planned.tokens), list(planned.sent), policy
+        # `tokens` is only read; `sent` is copied before a stage rewrites an entry (the cache keeps the plan)
+        self.tokens, self.sent, self.policy, self._own_sent = planned.tokens, planned.sent, policy, False
         self.estimates = planned.estimates  # C1 per step when the policy counts otherwise (T3 records both)
-        self.before = sum(self.tokens)
+        self.layout: Layout | None = planned.layout
+        self.before = sum(self.tokens) if self.layout is None else self.layout.total
         sources = self.sources
         self.actions = ["kept"] * len(sources)
         k = -1
@@ -121,20 +150,22 @@ class _Builder:
         self.tail: int | None = None  # index into self.conversation
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
-        # Whole-list operations (map/compress run at C speed): this path sees every message of the transcript.
+        # Whole-list work is avoided: the layout (roles, system steps, running totals) comes from the plan and
+        # is extended across builds, and the conversation is read through offset views, not copies.
         step_messages = self.step_messages
-        roles = list(map(dict.get, step_messages, repeat("role")))
-        is_system = list(map(SYSTEM_ROLES.__contains__, roles))
+        layout = self.layout if self.layout is not None else layout_of(
+            Planned(self.sources, step_messages, self.dropped, self.sent, self.tokens))
+        roles = layout.roles
         n = len(roles)
-        self.systems = list(compress(range(n), is_system))
+        self.systems = layout.systems
         lead = len(self.systems)
         if not lead or self.systems[-1] == lead - 1:  # the usual shape: system messages first, then the rest
             conv: Sequence[int] = range(lead, n)
-            conv_messages, conv_roles, conv_tokens = step_messages[lead:], roles[lead:], self.tokens[lead:]
+            conv_messages: Sequence[Message] = _From(step_messages, lead)
+            conv_tokens: Sequence[int] = _From(self.tokens, lead)
         else:
-            conv = list(compress(range(n), map(not_, is_system)))
+            conv = list(compress(range(n), map(not_, map(SYSTEM_ROLES.__contains__, roles))))
             conv_messages = list(map(step_messages.__getitem__, conv))
-            conv_roles = list(map(roles.__getitem__, conv))
             conv_tokens = list(map(self.tokens.__getitem__, conv))
         self.conversation = conv
         self.tail = safe_tail_start(conv_messages, conv_tokens, self.policy.keep_recent_tokens)
@@ -143,13 +174,16 @@ class _Builder:
         micro_tokens: dict[int, int] = {}
         # Placeholders cost >= 0, so micro can at best remove every old tool result; when even that leaves
         # the view over the threshold the summary path is certain and the placeholders need not be made.
-        is_tool = [role == "tool" for role in conv_roles[: self.tail]]
-        best = self.before - sum(map(max, compress(conv_tokens, is_tool), repeat(0)))
+        # (Tool steps are never system steps, so the old tool results are the tool steps before the tail.)
+        tail_step = conv[self.tail] if self.tail < len(conv) else n
+        best = self.before - layout.tool_tokens_before(self.tokens, tail_step)
+        is_tool = map("tool".__eq__, map(roles.__getitem__, old))
         for k in compress(old, is_tool) if best <= self.policy.threshold else ():
             msg = step_messages[k]
             text = placeholder_for(msg)
             if text is not None:
                 chars += len(content_text(msg.get("content")))
+                self._copy_sent()
                 self.sent[k] = {**self.sent[k], "content": text}
                 self.actions[k] = "placeholder"
                 micro_tokens[k] = self.policy.count(self.sent[k])
@@ -179,10 +213,10 @@ class _Builder:
                     if prefix is not None:
                         prefix.summary = self.cache.summary
                 # plan_and_count drops this state whenever the transcript did not just grow (see there)
-                text = self.cache.summary.summary(conv_messages[: self.tail], unchanged_content=True,
+                text = self.cache.summary.summary(_head(conv_messages, self.tail), unchanged_content=True,
                                                   trusted=self.cache.append_only)
             else:
-                text = summarize(conv_messages[: self.tail])
+                text = summarize(_head(conv_messages, self.tail))
             if not isinstance(text, str):
                 raise TypeError(f"summariser returned {type(text).__name__}, not str")
             text = display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
@@ -191,10 +225,15 @@ class _Builder:
         return self.finish("summary", self.systems + [None] + list(conv[self.tail:]), text,
                            extra={"role": "system", "content": text})
 
+    def _copy_sent(self) -> None:
+        if not self._own_sent:
+            self.sent, self._own_sent = list(self.sent), True
+
     def fallback(self, error: str) -> RequestView:
         """C8 on the repaired steps: first two systems + fixed note + last six conversation messages."""
         msgs = list(self.step_messages)
         systems, tail = fallback_indices(msgs)
+        self._copy_sent()
         keep = set(systems) | set(tail)
         for k, (src, msg) in enumerate(zip(self.sources, msgs, strict=True)):
             self.sent[k] = sanitize(msg)
@@ -210,12 +249,12 @@ class _Builder:
         sent_sources: Sequence[int | None]
         if order is None:  # the common, unchanged path: plain copies, no per-message Python work
             # step k is sent at position k: a range says so without an int object per message
-            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), range(len(self.sources))
+            out, sent_tokens, sent_of_step = list(self.sent), self.tokens, range(len(self.sources))
             sent_sources = sent_of_step
         else:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
             sent_sources = list(order)
-        after = sum(sent_tokens)
+        after = self.before if order is None else sum(sent_tokens)
         estimate = after if self.policy.counter is None else self._estimate(order, out, override or {})
         tail_start = None
         if self.tail is not None and self.tail < len(self.conversation):
