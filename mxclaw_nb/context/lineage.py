@@ -188,7 +188,7 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
         raise ValueError("a lineage needs a view built by build_request_view (it has no trace)")
     call = call if call is not None else 1 if previous is None else previous.call + 1
     if previous is None:
-        if any(s is None for s in seqs):
+        if not isinstance(seqs, range) and None in seqs:
             raise ValueError("the first call of a turn needs a stored seq for every input position")
         origins: list[int] = list(seqs)  # type: ignore[arg-type]
         states: list[State] = []

@@ -234,6 +234,10 @@ class RequestView:
         if self.trace is None:
             return [*self.messages, *appended]
         t = self.trace
+        if isinstance(t.sent_sources, range) and self.stage == "unchanged":  # every step sent as it came
+            out = list(t.step_messages)
+            out += appended
+            return out
         out: list[Message] = []
         for pos, k in enumerate(t.sent_sources):
             kept = k is not None and t.actions[k] in ("kept", "synthetic")
