@@ -143,6 +143,9 @@ def _message_key(message: dict) -> tuple:
     return key
 
 
+message_key = _message_key  # the engine's calibrated counting keys its per-step facts the same way
+
+
 @dataclass(frozen=True, eq=False)
 class _Report:
     """One usage report: what was sent, its base total, the reported tokens, base count per message key."""

@@ -21,12 +21,14 @@ C7 input (later calls), so neither evicts the other.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from typing import Any
 
+from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.repair import Planned, plan_counted
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
@@ -49,7 +51,7 @@ class Layout:
 
     def tool_tokens_before(self, tokens: Sequence[int], step: int) -> int:
         """Tool tokens of the steps before `step` (walks the steps after it: the safe tail is short)."""
-        return self.tool_total - sum(map(_tool_tokens, tokens[step:], map("tool".__eq__, self.roles[step:])))
+        return self.tool_total - _tool_sum(tokens[step:], self.roles[step:])
 
 
 def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_counts: bool = False,
@@ -65,16 +67,74 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     tokens = planned.tokens
     if same_counts and old is not None and k:
         total = old.total - sum(old_tokens[k:]) + sum(tokens[k:])
-        tool_total = old.tool_tokens_before(old_tokens, k) + sum(map(_tool_tokens, tokens[k:],
-                                                                     map("tool".__eq__, roles[k:])))
+        tool_total = old.tool_tokens_before(old_tokens, k) + _tool_sum(tokens[k:], roles[k:])
     else:
         total = sum(tokens)
-        tool_total = sum(map(_tool_tokens, tokens, map("tool".__eq__, roles)))
+        tool_total = _tool_sum(tokens, roles)
     return Layout(roles, systems, total, tool_total)
 
 
-def _tool_tokens(tokens: int, is_tool: bool) -> int:
-    return tokens if is_tool and tokens > 0 else 0
+def _tool_sum(tokens: Sequence[int], roles: Sequence[Any]) -> int:
+    """Sum of the tool steps' counts (negative as 0), at C speed."""
+    return sum(map(max, compress(tokens, map("tool".__eq__, roles)), repeat(0)))
+
+
+@dataclass
+class _Calibration:
+    """What counting under a calibrated counter needs per step, extended across builds (T2 as a factor over
+    the cached C1 counts): the content key of each step's sent form, the steps of each key, and the C1
+    counts scaled by the counter's factor (recomputed, at C speed, only when the factor changes)."""
+
+    keys: list[Any] = field(default_factory=list)
+    by_key: dict[Any, list[int]] = field(default_factory=dict)
+    factor: float | None = None
+    scaled: list[int] = field(default_factory=list)
+
+    def truncate(self, k: int) -> None:
+        for step in range(k, len(self.keys)):
+            self.by_key[self.keys[step]].remove(step)
+        del self.keys[k:]
+        del self.scaled[k:]
+
+    def extend(self, sent: list[Message]) -> None:
+        for step in range(len(self.keys), len(sent)):
+            key = message_key(sent[step])
+            self.keys.append(key)
+            self.by_key.setdefault(key, []).append(step)
+
+
+def _scaled(c1: Sequence[int], factor: float) -> list[int]:
+    """ceil(c * factor - 1e-9) per count, as CalibratedCounter.count rounds (at C speed)."""
+    return list(map(math.ceil, map(_EPSILON.__rsub__, map(factor.__mul__, c1))))
+
+
+_EPSILON = 1e-9
+
+
+def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[int], state: _Calibration,
+                      k: int) -> list[int]:
+    """Per-step counts of `counter` (base C1) equal to `counter.count(sent[i])`, with the state's first `k`
+    steps reused: O(new + what the last usage report covered), not O(steps)."""
+    state.truncate(min(k, len(state.keys)))
+    state.extend(sent)
+    factor = float(counter.factor)
+    if state.factor != factor:
+        state.factor, state.scaled = factor, _scaled(c1, factor)
+    else:
+        state.scaled += _scaled(c1[len(state.scaled):], factor)
+    counts = list(state.scaled)
+    report = counter.last_report
+    if report is not None and report.base_total > 0:
+        ratio = max(counter.floor, report.reported / report.base_total)
+        by_key = state.by_key
+        for key in report.index if len(report.index) <= len(by_key) else [x for x in by_key if x in report.index]:
+            for step in by_key.get(key, ()):
+                counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
+    return counts
+
+
+def _is_calibrated(counter_key: Any) -> bool:
+    return isinstance(counter_key, CalibratedCounter) and isinstance(counter_key.base, EstimateCounter)
 
 
 @dataclass
@@ -87,6 +147,7 @@ class _Prefix:
     resume_step: int  # number of steps planned before `resume`
     counter_key: Any
     summary: Any = None  # this prefix's summary.StructuredSummaryState (made by the first summary build)
+    calibration: _Calibration | None = None  # per-step keys and scaled counts under a calibrated counter
 
 
 def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
@@ -178,6 +239,11 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         if cache is not None:
             cache.hits += k
             cache.misses += len(new.messages)
+    elif cache is not None and _is_calibrated(counter_key):  # T2: a factor over the cached C1 counts
+        calibration = reuse.calibration if reuse is not None and reuse.calibration is not None else _Calibration()
+        counted = calibrated_counts(counter_key, sent, c1, calibration, k if reuse is not None else 0)
+        cache.__dict__["_calibration_made"] = calibration
+        planned = Planned(sources, messages, dropped, sent, counted, c1)
     else:  # another counter counts the sent forms: only new messages, unless the counter changed
         same = reuse is not None and reuse.counter_key is counter_key
         first = k if same else 0
@@ -210,6 +276,8 @@ def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[
     contents, calls = (None, None) if append_only or snap is None else snap
     # the summary state trusts that messages planned before kept their content and tool calls
     summary = reuse.summary if reuse is not None else None
-    prefix = _Prefix(inputs, contents, calls, planned, resume, resume_step, counter_key, summary)
+    # the calibrated counting state of this build (plan_and_count leaves it on the cache), else none
+    calibration = cache.__dict__.pop("_calibration_made", None) if _is_calibrated(counter_key) else None
+    prefix = _Prefix(inputs, contents, calls, planned, resume, resume_step, counter_key, summary, calibration)
     cache.slots = [prefix, *slots][: 2 if append_only else 1]
     cache.prefix, cache.summary = prefix, summary

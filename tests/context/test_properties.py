@@ -417,3 +417,43 @@ def test_session_cache_extended_by_appends_equals_a_cold_build(steps: list[list]
             if not has_usable(view_input):
                 break
         call += 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(step, min_size=1, max_size=30), policies, st.lists(st.integers(1, 4), min_size=1, max_size=10),
+       st.lists(st.floats(0.5, 3.0), min_size=1, max_size=10), st.data())
+def test_calibrated_counts_as_a_factor_over_cached_counts_equal_a_cold_build(
+        steps: list[list], policy: ContextPolicy, chunks: list[int], reports: list[float], data) -> None:
+    """T2/T3 in a session cache: after every call the provider reports usage and the calibrated counter
+    learns (a new counter each time); each build reuses the cached C1 counts with the new factor and anchor,
+    and equals a cold build with that counter."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context.counters import CalibratedCounter
+
+    counter = CalibratedCounter()
+    cache = TokenCache(append_only=True)
+    transcript: list = []
+    at, call = 0, 0
+    while at < len(steps):
+        n = chunks[call % len(chunks)]
+        for s in steps[at: at + n]:
+            transcript.extend(s)
+        at += n
+        if not has_usable(transcript):
+            call += 1
+            continue
+        view_input = list(transcript)
+        for _ in range(data.draw(st.integers(1, 3))):
+            counted = replace(policy, counter=counter if counter.calibrated else None)
+            warm = build_request_view(view_input, counted, cache=cache)
+            _same_view(warm, build_request_view(view_input, counted))
+            reported = max(1, math.ceil(estimate_messages(warm.messages) * reports[call % len(reports)]))
+            counter = counter.observe(warm.messages, reported)
+            more = data.draw(st.lists(step, max_size=2))
+            appended = [m for s in more for m in s]
+            transcript.extend(appended)
+            view_input = warm.next_input(appended)
+            if not has_usable(view_input):
+                break
+        call += 1
