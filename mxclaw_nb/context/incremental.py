@@ -60,14 +60,20 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     `old_tokens` are the counts `old` was made from)."""
     if old is None:
         k = 0
-    roles = old.roles[:k] if k and old is not None else []
+    tokens = planned.tokens
+    reuse_totals = same_counts and old is not None and k
+    if reuse_totals and old is not None:  # before the roles change below
+        total = old.total - sum(old_tokens[k:])
+        tool_total = old.tool_tokens_before(old_tokens, k)
+    # the old layout belongs to the prefix this build consumed (nothing else reads it): extended in place
+    roles = old.roles if k and old is not None else []
+    del roles[k:]
     roles += map(dict.get, planned.messages[k:], repeat("role"))
     systems = [s for s in old.systems if s < k] if old is not None and k else []
     systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
-    tokens = planned.tokens
-    if same_counts and old is not None and k:
-        total = old.total - sum(old_tokens[k:]) + sum(tokens[k:])
-        tool_total = old.tool_tokens_before(old_tokens, k) + _tool_sum(tokens[k:], roles[k:])
+    if reuse_totals:
+        total += sum(tokens[k:])
+        tool_total += _tool_sum(tokens[k:], roles[k:])
     else:
         total = sum(tokens)
         tool_total = _tool_sum(tokens, roles)
@@ -202,6 +208,13 @@ def _grown(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
     return out
 
 
+def _extended(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
+    """`head[:k] + tail`, made in place in `head` (which nothing else may hold)."""
+    del head[k:]
+    head += tail
+    return head
+
+
 def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Message], tuple[int, Message]]:
     return lambda _message: (counter(out), out)
 
@@ -231,9 +244,16 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
         old_c1 = old.tokens if old.estimates is None else old.estimates
-        sources, messages = _joined(old.sources[:k], new.sources), _grown(old.messages, k, new.messages)
+        sources = _joined(old.sources[:k], new.sources)
+        # nothing repaired: the steps are the input (our own copy), no second list of the same messages
+        messages = inputs if sources == range(len(inputs)) else _grown(old.messages, k, new.messages)
         dropped = {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped}
-        sent, c1 = _grown(old.sent, k, new.sent), _grown(old_c1, k, new.tokens)
+        if append_only:  # the prefix grown from is consumed: its sent list (no view holds it) is extended
+            cache.slots = [p for p in cache.slots if p is not reuse]  # type: ignore[union-attr]
+            sent = _extended(old.sent, k, new.sent)
+        else:
+            sent = _grown(old.sent, k, new.sent)
+        c1 = _grown(old_c1, k, new.tokens)  # views keep their counts (Trace.tokens): a new list
     if counter is estimate_sent:  # C1 comes with the plan
         planned = Planned(sources, messages, dropped, sent, c1, None)
         if cache is not None:

@@ -234,7 +234,21 @@ def _decide(view: RequestView, call: int, origins: list[int], states: list[State
             summary_key = key if kind == "summary" else summary_key
     step_origin: list[int] = []
     last_seq: int | None = None
-    for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)):
+    if isinstance(t.step_sources, range) and t.runs is not None:  # no synthetic step: whole runs at once
+        step_origin = origins[t.step_sources.start:t.step_sources.stop]
+        for a, b, act in t.runs:
+            st = State(act, call, summary_key if act == "summarized" else None)
+            seg = step_origin[a:b]
+            if seg and seg[0] >= 0 and seg == list(range(seg[0], seg[0] + len(seg))):
+                states[seg[0]:seg[0] + len(seg)] = [st] * len(seg)
+                continue
+            for o in seg:
+                if o >= 0:
+                    states[o] = st
+                else:
+                    made_state[-1 - o] = st
+    fast = isinstance(t.step_sources, range) and t.runs is not None
+    for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)) if not fast else ():
         if pos is None:  # a synthetic result this call's repair made
             key = len(made)
             made.append(Made(key, call, "synthetic", sanitize(t.step_messages[k]), last_seq))
@@ -258,7 +272,10 @@ def _decide(view: RequestView, call: int, origins: list[int], states: list[State
             states[o] = State("dropped", call)
         else:
             made_state[-1 - o] = State("dropped", call)
-    sent = [-1 - engine_now[m] if k is None else step_origin[k] for m, k in enumerate(t.sent_sources)]
+    if engine_now:
+        sent = [-1 - engine_now[m] if k is None else step_origin[k] for m, k in enumerate(t.sent_sources)]
+    else:
+        sent = list(map(step_origin.__getitem__, t.sent_sources))  # type: ignore[arg-type]
     # A message covered by a summary that is no longer sent (the fallback window dropped it) is dropped now.
     sent_made = {-1 - o for o in sent if o < 0}
     gone = {m.key for m in made if m.kind == "summary" and m.key not in sent_made}

@@ -148,6 +148,7 @@ class _Builder:
         self.systems: list[int] = []
         self.conversation: Sequence[int] = []
         self.tail: int | None = None  # index into self.conversation
+        self.runs: list[tuple[int, int, str]] | None = []  # see view.Trace.runs
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
         # Whole-list work is avoided: the layout (roles, system steps, running totals) comes from the plan and
@@ -186,6 +187,7 @@ class _Builder:
                 self._copy_sent()
                 self.sent[k] = {**self.sent[k], "content": text}
                 self.actions[k] = "placeholder"
+                self.runs.append((k, k + 1, "placeholder"))  # type: ignore[union-attr]
                 micro_tokens[k] = self.policy.count(self.sent[k])
                 replaced += 1
         after_micro = self.before + sum(n - self.tokens[k] for k, n in micro_tokens.items())
@@ -199,9 +201,11 @@ class _Builder:
         # the summary path does not send old messages (their placeholders are moot)
         if isinstance(old, range):
             self.actions[old.start:old.stop] = ["summarized"] * len(old)
+            self.runs = [(old.start, old.stop, "summarized")]
         else:
             for k in old:
                 self.actions[k] = "summarized"
+            self.runs = None
         try:
             if summarize is None:
                 raise RuntimeError("no summariser configured")
@@ -238,6 +242,7 @@ class _Builder:
         for k, (src, msg) in enumerate(zip(self.sources, msgs, strict=True)):
             self.sent[k] = sanitize(msg)
             self.actions[k] = ("synthetic" if src is None else "kept") if k in keep else "dropped"
+        self.runs = None
         note = fallback_message()
         return self.finish("fallback", systems + [None] + tail, note["content"], extra=note, error=error)
 
@@ -260,7 +265,8 @@ class _Builder:
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
         trace = Trace(self.inputs, self.sources, self.step_messages, self.dropped, self.tokens, self.actions,
-                      sent_of_step, sent_sources, sent_tokens, None if self.cache is None else self.cache.rows)
+                      sent_of_step, sent_sources, sent_tokens, None if self.cache is None else self.cache.rows,
+                      self.runs)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
