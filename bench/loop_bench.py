@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -171,13 +170,16 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
 
 
 def summarize(runs: list[list[list[dict[str, float]]]]) -> dict[str, dict[str, float]]:
-    """Medians: 'fresh' (turn 1's first call), 'first' (later turns' first calls), 'later' (other calls)."""
+    """The median call of each group: 'fresh' (turn 1's first call), 'first' (later turns' first calls), 'later'
+    (the other calls; a later call's interval also holds the storing of the call before it)."""
     groups: dict[str, list[dict[str, float]]] = {"fresh": [], "first": [], "later": []}
     for run in runs:
         for t, turn in enumerate(run):
             for c, call in enumerate(turn):
                 groups["fresh" if t == 0 and c == 0 else "first" if c == 0 else "later"].append(call)
-    return {g: {k: statistics.median(c[k] for c in calls) for k in calls[0]} for g, calls in groups.items() if calls}
+    # the call of median overhead, with its own breakdown (independent medians of the parts would not add up)
+    return {g: sorted(calls, key=lambda c: c["overhead"])[(len(calls) - 1) // 2] for g, calls in groups.items()
+            if calls}
 
 
 def main() -> None:
@@ -227,7 +229,8 @@ def main() -> None:
             s = rows[("fits", n)][group]
             print(f"target fits {n:,} {group} call: engine {s['engine']:.2f} ms <= JSON encoding of the body "
                   f"{s['json']:.2f} ms -> {'MET' if s['engine'] <= s['json'] else 'MISSED'}")
-    print("\nWall-clock medians (perf_counter) of per-call figures; overhead excludes provider.complete (model + "
+    print("\nWall clock (perf_counter); each figure is the call of median overhead in its group, with its own "
+          "breakdown; overhead excludes provider.complete (model + "
           "HTTP) and includes everything else the loop does for that call (store writes, tool run, record, "
           "engine); own = overhead - store - record (what is left when the store writes and the request record, "
           "owned by the storage work, are taken out: engine, events, tool run, glue). engine = "
