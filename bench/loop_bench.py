@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import shutil
 import sys
@@ -105,6 +106,19 @@ class Timers:
 
         store.batch = timed
 
+    def watch_gc(self) -> Callable[[], None]:
+        """Time the cyclic garbage collector's passes (a full one walks every live object: the whole history)."""
+        started = [0.0]
+
+        def callback(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                self.spent["gc"] = self.spent.get("gc", 0.0) + time.perf_counter() - started[0]
+
+        gc.callbacks.append(callback)
+        return lambda: gc.callbacks.remove(callback)
+
     def take(self) -> dict[str, float]:
         out, self.spent = self.spent, {}
         return out
@@ -120,7 +134,7 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
     undo = [timers.wrap(loop_module, "build_request_view", "engine"),
             timers.wrap(loop_module, "compose_lineage", "engine"),
             timers.wrap(loop_module, "_carried_seqs", "engine"),
-            timers.wrap(loop_module, "_request_record", "record")]
+            timers.wrap(loop_module, "_request_record", "record"), timers.watch_gc()]
     out: list[list[dict[str, float]]] = []
     try:
         with TestServer(usage_counter="estimate") as srv:
@@ -145,7 +159,8 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
                 overhead = (entered - mark[0]) * 1000
                 record, store = spent.get("record", 0) * 1000, spent.get("store", 0) * 1000
                 calls.append({"overhead": overhead, "engine": spent.get("engine", 0) * 1000, "record": record,
-                              "store": store, "own": overhead - record - store, "json": encode * 1000})
+                              "store": store, "own": overhead - record - store, "gc": spent.get("gc", 0) * 1000,
+                              "json": encode * 1000})
                 try:
                     return complete(messages, *args, **kwargs)
                 finally:
@@ -192,7 +207,8 @@ def main() -> None:
     rows: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
     print(f"{'path':<10} {'stored':>8} {'window':>11} | {'fresh ms':>9} {'first ms':>9} {'later ms':>9} "
           f"{'first/later':>11} | {'own 1st':>8} {'own later':>9} | {'engine 1st':>10} {'engine later':>12} "
-          f"{'record later':>12} {'store 1st':>9} {'store later':>11} {'json 1st':>9} {'json later':>10}",
+          f"{'record later':>12} {'store 1st':>9} {'store later':>11} {'gc 1st':>7} {'gc later':>8} "
+          f"{'json 1st':>9} {'json later':>10}",
           flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -208,7 +224,8 @@ def main() -> None:
                       f"{later['overhead']:9.1f} {first['overhead'] / later['overhead']:10.2f}x | "
                       f"{first['own']:8.2f} {later['own']:9.2f} | "
                       f"{first['engine']:10.2f} {later['engine']:12.2f} {later['record']:12.2f} "
-                      f"{first['store']:9.2f} {later['store']:11.2f} {first['json']:9.2f} {later['json']:10.2f}",
+                      f"{first['store']:9.2f} {later['store']:11.2f} {first['gc']:7.1f} {later['gc']:8.1f} "
+                      f"{first['json']:9.2f} {later['json']:10.2f}",
                       flush=True)
     print()
     small, big = min(args.sizes), max(args.sizes)
@@ -236,7 +253,9 @@ def main() -> None:
           "owned by the storage work, are taken out: engine, events, tool run, glue). engine = "
           "build_request_view + compose_lineage + the C7 carry of seqs; record = the request "
           "record's construction (provenance columns + lineage record; made after a call returns, so it is "
-          "counted in the next call's interval); json = json.dumps of the request body.")
+          "counted in the next call's interval); gc = time in the cyclic garbage collector during the interval "
+          "(inside any of the others; a full pass walks every live object, so it grows with the history and with "
+          "what the interval allocates); json = json.dumps of the request body.")
 
 
 if __name__ == "__main__":
