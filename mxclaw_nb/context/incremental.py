@@ -132,6 +132,16 @@ def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[
     report = counter.last_report
     if report is not None and report.base_total > 0:
         ratio = max(counter.floor, report.reported / report.base_total)
+        m = len(report.sent)
+        if 0 < m <= len(sent) and sent[:m] == list(report.sent):
+            # the usual loop step: the report covered exactly these first m steps (the everything-fits path),
+            # so they are all anchored (one C-speed pass); a later step only when its key was reported
+            counts[:m] = _scaled(c1[:m], ratio)
+            index = report.index
+            for step in range(m, len(sent)):
+                if state.keys[step] in index:
+                    counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
+            return counts
         by_key = state.by_key
         for key in report.index if len(report.index) <= len(by_key) else [x for x in by_key if x in report.index]:
             for step in by_key.get(key, ()):
