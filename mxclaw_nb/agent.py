@@ -233,10 +233,14 @@ class Agent:
         self._cache = TokenCache(append_only=True)
         self._stored: list[Message] = []
         self._users = 0
+        self._stored_session = self.session_id if hasattr(self, "session_id") else None
 
     def _sync_transcript(self) -> list[Message]:
         """The session's stored transcript, reading only the rows stored since the last read (S3: another
         process may have appended); the list is the Agent's own and only grows."""
+        if self._stored_session != self.session_id:  # the session was switched without new_session()
+            self._reset_session_state()
+            self._stored_session = self.session_id
         new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
         if new:
             self._stored.extend(new)
