@@ -101,13 +101,13 @@ def build_request_view(
 class _From(Sequence[Any]):
     """`seq[offset:]` without the copy: the conversation after the leading system messages (read-only)."""
 
-    __slots__ = ("_offset", "_seq")
+    __slots__ = ("_offset", "_seq", "_stop")
 
-    def __init__(self, seq: Sequence[Any], offset: int) -> None:
-        self._seq, self._offset = seq, offset
+    def __init__(self, seq: Sequence[Any], offset: int, stop: int | None = None) -> None:
+        self._seq, self._offset, self._stop = seq, offset, len(seq) if stop is None else stop
 
     def __len__(self) -> int:
-        return len(self._seq) - self._offset
+        return self._stop - self._offset
 
     def __getitem__(self, k: Any) -> Any:
         if isinstance(k, slice):
@@ -217,8 +217,9 @@ class _Builder:
                     if prefix is not None:
                         prefix.summary = self.cache.summary
                 # plan_and_count drops this state whenever the transcript did not just grow (see there)
-                text = self.cache.summary.summary(_head(conv_messages, self.tail), unchanged_content=True,
-                                                  trusted=self.cache.append_only)
+                old_part = (_From(step_messages, lead, lead + self.tail) if self.cache.append_only
+                            and isinstance(conv_messages, _From) else _head(conv_messages, self.tail))
+                text = self.cache.summary.summary(old_part, unchanged_content=True, trusted=self.cache.append_only)
             else:
                 text = summarize(_head(conv_messages, self.tail))
             if not isinstance(text, str):
