@@ -184,8 +184,16 @@ def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], li
     if len(inputs) < m:
         return False
     if prev.contents is None or prev.calls is None:  # append-only: values never edited in place
-        # identity first at C speed; a message read back from the store is an equal copy (compared by value)
-        return m == 0 or inputs[:m] == prev.inputs
+        # identity first at C speed; a message read back from the store is an equal copy (compared by value).
+        # `inputs` is the build's own copy: cut to m for the comparison and restored (no slice of the history)
+        if m == 0:
+            return True
+        tail = inputs[m:]
+        del inputs[m:]
+        try:
+            return inputs == prev.inputs
+        finally:
+            inputs += tail
     if snap is None:
         return False
     return (_same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
