@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any
 
@@ -297,8 +297,9 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     if cache is not None:
         same = reuse is not None and reuse.counter_key is counter_key  # None for C1: the counts are C1 both times
         old_layout = reuse.planned.layout if reuse is not None else None
-        planned = replace(planned, layout=layout_of(planned, old_layout, k, same,
-                                                    reuse.planned.tokens if reuse is not None else ()))
+        layout = layout_of(planned, old_layout, k, same, reuse.planned.tokens if reuse is not None else ())
+        planned = Planned(planned.sources, planned.messages, planned.dropped, planned.sent, planned.tokens,
+                          planned.estimates, layout)
         _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
     return planned
 

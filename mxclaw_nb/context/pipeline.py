@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from itertools import compress
 from operator import not_
 from typing import Any, Protocol
@@ -58,7 +59,7 @@ class ContextPolicy:
         if not isinstance(self.keep_recent_tokens, int) or self.keep_recent_tokens < 0:
             raise ValueError(f"keep_recent_tokens must be an integer >= 0, got {self.keep_recent_tokens!r}")
 
-    @property
+    @cached_property  # read several times per build; the policy is frozen
     def threshold(self) -> int:
         """C2: floor(window * ratio), computed in decimal so 0.29 * 100 is 29, not 28."""
         return math.floor(Decimal(self.context_window_tokens) * Decimal(str(self.threshold_ratio)))
