@@ -136,7 +136,7 @@ def _c1_estimate(view: RequestView) -> int:
     return view.after_estimate if view.after_estimate is not None else estimate_messages(view.messages)
 
 
-def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, seqs: Sequence[int | None], *,
+def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, seqs: list[int | None], *,
                     usage: Any = None, latency_ms: float | None = None, error: str | None = None,
                     retry: bool = False) -> dict[str, Any]:
     calibrated = view.after_tokens if view.counter != "estimate" else None
