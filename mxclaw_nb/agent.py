@@ -156,7 +156,7 @@ class Agent:
         self.workspace = self._resolve_workspace(workspace)
         self.tools = default_registry()
         self._subscribers: list[Subscriber] = []
-        self._cache = TokenCache()
+        self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
         # never leaves empty sessions behind.
         self.session_id = session_id or uuid.uuid4().hex
@@ -211,7 +211,7 @@ class Agent:
         """Start a new session (fresh frozen context and calibration); returns its id."""
         self.session_id, self._session_stored = uuid.uuid4().hex, False
         self.calibrated = CalibratedCounter()
-        self._cache = TokenCache()
+        self._reset_session_state()
         return self.session_id
 
     @classmethod
@@ -225,6 +225,27 @@ class Agent:
             raise ValueError(f"no session {session_id!r} in {store.path}; list them with Store().sessions()")
         kwargs.setdefault("workspace", found.iloc[0]["workspace"] or None)
         return cls(db=store, session_id=session_id, **kwargs)
+
+    def _reset_session_state(self) -> None:
+        # What lives across turns (flat cost per call, C7/T2): the stored transcript read so far (extended by
+        # the rows after the last seq seen, never re-read), its user-message count, and the engine's cache
+        # of repair plans and counts over it (append-only: stored rows are values, S2).
+        self._cache = TokenCache(append_only=True)
+        self._stored: list[Message] = []
+        self._users = 0
+        self._stored_session = self.session_id if hasattr(self, "session_id") else None
+
+    def _sync_transcript(self) -> list[Message]:
+        """The session's stored transcript, reading only the rows stored since the last read (S3: another
+        process may have appended); the list is the Agent's own and only grows."""
+        if self._stored_session != self.session_id:  # the session was switched without new_session()
+            self._reset_session_state()
+            self._stored_session = self.session_id
+        new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
+        if new:
+            self._stored.extend(new)
+            self._users += sum(1 for m in new if isinstance(m, dict) and m.get("role") == "user")
+        return self._stored
 
     def transcript(self) -> list[Message]:
         """The stored transcript of the current session (the source of truth)."""
@@ -275,11 +296,11 @@ class Agent:
             self.store.create_session(session_id=self.session_id, workspace=str(self.workspace),
                                       model=self.provider.model, source="demo" if self.is_demo else "agent")
         self._session_stored = True
-        transcript = self.store.load_transcript(self.session_id)
+        transcript = self._sync_transcript()
         if not transcript:
             for message in session_preamble(self.workspace, home=self.home):
                 self.store.append_message(self.session_id, message, turn=0)
-            transcript = self.store.load_transcript(self.session_id)
+            transcript = self._sync_transcript()
         return transcript
 
     def run(self, prompt: str, images: Sequence[str | Path] | None = None) -> TurnResult:
@@ -292,10 +313,11 @@ class Agent:
         with self.store.turn_lock(session_id, on_wait=lambda who: self._emit(
                 "turn.waiting", {"session_id": session_id, "holder": who})):
             transcript = self._ensure_preamble()
-            turn = 1 + sum(1 for m in transcript if m.get("role") == "user")
+            turn = 1 + self._users
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
-                              self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize)
+                              self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize,
+                              transcript=transcript)
             try:
                 result = run_turn(ctx, session_id, user, turn)
             finally:
@@ -327,7 +349,7 @@ class Agent:
 
     def dry_run(self, prompt: str | None = None) -> RequestView:
         """The request view the next model call would send (with `prompt` as the next user message)."""
-        messages = self.store.load_transcript(self.session_id)
+        messages = list(self._sync_transcript())
         if not messages:
             messages = session_preamble(self.workspace, home=self.home)
         if prompt:

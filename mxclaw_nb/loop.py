@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,6 +97,8 @@ class TurnContext:
     cache: TokenCache
     max_iterations: int = 20
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
+    # the stored transcript when the caller keeps it across turns (Agent: read once, extended); None = load it
+    transcript: list[Message] | None = None
 
 
 class TurnFailed(Exception):
@@ -172,14 +174,15 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     lineage: Lineage | None = None  # what the earlier calls of this turn did (SPEC N3)
     stored: list[Message] | None = None
     try:
-        transcript = ctx.store.load_transcript(session_id)
+        transcript = ctx.store.load_transcript(session_id) if ctx.transcript is None else ctx.transcript
         doing = "storing your message"
         user_seq = ctx.store.append_message(session_id, user_message, turn=turn)
         doing = "starting the turn"
         started = {"session_id": session_id, "prompt": user_message.get("content")}
         _emit(ctx, session_id, "turn.started", started, turn, None)
         view_input: list[Message] = [*transcript, user_message]
-        seqs: list[int | None] = [*range(len(transcript)), user_seq]  # transcript seq of each input position
+        seqs: Sequence[int | None] = (  # transcript seq of each input position
+            range(user_seq + 1) if user_seq == len(transcript) else [*range(len(transcript)), user_seq])
         # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
         stored = list(view_input) if user_seq == len(transcript) else None
         while True:
@@ -226,7 +229,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     stored.extend(appended)
                 else:
                     stored = None
-            seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
+            seqs = _carried_seqs(view, seqs, new_seqs)
         doing = "finishing the turn"
         _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
                                                  "status": result.status}, turn, result.iterations)
@@ -260,7 +263,21 @@ def _fail(ctx: TurnContext, result: TurnResult, reason: str, kind: str, user_seq
     return reason
 
 
-def _with_lineage(view: RequestView, seqs: list[int | None], carried: tuple[Lineage | None, list[Message] | None],
+def _carried_seqs(view: RequestView, seqs: Sequence[int | None], new_seqs: list[int]) -> Sequence[int | None]:
+    """The stored seq of each position of the next iteration's input (C7: this view + what was appended);
+    without a per-message step when the view sent its whole input unchanged (the everything-fits path)."""
+    t = view.trace
+    if (t is not None and isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
+            and t.step_sources == range(len(seqs))):
+        base: Sequence[int | None] = seqs
+    else:
+        base = [None if s is None else seqs[s] for s in view.sources]
+    if isinstance(base, range) and base.start == 0 and new_seqs == list(range(base.stop, base.stop + len(new_seqs))):
+        return range(base.stop + len(new_seqs))
+    return [*base, *new_seqs]
+
+
+def _with_lineage(view: RequestView, seqs: Sequence[int | None], carried: tuple[Lineage | None, list[Message] | None],
                   it: int) -> RequestView:
     """N3: the view with its transcript-relative lineage (the view's own provenance if it cannot be composed)."""
     previous, stored = carried
@@ -270,7 +287,7 @@ def _with_lineage(view: RequestView, seqs: list[int | None], carried: tuple[Line
         return view
 
 
-def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: list[int | None], turn: int,
+def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None], turn: int,
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""

@@ -78,6 +78,15 @@ class StoreReads:
             ).fetchall()
         return [row_to_message(r) for r in rows]
 
+    def load_transcript_after(self, session_id: str, after_seq: int) -> list[dict[str, Any]]:
+        """The session's messages with seq > `after_seq`, in order (-1: all): what a cached transcript lacks."""
+        with self._lease.connection("load a transcript") as con:
+            rows = con.execute(
+                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                [session_id, after_seq],
+            ).fetchall()
+        return [row_to_message(r) for r in rows]
+
     def _df(self, query: str, params: list[Any] | None = None, action: str = "run a query") -> pd.DataFrame:
         with self._lease.connection(action) as con:
             return con.execute(query, params or []).df()

@@ -380,3 +380,47 @@ def test_a_session_row_is_written_with_the_first_turn_only(test_server, workspac
     assert list(sessions["id"]) == [agent.session_id] and sessions.iloc[0]["turns"] == 1
     agent.new_session()
     assert len(agent.store.sessions()) == 1
+
+
+def test_turns_read_only_new_rows_and_reuse_the_session_plan(test_server, workspace, tmp_path, monkeypatch):
+    """Flat cost (L1, C7, T2): the Agent keeps the stored transcript across turns and reads only the rows after
+    the last seq it saw (never the whole transcript again, once per turn at most); another writer's rows are
+    picked up; the engine's session cache re-plans only what is new, and the views equal cold builds."""
+    import json as _json
+
+    from mxclaw_nb.context import build_request_view
+    from mxclaw_nb.examples import synthetic_transcript
+
+    agent = make_agent(test_server, workspace, tmp_path, context_window_tokens=1_000_000)  # nothing compacted
+    agent.store.create_session(session_id=agent.session_id, source="test")
+    agent.store.append_messages(agent.session_id, synthetic_transcript(200), turn=0)
+    full, after = [], []
+    load, load_after = agent.store.load_transcript, agent.store.load_transcript_after
+    agent.store.load_transcript = lambda sid: full.append(sid) or load(sid)  # type: ignore[method-assign]
+    agent.store.load_transcript_after = (  # type: ignore[method-assign]
+        lambda sid, seq: after.append((seq, len(rows := load_after(sid, seq)))) or rows)
+    from mxclaw_nb.context import incremental
+
+    planned: list[int] = []  # messages (re)planned per build
+    plan = incremental.plan_counted
+    monkeypatch.setattr(incremental, "plan_counted", lambda msgs, start=0: planned.append(len(msgs) - start)
+                        or plan(msgs, start))
+    for turn in range(3):
+        test_server.enqueue_tool_calls([("list_dir", {"path": "."})])
+        test_server.enqueue_text(f"done {turn}")
+        result = agent.run(f"look around {turn}")
+        assert result.status == "ok"
+        if turn == 0:  # another process adds to the session between turns (S3)
+            agent.store.append_message(agent.session_id, {"role": "user", "content": "from elsewhere"}, turn=1)
+    assert full == []
+    seen = [seq for seq, _ in after]
+    assert seen[0] == -1 and after[0][1] == 200 and all(n <= 6 for _, n in after[1:])  # then only what is new
+    stored = load(agent.session_id)
+    assert agent._sync_transcript() == stored and agent._users == sum(m["role"] == "user" for m in stored)
+    assert {"role": "user", "content": "from elsewhere"} in agent._stored
+    # the last turn's first call saw exactly the stored transcript; the cache reused its plan (no full re-plan)
+    first = test_server.requests[-2]["messages"]
+    cold = build_request_view(stored[:-3], agent.current_policy())
+    assert _json.dumps(first) == _json.dumps(cold.messages)
+    # a fresh Agent plans once; then only what is new (the last entry is the cold build just above)
+    assert planned[0] == 201 and max(planned[1:-1]) <= 8, planned

@@ -116,9 +116,9 @@ def messages_added_since(sent: Sequence[dict], current: Sequence[dict]) -> list[
     """
     if len(sent) > len(current):
         return None
-    for a, b in zip(sent, current, strict=False):
-        if a is not b and a != b:
-            return None
+    # at C speed: identity first, then equality, per element (a long view is compared after every call)
+    if tuple(current[: len(sent)]) != tuple(sent):
+        return None
     return list(current[len(sent):])
 
 
@@ -141,6 +141,9 @@ def _message_key(message: dict) -> tuple:
     except TypeError:  # e.g. a dict where a string was expected inside a call
         key = (*key[:3], json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str))
     return key
+
+
+message_key = _message_key  # the engine's calibrated counting keys its per-step facts the same way
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,10 +256,17 @@ class CalibratedCounter:
         sent = tuple(sent_messages)
         index: dict[tuple, int] = {}
         by_id: dict[int, tuple[dict, Any, int, tuple]] = {}
-        previous = self.last_report.index if self.last_report is not None else {}
-        previous_ids = self.last_report.by_id if self.last_report is not None else {}
+        last = self.last_report
+        previous = last.index if last is not None else {}
+        previous_ids = last.by_id if last is not None else {}
         base_total = 0
-        for m in sent:
+        rest: Sequence[Any] = sent
+        if last is not None and last.sent and len(last.sent) <= len(sent) and sent[: len(last.sent)] == last.sent:
+            # the usual loop step: the last report's messages + what was appended. Its facts are copied at C
+            # speed and only the new messages are looked at (O(new), not O(view)).
+            index, by_id, base_total = dict(last.index), dict(last.by_id), last.base_total
+            rest = sent[len(last.sent):]
+        for m in rest:
             if isinstance(m, dict):
                 content = m.get("content")
                 hit = previous_ids.get(id(m))

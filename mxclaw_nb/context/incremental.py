@@ -10,16 +10,25 @@ message of the previous input is final, whatever is appended. Reuse requires the
 re-plans from scratch, giving the same result as without a cache. The plan (repair, sent forms, C1
 estimates) does not depend on the counter; with another counter the earlier counts are reused only
 when the counter is the same object as last time, else everything is counted again.
+
+A session cache (`TokenCache(append_only=True)`, what the Agent keeps across turns) is told that the
+messages it sees are values that are never edited in place (stored rows, SPEC S2): it then checks only
+that the previous input is a prefix of the new one (one list comparison at C speed, by identity first),
+not every content object, so a rebuild after one new message is O(new) plus a few whole-list copies.
+It keeps two prefixes: the whole stored transcript (the first call of each turn) and the turn's own
+C7 input (later calls), so neither evicts the other.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from itertools import repeat
+from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any
 
+from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.repair import Planned, plan_counted
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
@@ -28,14 +37,133 @@ _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Per-step facts the compaction stages read, kept across builds so a rebuild only extends them.
+
+    `roles[k]` is step k's role, `systems` the steps with a system role, `total` the sum of the counted
+    tokens and `tool_total` the same over tool steps only (negative counts as 0, as C5's bound does).
+    """
+
+    roles: list[Any]
+    systems: list[int]
+    total: int
+    tool_total: int
+
+    def tool_tokens_before(self, tokens: Sequence[int], step: int) -> int:
+        """Tool tokens of the steps before `step` (walks the steps after it: the safe tail is short)."""
+        return self.tool_total - _tool_sum(tokens[step:], self.roles[step:])
+
+
+def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_counts: bool = False,
+              old_tokens: Sequence[int] = ()) -> Layout:
+    """The layout of `planned`, reusing the first `k` steps of `old` (its totals too when `same_counts`;
+    `old_tokens` are the counts `old` was made from)."""
+    if old is None:
+        k = 0
+    tokens = planned.tokens
+    reuse_totals = same_counts and old is not None and k
+    if reuse_totals and old is not None:  # before the roles change below
+        total = old.total - sum(old_tokens[k:])
+        tool_total = old.tool_tokens_before(old_tokens, k)
+    # the old layout belongs to the prefix this build consumed (nothing else reads it): extended in place
+    roles = old.roles if k and old is not None else []
+    del roles[k:]
+    roles += map(dict.get, planned.messages[k:], repeat("role"))
+    systems = [s for s in old.systems if s < k] if old is not None and k else []
+    systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
+    if reuse_totals:
+        total += sum(tokens[k:])
+        tool_total += _tool_sum(tokens[k:], roles[k:])
+    else:
+        total = sum(tokens)
+        tool_total = _tool_sum(tokens, roles)
+    return Layout(roles, systems, total, tool_total)
+
+
+def _tool_sum(tokens: Sequence[int], roles: Sequence[Any]) -> int:
+    """Sum of the tool steps' counts (negative as 0), at C speed."""
+    return sum(map(max, compress(tokens, map("tool".__eq__, roles)), repeat(0)))
+
+
+@dataclass
+class _Calibration:
+    """What counting under a calibrated counter needs per step, extended across builds (T2 as a factor over
+    the cached C1 counts): the content key of each step's sent form, the steps of each key, and the C1
+    counts scaled by the counter's factor (recomputed, at C speed, only when the factor changes)."""
+
+    keys: list[Any] = field(default_factory=list)
+    by_key: dict[Any, list[int]] = field(default_factory=dict)
+    factor: float | None = None
+    scaled: list[int] = field(default_factory=list)
+
+    def truncate(self, k: int) -> None:
+        for step in range(k, len(self.keys)):
+            self.by_key[self.keys[step]].remove(step)
+        del self.keys[k:]
+        del self.scaled[k:]
+
+    def extend(self, sent: list[Message]) -> None:
+        for step in range(len(self.keys), len(sent)):
+            key = message_key(sent[step])
+            self.keys.append(key)
+            self.by_key.setdefault(key, []).append(step)
+
+
+def _scaled(c1: Sequence[int], factor: float) -> list[int]:
+    """ceil(c * factor - 1e-9) per count, as CalibratedCounter.count rounds (at C speed)."""
+    return list(map(math.ceil, map(_EPSILON.__rsub__, map(factor.__mul__, c1))))
+
+
+_EPSILON = 1e-9
+
+
+def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[int], state: _Calibration,
+                      k: int) -> list[int]:
+    """Per-step counts of `counter` (base C1) equal to `counter.count(sent[i])`, with the state's first `k`
+    steps reused: O(new + what the last usage report covered), not O(steps)."""
+    state.truncate(min(k, len(state.keys)))
+    state.extend(sent)
+    factor = float(counter.factor)
+    if state.factor != factor:
+        state.factor, state.scaled = factor, _scaled(c1, factor)
+    else:
+        state.scaled += _scaled(c1[len(state.scaled):], factor)
+    counts = list(state.scaled)
+    report = counter.last_report
+    if report is not None and report.base_total > 0:
+        ratio = max(counter.floor, report.reported / report.base_total)
+        m = len(report.sent)
+        if 0 < m <= len(sent) and sent[:m] == list(report.sent):
+            # the usual loop step: the report covered exactly these first m steps (the everything-fits path),
+            # so they are all anchored (one C-speed pass); a later step only when its key was reported
+            counts[:m] = _scaled(c1[:m], ratio)
+            index = report.index
+            for step in range(m, len(sent)):
+                if state.keys[step] in index:
+                    counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
+            return counts
+        by_key = state.by_key
+        for key in report.index if len(report.index) <= len(by_key) else [x for x in by_key if x in report.index]:
+            for step in by_key.get(key, ()):
+                counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
+    return counts
+
+
+def _is_calibrated(counter_key: Any) -> bool:
+    return isinstance(counter_key, CalibratedCounter) and isinstance(counter_key.base, EstimateCounter)
+
+
+@dataclass
 class _Prefix:
     inputs: list[Any]
-    contents: list[Any]
-    calls: list[Any]
+    contents: list[Any] | None  # None for an append-only cache (nothing in place is checked)
+    calls: list[Any] | None
     planned: Planned
     resume: int  # input position where planning may resume
     resume_step: int  # number of steps planned before `resume`
     counter_key: Any
+    summary: Any = None  # this prefix's summary.StructuredSummaryState (made by the first summary build)
+    calibration: _Calibration | None = None  # per-step keys and scaled counts under a calibrated counter
 
 
 def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
@@ -50,10 +178,25 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 
 
 def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> bool:
-    if prev is None or snap is None:
+    if prev is None:
         return False
     m = len(prev.inputs)
-    return (len(inputs) >= m and _same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
+    if len(inputs) < m:
+        return False
+    if prev.contents is None or prev.calls is None:  # append-only: values never edited in place
+        # identity first at C speed; a message read back from the store is an equal copy (compared by value).
+        # `inputs` is the build's own copy: cut to m for the comparison and restored (no slice of the history)
+        if m == 0:
+            return True
+        tail = inputs[m:]
+        del inputs[m:]
+        try:
+            return inputs == prev.inputs
+        finally:
+            inputs += tail
+    if snap is None:
+        return False
+    return (_same(inputs[:m], prev.inputs) and _same(snap[0][:m], prev.contents)
             and _same(snap[1][:m], prev.calls))
 
 
@@ -62,6 +205,8 @@ def _resume_point(inputs: list[Any], sources: Sequence[int | None]) -> tuple[int
         msg = inputs[pos]
         role = msg.get("role") if isinstance(msg, dict) else None
         if isinstance(role, str) and role in _TOP_LEVEL_ROLES:
+            if isinstance(sources, range):  # nothing repaired: step k is input position start + k
+                return pos, pos - sources.start
             for k in range(len(sources) - 1, -1, -1):
                 if sources[k] == pos:
                     return pos, k
@@ -74,37 +219,69 @@ def _joined(head: Sequence[int | None], tail: Sequence[int | None]) -> Sequence[
     return [*head, *tail]
 
 
+def _grown(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
+    """`head[:k] + tail` with one copy of the head."""
+    out = head[:k]
+    out += tail
+    return out
+
+
+def _extended(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
+    """`head[:k] + tail`, made in place in `head` (which nothing else may hold)."""
+    del head[k:]
+    head += tail
+    return head
+
+
 def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Message], tuple[int, Message]]:
     return lambda _message: (counter(out), out)
+
+
+def _pick(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> _Prefix | None:
+    """The cached prefix `inputs` extends (the longest), or None."""
+    best: _Prefix | None = None
+    for prev in getattr(cache, "slots", ()):
+        if (best is None or len(prev.inputs) > len(best.inputs)) and _reusable(prev, inputs, snap):
+            best = prev
+    return best
 
 
 def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
                    counter_key: Any) -> Planned:
     """C4 repair of `inputs` with each step sanitised and counted (`counter` takes the sent form); with a
     cache, only the grown part is re-planned and only new messages are counted."""
-    prev: _Prefix | None = getattr(cache, "prefix", None)
-    snap = _snapshot(inputs) if cache is not None else None
+    append_only = bool(getattr(cache, "append_only", False))
+    snap = _snapshot(inputs) if cache is not None and not append_only else None
     # The plan (repair, sent forms, C1 estimates) does not depend on the counter, so it is reused even when
     # the counter changed (the calibrated counter is a new one after every usage report); only the counts
     # are then redone.
-    reuse = prev if _reusable(prev, inputs, snap) else None
-    if reuse is None and cache is not None:
-        # the summary state trusts that messages planned before kept their content and tool calls
-        cache.summary = None
+    reuse = _pick(cache, inputs, snap) if cache is not None else None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
     k = 0
     sources, messages, dropped, sent, c1 = new.sources, new.messages, new.dropped, new.sent, new.tokens
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
         old_c1 = old.tokens if old.estimates is None else old.estimates
-        sources, messages = _joined(old.sources[:k], new.sources), old.messages[:k] + new.messages
+        sources = _joined(old.sources[:k], new.sources)
+        # nothing repaired: the steps are the input (our own copy), no second list of the same messages
+        messages = inputs if sources == range(len(inputs)) else _grown(old.messages, k, new.messages)
         dropped = {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped}
-        sent, c1 = old.sent[:k] + new.sent, old_c1[:k] + new.tokens
+        if append_only:  # the prefix grown from is consumed: its sent list (no view holds it) is extended
+            cache.slots = [p for p in cache.slots if p is not reuse]  # type: ignore[union-attr]
+            sent = _extended(old.sent, k, new.sent)
+        else:
+            sent = _grown(old.sent, k, new.sent)
+        c1 = _grown(old_c1, k, new.tokens)  # views keep their counts (Trace.tokens): a new list
     if counter is estimate_sent:  # C1 comes with the plan
         planned = Planned(sources, messages, dropped, sent, c1, None)
         if cache is not None:
             cache.hits += k
             cache.misses += len(new.messages)
+    elif cache is not None and _is_calibrated(counter_key):  # T2: a factor over the cached C1 counts
+        calibration = reuse.calibration if reuse is not None and reuse.calibration is not None else _Calibration()
+        counted = calibrated_counts(counter_key, sent, c1, calibration, k if reuse is not None else 0)
+        cache.__dict__["_calibration_made"] = calibration
+        planned = Planned(sources, messages, dropped, sent, counted, c1)
     else:  # another counter counts the sent forms: only new messages, unless the counter changed
         same = reuse is not None and reuse.counter_key is counter_key
         first = k if same else 0
@@ -115,11 +292,31 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         else:
             counted = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
                        for src, msg, out in zip(sources[first:], messages[first:], sent[first:], strict=True)]
-        tokens = reuse.planned.tokens[:k] + counted if same and reuse is not None else counted
+        tokens = _grown(reuse.planned.tokens, k, counted) if same and reuse is not None else counted
         planned = Planned(sources, messages, dropped, sent, tokens, c1)
-    if cache is not None and snap is not None:
-        resume, resume_step = _resume_point(inputs, planned.sources)
-        cache.prefix = _Prefix(inputs, snap[0], snap[1], planned, resume, resume_step, counter_key)
-    elif cache is not None:
-        cache.prefix = None
+    if cache is not None:
+        same = reuse is not None and reuse.counter_key is counter_key  # None for C1: the counts are C1 both times
+        old_layout = reuse.planned.layout if reuse is not None else None
+        layout = layout_of(planned, old_layout, k, same, reuse.planned.tokens if reuse is not None else ())
+        planned = Planned(planned.sources, planned.messages, planned.dropped, planned.sent, planned.tokens,
+                          planned.estimates, layout)
+        _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
     return planned
+
+
+def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None, planned: Planned,
+              counter_key: Any, reuse: _Prefix | None, append_only: bool) -> None:
+    """Keep this build's prefix (replacing the one it grew from); the summary state follows its prefix."""
+    slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if p is not reuse]
+    if snap is None and not append_only:
+        cache.slots, cache.prefix, cache.summary = slots, None, None
+        return
+    resume, resume_step = _resume_point(inputs, planned.sources)
+    contents, calls = (None, None) if append_only or snap is None else snap
+    # the summary state trusts that messages planned before kept their content and tool calls
+    summary = reuse.summary if reuse is not None else None
+    # the calibrated counting state of this build (plan_and_count leaves it on the cache), else none
+    calibration = cache.__dict__.pop("_calibration_made", None) if _is_calibrated(counter_key) else None
+    prefix = _Prefix(inputs, contents, calls, planned, resume, resume_step, counter_key, summary, calibration)
+    cache.slots = [prefix, *slots][: 2 if append_only else 1]
+    cache.prefix, cache.summary = prefix, summary

@@ -188,9 +188,10 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
         raise ValueError("a lineage needs a view built by build_request_view (it has no trace)")
     call = call if call is not None else 1 if previous is None else previous.call + 1
     if previous is None:
-        if any(s is None for s in seqs):
+        if not isinstance(seqs, range) and None in seqs:
             raise ValueError("the first call of a turn needs a stored seq for every input position")
-        origins: list[int] = list(seqs)  # type: ignore[arg-type]
+        # a range stays one (the usual first call: input position p is stored seq p): no int per message
+        origins: Sequence[int] = seqs if isinstance(seqs, range) else list(seqs)  # type: ignore[assignment]
         states: list[State] = []
         made: list[Made] = []
         made_state: list[State] = []
@@ -201,11 +202,12 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
         states, made, made_state = list(previous.states), list(previous.made), list(previous.made_state)
     if len(origins) != len(t.inputs):
         raise ValueError(f"{len(seqs)} seqs for {len(t.inputs)} input messages")
-    top = max(origins, default=-1) + 1
+    top = (origins[-1] if origins else -1) + 1 if isinstance(origins, range) and origins.step == 1 else \
+        max(origins, default=-1) + 1
     if top > len(states):
         states.extend([KEPT] * (top - len(states)))
     if isinstance(t.sent_sources, range) and not view.repaired:  # the common path: every input sent as it came
-        sent = origins
+        sent = list(origins)
     else:
         sent = _decide(view, call, origins, states, made, made_state)
     tail = origins[view.tail_start] if view.tail_start is not None else None
@@ -217,7 +219,7 @@ def _missing(position: int) -> int:
     raise ValueError(f"input position {position} is new in this call but has no stored seq")
 
 
-def _decide(view: RequestView, call: int, origins: list[int], states: list[State], made: list[Made],
+def _decide(view: RequestView, call: int, origins: Sequence[int], states: list[State], made: list[Made],
             made_state: list[State]) -> list[int]:
     """Fold this call's actions into `states`/`made_state` (in place); return the sent origins."""
     t = view.trace
@@ -232,9 +234,24 @@ def _decide(view: RequestView, call: int, origins: list[int], states: list[State
             made_state.append(State("summary", call))
             engine_now[m] = key
             summary_key = key if kind == "summary" else summary_key
-    step_origin: list[int] = []
+    step_origin: Sequence[int] = []
     last_seq: int | None = None
-    for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)):
+    if isinstance(t.step_sources, range) and t.runs is not None:  # no synthetic step: whole runs at once
+        step_origin = origins[t.step_sources.start:t.step_sources.stop]
+        for a, b, act in t.runs:
+            st = State(act, call, summary_key if act == "summarized" else None)
+            seg = step_origin[a:b]
+            if seg and seg[0] >= 0 and (isinstance(seg, range) and seg.step == 1
+                                        or list(seg) == list(range(seg[0], seg[0] + len(seg)))):
+                states[seg[0]:seg[0] + len(seg)] = [st] * len(seg)
+                continue
+            for o in seg:
+                if o >= 0:
+                    states[o] = st
+                else:
+                    made_state[-1 - o] = st
+    fast = isinstance(t.step_sources, range) and t.runs is not None
+    for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)) if not fast else ():
         if pos is None:  # a synthetic result this call's repair made
             key = len(made)
             made.append(Made(key, call, "synthetic", sanitize(t.step_messages[k]), last_seq))
@@ -258,7 +275,10 @@ def _decide(view: RequestView, call: int, origins: list[int], states: list[State
             states[o] = State("dropped", call)
         else:
             made_state[-1 - o] = State("dropped", call)
-    sent = [-1 - engine_now[m] if k is None else step_origin[k] for m, k in enumerate(t.sent_sources)]
+    if engine_now:
+        sent = [-1 - engine_now[m] if k is None else step_origin[k] for m, k in enumerate(t.sent_sources)]
+    else:
+        sent = list(map(step_origin.__getitem__, t.sent_sources))  # type: ignore[arg-type]
     # A message covered by a summary that is no longer sent (the fallback window dropped it) is dropped now.
     sent_made = {-1 - o for o in sent if o < 0}
     gone = {m.key for m in made if m.kind == "summary" and m.key not in sent_made}

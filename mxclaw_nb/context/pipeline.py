@@ -15,12 +15,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from itertools import compress, repeat
+from functools import cached_property
+from itertools import compress
 from operator import not_
 from typing import Any, Protocol
 
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
-from mxclaw_nb.context.incremental import plan_and_count
+from mxclaw_nb.context.incremental import Layout, layout_of, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
 from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
@@ -58,7 +59,7 @@ class ContextPolicy:
         if not isinstance(self.keep_recent_tokens, int) or self.keep_recent_tokens < 0:
             raise ValueError(f"keep_recent_tokens must be an integer >= 0, got {self.keep_recent_tokens!r}")
 
-    @property
+    @cached_property  # read several times per build; the policy is frozen
     def threshold(self) -> int:
         """C2: floor(window * ratio), computed in decimal so 0.29 * 100 is 29, not 28."""
         return math.floor(Decimal(self.context_window_tokens) * Decimal(str(self.threshold_ratio)))
@@ -98,6 +99,34 @@ def build_request_view(
     return build.compact(summarize)
 
 
+class _From(Sequence[Any]):
+    """`seq[offset:]` without the copy: the conversation after the leading system messages (read-only)."""
+
+    __slots__ = ("_offset", "_seq", "_stop")
+
+    def __init__(self, seq: Sequence[Any], offset: int, stop: int | None = None) -> None:
+        self._seq, self._offset, self._stop = seq, offset, len(seq) if stop is None else stop
+
+    def __len__(self) -> int:
+        return self._stop - self._offset
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            start, stop, step = k.indices(len(self))
+            return self._seq[self._offset + start: self._offset + stop: step]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self._seq[self._offset + k]
+
+
+def _head(seq: Sequence[Any], stop: int) -> list[Any]:
+    """`list(seq[:stop])` (one copy, also for a `_From`)."""
+    out = seq[:stop]
+    return out if isinstance(out, list) else list(out)
+
+
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
@@ -105,10 +134,11 @@ class _Builder:
                  cache: TokenCache | None = None) -> None:
         self.inputs, self.dropped, self.cache = inputs, planned.dropped, cache
         self.sources, self.step_messages = planned.sources, planned.messages
-        # copies: the stages below rewrite entries, and the cache keeps the planned lists for the next build
-        self.tokens, self.sent, self.policy = list(planned.tokens), list(planned.sent), policy
+        # `tokens` is only read; `sent` is copied before a stage rewrites an entry (the cache keeps the plan)
+        self.tokens, self.sent, self.policy, self._own_sent = planned.tokens, planned.sent, policy, False
         self.estimates = planned.estimates  # C1 per step when the policy counts otherwise (T3 records both)
-        self.before = sum(self.tokens)
+        self.layout: Layout | None = planned.layout
+        self.before = sum(self.tokens) if self.layout is None else self.layout.total
         sources = self.sources
         self.actions = ["kept"] * len(sources)
         k = -1
@@ -119,22 +149,25 @@ class _Builder:
         self.systems: list[int] = []
         self.conversation: Sequence[int] = []
         self.tail: int | None = None  # index into self.conversation
+        self.runs: list[tuple[int, int, str]] | None = []  # see view.Trace.runs
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
-        # Whole-list operations (map/compress run at C speed): this path sees every message of the transcript.
+        # Whole-list work is avoided: the layout (roles, system steps, running totals) comes from the plan and
+        # is extended across builds, and the conversation is read through offset views, not copies.
         step_messages = self.step_messages
-        roles = list(map(dict.get, step_messages, repeat("role")))
-        is_system = list(map(SYSTEM_ROLES.__contains__, roles))
+        layout = self.layout if self.layout is not None else layout_of(
+            Planned(self.sources, step_messages, self.dropped, self.sent, self.tokens))
+        roles = layout.roles
         n = len(roles)
-        self.systems = list(compress(range(n), is_system))
+        self.systems = layout.systems
         lead = len(self.systems)
         if not lead or self.systems[-1] == lead - 1:  # the usual shape: system messages first, then the rest
             conv: Sequence[int] = range(lead, n)
-            conv_messages, conv_roles, conv_tokens = step_messages[lead:], roles[lead:], self.tokens[lead:]
+            conv_messages: Sequence[Message] = _From(step_messages, lead)
+            conv_tokens: Sequence[int] = _From(self.tokens, lead)
         else:
-            conv = list(compress(range(n), map(not_, is_system)))
+            conv = list(compress(range(n), map(not_, map(SYSTEM_ROLES.__contains__, roles))))
             conv_messages = list(map(step_messages.__getitem__, conv))
-            conv_roles = list(map(roles.__getitem__, conv))
             conv_tokens = list(map(self.tokens.__getitem__, conv))
         self.conversation = conv
         self.tail = safe_tail_start(conv_messages, conv_tokens, self.policy.keep_recent_tokens)
@@ -143,15 +176,19 @@ class _Builder:
         micro_tokens: dict[int, int] = {}
         # Placeholders cost >= 0, so micro can at best remove every old tool result; when even that leaves
         # the view over the threshold the summary path is certain and the placeholders need not be made.
-        is_tool = [role == "tool" for role in conv_roles[: self.tail]]
-        best = self.before - sum(map(max, compress(conv_tokens, is_tool), repeat(0)))
+        # (Tool steps are never system steps, so the old tool results are the tool steps before the tail.)
+        tail_step = conv[self.tail] if self.tail < len(conv) else n
+        best = self.before - layout.tool_tokens_before(self.tokens, tail_step)
+        is_tool = map("tool".__eq__, map(roles.__getitem__, old))
         for k in compress(old, is_tool) if best <= self.policy.threshold else ():
             msg = step_messages[k]
             text = placeholder_for(msg)
             if text is not None:
                 chars += len(content_text(msg.get("content")))
+                self._copy_sent()
                 self.sent[k] = {**self.sent[k], "content": text}
                 self.actions[k] = "placeholder"
+                self.runs.append((k, k + 1, "placeholder"))  # type: ignore[union-attr]
                 micro_tokens[k] = self.policy.count(self.sent[k])
                 replaced += 1
         after_micro = self.before + sum(n - self.tokens[k] for k, n in micro_tokens.items())
@@ -165,20 +202,27 @@ class _Builder:
         # the summary path does not send old messages (their placeholders are moot)
         if isinstance(old, range):
             self.actions[old.start:old.stop] = ["summarized"] * len(old)
+            self.runs = [(old.start, old.stop, "summarized")]
         else:
             for k in old:
                 self.actions[k] = "summarized"
+            self.runs = None
         try:
             if summarize is None:
                 raise RuntimeError("no summariser configured")
             if summarize is build_structured_summary and self.cache is not None:
                 # same text, but only the old messages added since the last call are scanned
+                prefix = self.cache.prefix
                 if self.cache.summary is None:
                     self.cache.summary = StructuredSummaryState()
+                    if prefix is not None:
+                        prefix.summary = self.cache.summary
                 # plan_and_count drops this state whenever the transcript did not just grow (see there)
-                text = self.cache.summary.summary(conv_messages[: self.tail], unchanged_content=True)
+                old_part = (_From(step_messages, lead, lead + self.tail) if self.cache.append_only
+                            and isinstance(conv_messages, _From) else _head(conv_messages, self.tail))
+                text = self.cache.summary.summary(old_part, unchanged_content=True, trusted=self.cache.append_only)
             else:
-                text = summarize(conv_messages[: self.tail])
+                text = summarize(_head(conv_messages, self.tail))
             if not isinstance(text, str):
                 raise TypeError(f"summariser returned {type(text).__name__}, not str")
             text = display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
@@ -187,14 +231,20 @@ class _Builder:
         return self.finish("summary", self.systems + [None] + list(conv[self.tail:]), text,
                            extra={"role": "system", "content": text})
 
+    def _copy_sent(self) -> None:
+        if not self._own_sent:
+            self.sent, self._own_sent = list(self.sent), True
+
     def fallback(self, error: str) -> RequestView:
         """C8 on the repaired steps: first two systems + fixed note + last six conversation messages."""
         msgs = list(self.step_messages)
         systems, tail = fallback_indices(msgs)
+        self._copy_sent()
         keep = set(systems) | set(tail)
         for k, (src, msg) in enumerate(zip(self.sources, msgs, strict=True)):
             self.sent[k] = sanitize(msg)
             self.actions[k] = ("synthetic" if src is None else "kept") if k in keep else "dropped"
+        self.runs = None
         note = fallback_message()
         return self.finish("fallback", systems + [None] + tail, note["content"], extra=note, error=error)
 
@@ -206,18 +256,19 @@ class _Builder:
         sent_sources: Sequence[int | None]
         if order is None:  # the common, unchanged path: plain copies, no per-message Python work
             # step k is sent at position k: a range says so without an int object per message
-            out, sent_tokens, sent_of_step = list(self.sent), list(self.tokens), range(len(self.sources))
+            out, sent_tokens, sent_of_step = list(self.sent), self.tokens, range(len(self.sources))
             sent_sources = sent_of_step
         else:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
             sent_sources = list(order)
-        after = sum(sent_tokens)
+        after = self.before if order is None else sum(sent_tokens)
         estimate = after if self.policy.counter is None else self._estimate(order, out, override or {})
         tail_start = None
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
         trace = Trace(self.inputs, self.sources, self.step_messages, self.dropped, self.tokens, self.actions,
-                      sent_of_step, sent_sources, sent_tokens, None if self.cache is None else self.cache.rows)
+                      sent_of_step, sent_sources, sent_tokens, None if self.cache is None else self.cache.rows,
+                      self.runs)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,

@@ -102,6 +102,7 @@ class Planned:
     sent: list[Message]  # sanitised: what is sent for the step
     tokens: list[int]  # the C1 estimate of `sent` (plan_counted); a counter's counts (plan_and_count)
     estimates: list[int] | None = None  # the C1 estimate of `sent` when `tokens` are a counter's (else None)
+    layout: Any = None  # incremental.Layout of the steps (roles, systems, running totals), when a cache made it
 
     @property
     def steps(self) -> list[Step]:

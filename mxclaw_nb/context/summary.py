@@ -149,20 +149,29 @@ class StructuredSummaryState:
         self._paths: dict[str, None] = {}
         self._failures: list[str] = []
 
-    def summary(self, old_messages: Sequence[Message], *, unchanged_content: bool = False) -> str:
+    def summary(self, old_messages: Sequence[Message], *, unchanged_content: bool = False,
+                trusted: bool = False) -> str:
         """The C6 text of `old_messages`, equal to build_structured_summary(old_messages).
 
         `unchanged_content=True` says the caller has already checked that the content and tool calls of
         messages seen before were not replaced (the pipeline's TokenCache does); only the error flags are
-        then compared.
+        then compared. `trusted=True` (an append-only session cache) says more: the messages are dicts that
+        are never edited in place, and those seen before are a prefix of `old_messages` when it is as long.
         """
-        old = list(_dicts(old_messages))
         n = len(self._messages)
-        keys = ("is_error",) if unchanged_content else ("content", "tool_calls", "is_error")
-        snap = _snapshot(old, keys)
-        if (len(old) < n or len(snap) != len(self._snap) or not all(map(is_, old[:n], self._messages))
-                or not all(all(map(is_, now[:n], before)) for now, before in zip(snap, self._snap, strict=True))):
-            n, self._paths, self._failures = 0, {}, []
+        if trusted:  # dicts only, never edited in place, and a prefix of `old` when it is as long (caller checked)
+            old = old_messages  # type: ignore[assignment]  # read-only here: no copy of a long history
+            snap: tuple[list[Any], ...] = ()
+            if len(old) < n or self._snap or (n and old[n - 1] is not self._messages[n - 1]):
+                n, self._paths, self._failures = 0, {}, []
+        else:
+            old = list(_dicts(old_messages))
+            keys = ("is_error",) if unchanged_content else ("content", "tool_calls", "is_error")
+            snap = _snapshot(old, keys)
+            if (len(old) < n or len(snap) != len(self._snap) or not all(map(is_, old[:n], self._messages))
+                    or not all(all(map(is_, now[:n], before))
+                               for now, before in zip(snap, self._snap, strict=True))):
+                n, self._paths, self._failures = 0, {}, []
         added = old[n:]
         for path in _paths(added):
             self._paths.setdefault(path, None)

@@ -164,15 +164,21 @@ class TokenCache:
     A message dict is recognised by identity plus the identity of its content and tool calls (a cheap
     guard against in-place edits); the cache keeps a reference so ids stay valid. It belongs to one
     session/loop; a different counter clears it.
+
+    `append_only=True` (a session's cache: stored rows are values, SPEC S2) promises that no message dict
+    it has seen is edited in place later; inputs must still only grow for reuse, which is checked, but the
+    contents are not, so a rebuild after one new message costs O(new) (see `incremental.py`).
     """
 
-    def __init__(self, max_entries: int = 500_000) -> None:
+    def __init__(self, max_entries: int = 500_000, *, append_only: bool = False) -> None:
         self._entries: dict[int, tuple[Message, Any, Any, int, Message]] = {}
         self._counter_key: Any = None
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
+        self.append_only = append_only
         self.prefix: Any = None  # the last build's repair plan, reused when the transcript only grew
+        self.slots: list[Any] = []  # the prefixes kept (incremental._Prefix): the last build's first
         self.summary: Any = None  # a summary.StructuredSummaryState, made by the first summary build
         self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
 

@@ -182,6 +182,9 @@ class Trace:
     # per-message display facts (chars, preview, failure) kept across builds by the session's TokenCache,
     # keyed by message identity: a long session's provenance then only looks at new messages' texts
     memo: dict[int, tuple[Any, ...]] | None = field(default=None, compare=False)
+    # (start step, stop step, action) of every step whose action is not kept/synthetic, when the stage can say
+    # so cheaply (unchanged, micro, summary); None = read `actions` (the lineage then looks at every step)
+    runs: list[tuple[int, int, str]] | None = field(default=None, compare=False)
 
 
 def _preview(text: str) -> str:
@@ -234,6 +237,10 @@ class RequestView:
         if self.trace is None:
             return [*self.messages, *appended]
         t = self.trace
+        if isinstance(t.sent_sources, range) and self.stage == "unchanged":  # every step sent as it came
+            out = list(t.step_messages)
+            out += appended
+            return out
         out: list[Message] = []
         for pos, k in enumerate(t.sent_sources):
             kept = k is not None and t.actions[k] in ("kept", "synthetic")

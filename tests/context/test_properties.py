@@ -369,3 +369,91 @@ def test_incremental_cache_with_a_changing_counter_gives_identical_views(case: t
         assert json.dumps(warm.messages) == json.dumps(cold.messages)
         assert (warm.stage, warm.before_tokens, warm.after_tokens, warm.after_estimate) == (
             cold.stage, cold.before_tokens, cold.after_tokens, cold.after_estimate)
+
+
+def _same_view(warm, cold) -> None:
+    assert json.dumps(warm.messages, ensure_ascii=False) == json.dumps(cold.messages, ensure_ascii=False)
+    assert (warm.stage, warm.before_tokens, warm.after_tokens, warm.after_estimate, warm.tail_start, warm.summary,
+            warm.over_threshold, warm.repaired) == (cold.stage, cold.before_tokens, cold.after_tokens,
+                                                    cold.after_estimate, cold.tail_start, cold.summary,
+                                                    cold.over_threshold, cold.repaired)
+    assert warm.provenance.to_columns() == cold.provenance.to_columns()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(step, min_size=1, max_size=30), policies, st.lists(st.integers(1, 4), min_size=1, max_size=10),
+       st.lists(st.sampled_from([0, 0, 1, 2]), min_size=1, max_size=10), st.data())
+def test_session_cache_extended_by_appends_equals_a_cold_build(steps: list[list], policy: ContextPolicy,
+                                                               chunks: list[int], kinds: list[int], data) -> None:
+    """Flat cost (C7, T2): an append-only session cache kept across turns, extended by random appends
+    (tool pairs, dangling calls, orphan results, CJK, junk), gives byte-identical views to a cold build: the
+    first call of a turn on the whole transcript, later calls on the previous view's C7 input (two prefixes
+    in one cache), with the counter changing between calls as the calibrated one does."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context.counters import FunctionCounter
+
+    counters = [None, FunctionCounter("chars", len), FunctionCounter("words", lambda t: len(t.split()))]
+    cache = TokenCache(append_only=True)
+    transcript: list = []
+    at, call = 0, 0
+    while at < len(steps):
+        n = chunks[call % len(chunks)]
+        for s in steps[at: at + n]:
+            transcript.extend(s)
+        at += n
+        if not has_usable(transcript):
+            call += 1
+            continue
+        counted = replace(policy, counter=counters[kinds[call % len(kinds)]])
+        view_input = list(transcript)  # a turn starts from the whole stored transcript
+        for _ in range(data.draw(st.integers(1, 3))):  # C7 iterations: previous view + what the turn appended
+            warm = build_request_view(view_input, counted, cache=cache)
+            _same_view(warm, build_request_view(view_input, counted))
+            more = data.draw(st.lists(step, max_size=2))
+            appended = [m for s in more for m in s]
+            transcript.extend(appended)
+            view_input = warm.next_input(appended)
+            if not has_usable(view_input):
+                break
+        call += 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(step, min_size=1, max_size=30), policies, st.lists(st.integers(1, 4), min_size=1, max_size=10),
+       st.lists(st.floats(0.5, 3.0), min_size=1, max_size=10), st.data())
+def test_calibrated_counts_as_a_factor_over_cached_counts_equal_a_cold_build(
+        steps: list[list], policy: ContextPolicy, chunks: list[int], reports: list[float], data) -> None:
+    """T2/T3 in a session cache: after every call the provider reports usage and the calibrated counter
+    learns (a new counter each time); each build reuses the cached C1 counts with the new factor and anchor,
+    and equals a cold build with that counter."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context.counters import CalibratedCounter
+
+    counter = CalibratedCounter()
+    cache = TokenCache(append_only=True)
+    transcript: list = []
+    at, call = 0, 0
+    while at < len(steps):
+        n = chunks[call % len(chunks)]
+        for s in steps[at: at + n]:
+            transcript.extend(s)
+        at += n
+        if not has_usable(transcript):
+            call += 1
+            continue
+        view_input = list(transcript)
+        for _ in range(data.draw(st.integers(1, 3))):
+            counted = replace(policy, counter=counter if counter.calibrated else None)
+            warm = build_request_view(view_input, counted, cache=cache)
+            _same_view(warm, build_request_view(view_input, counted))
+            reported = max(1, math.ceil(estimate_messages(warm.messages) * reports[call % len(reports)]))
+            counter = counter.observe(warm.messages, reported)
+            more = data.draw(st.lists(step, max_size=2))
+            appended = [m for s in more for m in s]
+            transcript.extend(appended)
+            view_input = warm.next_input(appended)
+            if not has_usable(view_input):
+                break
+        call += 1
