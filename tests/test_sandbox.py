@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from mxclaw_nb.palette import WARN_CSS
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.sandbox import resolve_sandbox, shell_environment
 from mxclaw_nb.tools.shell import run_command
@@ -296,4 +297,4 @@ def test_l5_no_sandbox_is_said_visibly(tmp_path: Path, monkeypatch: pytest.Monke
 
     log = LiveLog(agent.label, agent.session_id, mode="off")
     log.handle("turn.started", started[0])
-    assert "⚠ shell NOT sandboxed" in log.to_text() and "color:#e65100" in log.to_html()
+    assert "⚠ shell NOT sandboxed" in log.to_text() and f"color:{WARN_CSS}" in log.to_html()
