@@ -24,8 +24,8 @@ else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mxclaw_nb.analysis import import_openai_jsonl  # noqa: E402
-from mxclaw_nb.examples import synthetic_transcript  # noqa: E402
-from mxclaw_nb.store import Store  # noqa: E402
+from mxclaw_nb.demo.examples import synthetic_transcript  # noqa: E402
+from mxclaw_nb.store.writer import Store  # noqa: E402
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
 

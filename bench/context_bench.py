@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, estimate_messages  # noqa: E402
-from mxclaw_nb.examples import synthetic_transcript  # noqa: E402
+from mxclaw_nb.demo.examples import synthetic_transcript  # noqa: E402
 
 REPS = {1_000: 21, 10_000: 11, 100_000: 3}
 COMPACT_WINDOW, KEEP_RECENT = 128_000, 8_000
@@ -90,15 +90,15 @@ def incremental_ms(msgs: list[dict], policy: ContextPolicy, reps: int, append_on
 
 
 def exact_encoding() -> tuple[Any, str]:
-    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else built here."""
+    """tiktoken o200k_base from offline data: mxclaw_nb.provider.tokenizers if present, else built here."""
     try:
-        from mxclaw_nb.tokenizers import exact_encoding as project_encoding
+        from mxclaw_nb.provider.tokenizers import exact_encoding as project_encoding
     except ImportError:
         project_encoding = None
     if project_encoding is not None:
         enc = project_encoding("o200k_base")
         if enc is not None:
-            return enc, "mxclaw_nb.tokenizers"
+            return enc, "mxclaw_nb.provider.tokenizers"
     import base64
     import gzip
     from importlib import resources
@@ -159,7 +159,7 @@ def tiktoken_figures(msgs: list[dict], policy: ContextPolicy, reps: int) -> dict
 def shared_transcript() -> list[dict] | None:
     """All shared real conversations (../shared/transcripts) end to end, as one long transcript: real
     shapes (JSON tool arguments, system prompts mid-way, dangling calls, reused ids that repair must fix)."""
-    from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS, load_conversations
+    from mxclaw_nb.analysis.accuracy import DEFAULT_TRANSCRIPTS, load_conversations
 
     if not DEFAULT_TRANSCRIPTS.is_dir():
         return None

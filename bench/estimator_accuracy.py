@@ -3,7 +3,7 @@
 Why: the context threshold only holds in real tokens if the counter does not under-count. This prints,
 per counter and role, the share of under-counted messages and the median / 5th-percentile / minimum ratio
 counter/exact, plus request totals at every model call (what the threshold is compared with). The method
-is described in ``mxclaw_nb/accuracy.py``; in short:
+is described in ``mxclaw_nb/analysis/accuracy.py``; in short:
 
 - ``estimate`` = SPEC C1; ``cl100k_base`` = exact counts with the older encoding;
 - ``calibrated@k`` = one usage report per conversation for its first k messages (their exact o200k
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
-from mxclaw_nb.accuracy import (  # noqa: E402
+from mxclaw_nb.analysis.accuracy import (  # noqa: E402
     accuracy_table,
     chain_conversations,
     load_conversations,
@@ -42,7 +42,7 @@ from mxclaw_nb.accuracy import (  # noqa: E402
 )
 from mxclaw_nb.context.counters import MESSAGE_OVERHEAD_TOKENS  # noqa: E402
 from mxclaw_nb.messages import content_text  # noqa: E402
-from mxclaw_nb.tokenizers import exact_encoding  # noqa: E402
+from mxclaw_nb.provider.tokenizers import exact_encoding  # noqa: E402
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
 

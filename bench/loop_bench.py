@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mxclaw_nb.loop as loop_module  # noqa: E402
 from mxclaw_nb import Agent  # noqa: E402
 from mxclaw_nb.context import estimate_messages  # noqa: E402
-from mxclaw_nb.examples import synthetic_transcript  # noqa: E402
-from mxclaw_nb.store import Store  # noqa: E402
-from mxclaw_nb.testserver import TestServer  # noqa: E402
+from mxclaw_nb.demo.examples import synthetic_transcript  # noqa: E402
+from mxclaw_nb.demo.server import TestServer  # noqa: E402
+from mxclaw_nb.store.writer import Store  # noqa: E402
 
 SESSION = "bench-session"
 COMPACT_WINDOW = 128_000

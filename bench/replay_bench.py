@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(honesty_table(h, by).set_index(by)[cols].round(3).to_string(), "\n")
 
     if args.import_store:
-        from mxclaw_nb.store import Store
+        from mxclaw_nb.store.writer import Store
 
         with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.duckdb") as store:
             started = time.perf_counter()

@@ -34,8 +34,8 @@ else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mxclaw_nb import Agent  # noqa: E402
-from mxclaw_nb.provider import Completion, Usage  # noqa: E402
-from mxclaw_nb.store import Store  # noqa: E402
+from mxclaw_nb.provider.client import Completion, Usage  # noqa: E402
+from mxclaw_nb.store.writer import Store  # noqa: E402
 
 
 class ScriptedProvider:
@@ -126,7 +126,7 @@ def readers(db: Path, sid: str, runs: int) -> dict[str, float]:
     from mxclaw_nb.widgets.timeline import TokenTimeline, timeline_frame
 
     try:
-        from mxclaw_nb.store_read import TIMELINE_COLUMNS
+        from mxclaw_nb.store.reader import TIMELINE_COLUMNS
     except ImportError:  # a baseline checkout
         TIMELINE_COLUMNS = None  # noqa: N806
     with Store(db) as store:

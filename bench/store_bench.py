@@ -1,7 +1,7 @@
 """Benchmark the DuckDB store against the same workload on sqlite3 in WAL mode (issue 3, SPEC S3).
 
 Why: DuckDB lets one process write a file at a time and opening it costs ~10 ms, so the store keeps
-a cross-process lease (mxclaw_nb/store_lease.py). This script measures what that design costs:
+a cross-process lease (mxclaw_nb/store/lease.py). This script measures what that design costs:
 appends per second with one and two processes on one file, the time to load a 10k-message session,
 the file size per 10k messages, and the storage overhead of one agent-loop tool iteration (request
 record + assistant message + tool.started + tool result + tool.finished, in the loop's two commits:
@@ -34,8 +34,8 @@ if "--path" in sys.argv:  # a baseline checkout: bypass the editable install's f
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mxclaw_nb.store import Store  # noqa: E402
-from mxclaw_nb.store_codec import MESSAGE_COLUMNS, message_to_row, row_to_message  # noqa: E402
+from mxclaw_nb.store.codec import MESSAGE_COLUMNS, message_to_row, row_to_message  # noqa: E402
+from mxclaw_nb.store.writer import Store  # noqa: E402
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "src/app.py"}'}}
 

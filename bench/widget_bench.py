@@ -79,7 +79,7 @@ def run(client: Any, code: str, timeout: float = 300) -> tuple[int, int, str]:
 def bench(turns: int, widgets: bool, token_delay: float) -> dict[str, Any]:
     """N demo turns in a fresh kernel; per-turn RSS deltas and iopub bytes."""
     with tempfile.TemporaryDirectory(prefix="mxclaw-widget-bench-") as tmp:
-        from mxclaw_nb.demo_model import copy_demo_workspace
+        from mxclaw_nb.demo.model import copy_demo_workspace
 
         ws = copy_demo_workspace(Path(tmp) / "ws")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MXCLAW_"))}
@@ -118,7 +118,7 @@ def bench(turns: int, widgets: bool, token_delay: float) -> dict[str, Any]:
 def per_call(sizes: tuple[int, ...] = (100, 10_000)) -> None:
     """In-process: what the live view spends per model call (request.built) and on opening the inspector."""
     from mxclaw_nb.context import ContextPolicy, build_request_view
-    from mxclaw_nb.examples import synthetic_transcript
+    from mxclaw_nb.demo.examples import synthetic_transcript
     from mxclaw_nb.widgets.live import LiveTurnView
 
     for n in sizes:

@@ -14,14 +14,14 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the %agent / %%agent magics (called by `%load_ext mxclaw_nb`)."""
-    from mxclaw_nb.magics import load_ipython_extension as _load
+    from mxclaw_nb.notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Close the store and forget the magics' state (called by `%unload_ext mxclaw_nb`)."""
-    from mxclaw_nb.magics import unload_ipython_extension as _unload
+    from mxclaw_nb.notebook.magics import unload_ipython_extension as _unload
 
     _unload(ipython)
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.demo_plans import TASKS
+from mxclaw_nb.demo.plans import TASKS
 
 # Three of the demo's scripted tasks, in the order that fills the context (fix, build log, recap); the same
 # example prompts the demo model lists when a prompt matches none of its scripts.
@@ -43,7 +43,7 @@ def _printer(kind: str, payload: dict[str, Any]) -> None:
 def demo(args: argparse.Namespace) -> int:
     """Run the offline demo agent for a few turns and print per-call context figures."""
     from mxclaw_nb.agent import Agent
-    from mxclaw_nb.provider import demo_provider
+    from mxclaw_nb.provider.client import demo_provider
 
     db = args.db or str(Path(tempfile.mkdtemp(prefix="mxclaw-demo-")) / "demo.duckdb")
     # Always the offline demo model, even when a key is configured; MXCLAW_CONTEXT_WINDOW still applies.

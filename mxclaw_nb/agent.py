@@ -108,8 +108,8 @@ class Agent:
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = 600.0,  # = provider.DEFAULT_CALL_DEADLINE (kept lazy)
                  max_prompt_bytes: int = MAX_PROMPT_BYTES) -> None:
-        from mxclaw_nb.provider import context_window_for, resolve_provider
-        from mxclaw_nb.store import Store
+        from mxclaw_nb.provider.client import context_window_for, resolve_provider
+        from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
         if counter not in COUNTER_MODES:
@@ -136,7 +136,7 @@ class Agent:
         self.calibrated = CalibratedCounter()
         self._exact = None
         if counter in ("o200k_base", "cl100k_base"):
-            from mxclaw_nb.tokenizers import counter_by_name
+            from mxclaw_nb.provider.tokenizers import counter_by_name
 
             self._exact = counter_by_name(counter)
         self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes
@@ -172,7 +172,7 @@ class Agent:
             return path
         if not self.is_demo:
             return Path.cwd().resolve()
-        from mxclaw_nb.demo_model import copy_demo_workspace
+        from mxclaw_nb.demo.model import copy_demo_workspace
 
         # The demo plays a coding agent on the sample project: give it a fresh, writable copy (beside the
         # database, or in the temp folder when that folder is read-only).
@@ -217,7 +217,7 @@ class Agent:
     @classmethod
     def resume(cls, session_id: str, db: Any = None, **kwargs: Any) -> Agent:
         """An agent continuing a stored session (its workspace unless another is given)."""
-        from mxclaw_nb.store import Store
+        from mxclaw_nb.store.writer import Store
 
         store = db if isinstance(db, Store) else Store(db)
         found = store.sql("SELECT workspace FROM sessions WHERE id = ?", [session_id])

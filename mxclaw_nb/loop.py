@@ -43,7 +43,7 @@ STORED_EVENTS = frozenset({
 
 
 class StoreLike(Protocol):
-    """What the loop needs from the store (mxclaw_nb.store.Store implements it)."""
+    """What the loop needs from the store (mxclaw_nb.store.writer.Store implements it)."""
 
     def append_message(self, session_id: str, message: Message, *, turn: int, iteration: int | None = None) -> int: ...
     def append_event(self, session_id: str, type: str, payload: dict[str, Any], *, turn: int | None = None,
@@ -55,7 +55,7 @@ class StoreLike(Protocol):
 
 
 class ProviderLike(Protocol):
-    """What the loop needs from a provider (mxclaw_nb.provider.OpenAIProvider implements it)."""
+    """What the loop needs from a provider (mxclaw_nb.provider.client.OpenAIProvider implements it)."""
 
     model: str
     base_url: str
@@ -291,7 +291,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""
-    from mxclaw_nb.provider import ProviderError
+    from mxclaw_nb.provider.client import ProviderError
 
     view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
                          carried, it)

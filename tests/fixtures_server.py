@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mxclaw_nb.demo_model import copy_demo_workspace
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.demo.model import copy_demo_workspace
+from mxclaw_nb.demo.server import TestServer
 
 
 @pytest.fixture

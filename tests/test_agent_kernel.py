@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.kernel import DISPLAY_NAME, KERNEL_NAME
 from mxclaw_nb.kernel.binding import notebook_name
 from mxclaw_nb.kernel.cells import agent_completions, classify, touches_agent
-from mxclaw_nb.store import Store
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.store.writer import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 60

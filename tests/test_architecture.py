@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mxclaw_nb"
-SKIP_PARTS = {"demo_workspace"}  # the demo project the agent edits, not part of the product's code
-UI_PREFIXES = ("mxclaw_nb.widgets", "mxclaw_nb.magics")
+SKIP_PARTS = {"workspace"}  # the demo project the agent edits, not part of the product's code
+UI_PREFIXES = ("mxclaw_nb.widgets", "mxclaw_nb.notebook")
 UI_LIBRARIES = ("IPython", "ipywidgets")
 # The pure core: the engine, message shapes and the text policy (SPEC L7) that the sent form applies.
 CORE = ("mxclaw_nb.context", "mxclaw_nb.messages", "mxclaw_nb.text_policy")
 # Documented exceptions: (importing module, imported module), all lazy (inside a function).
 # - the package's IPython extension hook delegates to the magics (DESIGN: __init__ holds load_ipython_extension);
 ALLOWED_LAZY_UI = {
-    ("mxclaw_nb", "mxclaw_nb.magics"),
+    ("mxclaw_nb", "mxclaw_nb.notebook.magics"),
 }
 
 
@@ -86,7 +86,7 @@ def within(target: str, prefixes: tuple[str, ...]) -> bool:
 
 def is_ui_module(name: str) -> bool:
     # The agent kernel (SPEC N4) is notebook surface too: it drives the magics.
-    return within(name, ("mxclaw_nb.widgets", "mxclaw_nb.kernel")) or name.startswith("mxclaw_nb.magics")
+    return within(name, ("mxclaw_nb.widgets", "mxclaw_nb.kernel")) or name.startswith("mxclaw_nb.notebook")
 
 
 def test_the_walker_sees_the_package() -> None:
@@ -116,7 +116,7 @@ def test_core_does_not_do_io_or_read_the_clock() -> None:
 
 
 def adapter(name: str) -> bool:
-    return name.startswith(("mxclaw_nb.store", "mxclaw_nb.provider")) or within(name, ("mxclaw_nb.tools",))
+    return within(name, ("mxclaw_nb.store", "mxclaw_nb.provider", "mxclaw_nb.tools", "mxclaw_nb.demo"))
 
 
 def test_adapters_do_not_import_ui_or_the_loop() -> None:
@@ -150,5 +150,5 @@ def test_documented_exceptions_are_still_real_and_lazy(module: str, target: str)
 
 def test_only_magics_import_ipython() -> None:
     """DESIGN: magics is the only module importing IPython (widgets use ipywidgets, never IPython directly)."""
-    bad = [i for i in all_imports() if within(i.target, ("IPython",)) and not i.module.startswith("mxclaw_nb.magics")]
+    bad = [i for i in all_imports() if within(i.target, ("IPython",)) and not i.module.startswith("mxclaw_nb.notebook")]
     assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)

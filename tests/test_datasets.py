@@ -21,7 +21,7 @@ from mxclaw_nb import datasets
 from mxclaw_nb.analysis import conversations, import_openai_jsonl
 from mxclaw_nb.analysis.importers import ROLES, message_problem
 from mxclaw_nb.context import repair_tool_call_transcript
-from mxclaw_nb.store import Store
+from mxclaw_nb.store.writer import Store
 from tests.conftest import REPO, SHARED_TRANSCRIPTS
 
 NAMES = ["swe-agent", "tau-bench"]

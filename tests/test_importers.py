@@ -19,7 +19,7 @@ from mxclaw_nb.analysis import (
     read_openai_jsonl,
 )
 from mxclaw_nb.analysis.importers import turn_plan
-from mxclaw_nb.store import Store
+from mxclaw_nb.store.writer import Store
 from tests.conftest import SHARED_TRANSCRIPTS
 
 DATA = Path(__file__).parent / "data"

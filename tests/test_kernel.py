@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.demo.server import TestServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL_TIMEOUT = 50

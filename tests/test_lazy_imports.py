@@ -28,7 +28,8 @@ def test_load_ext_imports_neither_pandas_nor_matplotlib(tmp_path):
 
 
 def test_store_and_widgets_packages_import_lazily():
-    code = ("import sys, mxclaw_nb.store, mxclaw_nb.widgets, mxclaw_nb.magics_views, mxclaw_nb.magics_commands; "
+    code = ("import sys, mxclaw_nb.store.writer, mxclaw_nb.widgets, mxclaw_nb.notebook.shown, "
+            "mxclaw_nb.notebook.commands; "
             "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

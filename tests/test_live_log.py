@@ -19,9 +19,9 @@ from pathlib import Path
 import nbformat
 
 from mxclaw_nb.context import ContextPolicy, build_request_view
-from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
-from mxclaw_nb.magics_live import LiveLog
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
+from mxclaw_nb.demo.server import TestServer
+from mxclaw_nb.notebook.livelog import LiveLog
 from mxclaw_nb.widgets import LiveTurnView
 from mxclaw_nb.widgets.livetext import rich_text_html
 from tests.test_kernel import kernel_env, run_notebook

@@ -17,10 +17,10 @@ import pytest
 
 from mxclaw_nb import Agent
 from mxclaw_nb.context import Lineage, lineage_messages, lineage_rows
+from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.messages import FALLBACK_PREFIX, SUMMARY_PREFIX
-from mxclaw_nb.store import Store
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.store.writer import Store
 
 
 @pytest.fixture
@@ -389,7 +389,7 @@ def test_turns_read_only_new_rows_and_reuse_the_session_plan(test_server, worksp
     import json as _json
 
     from mxclaw_nb.context import build_request_view
-    from mxclaw_nb.examples import synthetic_transcript
+    from mxclaw_nb.demo.examples import synthetic_transcript
 
     agent = make_agent(test_server, workspace, tmp_path, context_window_tokens=1_000_000)  # nothing compacted
     agent.store.create_session(session_id=agent.session_id, source="test")

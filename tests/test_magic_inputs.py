@@ -16,9 +16,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from mxclaw_nb.agent import Agent, sniff_image
-from mxclaw_nb.magics_input import agent_input_guard, edit_distance, near_command
+from mxclaw_nb.demo.server import TestServer
+from mxclaw_nb.notebook.parsing import agent_input_guard, edit_distance, near_command
 from mxclaw_nb.settings import LIMITS, MAX_IMAGE_BYTES, check_setting, describe_setting
-from mxclaw_nb.testserver import TestServer
 from tests import test_magics
 from tests.test_magics import PNG_1PX, magics, user_texts
 

@@ -16,10 +16,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from mxclaw_nb.magics import AgentMagics
-from mxclaw_nb.magics_commands import COMMANDS, HELP
-from mxclaw_nb.magics_live import LiveLog
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.demo.server import TestServer
+from mxclaw_nb.notebook.commands import COMMANDS, HELP
+from mxclaw_nb.notebook.livelog import LiveLog
+from mxclaw_nb.notebook.magics import AgentMagics
 from mxclaw_nb.widgets import CompactionInspector, ContextGauge, TokenTimeline
 
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_DB", "MXCLAW_CONTEXT_WINDOW", "MY_KEY")
@@ -387,8 +387,8 @@ def test_n1_storage_error_is_one_paragraph(ip: InteractiveShell, tmp_path: Path)
 
 def test_n1_docs_cover_every_command_and_setting() -> None:
     """The README's magics section documents every command, option and setting."""
-    from mxclaw_nb.magics import CONFIG_KEYS
-    from mxclaw_nb.magics_commands import _parser
+    from mxclaw_nb.notebook.commands import _parser
+    from mxclaw_nb.notebook.magics import CONFIG_KEYS
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     doc = readme.split("## The `%agent` magics", 1)[1].split("\n## ", 1)[0]
@@ -440,7 +440,7 @@ def test_n1_live_off_prints_only_the_answer(ip: InteractiveShell, server: TestSe
 
 def test_l2_demo_answers_an_unscripted_prompt_plainly_and_still_runs_scripts(ip: InteractiveShell) -> None:
     """L2: `%agent What is 2+2?` on the demo runs no tool and lists the scripted tasks; a task still runs."""
-    from mxclaw_nb.demo_plans import TASKS
+    from mxclaw_nb.demo.plans import TASKS
 
     ip.run_line_magic("agent", "config approval=allow")
     with capture_output() as cap:

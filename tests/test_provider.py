@@ -1,6 +1,6 @@
 """OpenAIProvider over real HTTP with the real openai client (SPEC L2, C9, T3), and the demo model.
 
-Every test talks to mxclaw_nb.testserver on 127.0.0.1; nothing is mocked between the provider and
+Every test talks to mxclaw_nb.demo.server on 127.0.0.1; nothing is mocked between the provider and
 the socket. The demo turn is driven by a tiny hand-written tool runner here (the real loop and tools
 are tested elsewhere), on a fresh copy of the sample workspace, with real subprocesses.
 """
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mxclaw_nb.demo_model import DEMO_MODEL, MAX_TOOL_CALLS, copy_demo_workspace, next_reply
-from mxclaw_nb.provider import (
+from mxclaw_nb.demo.model import DEMO_MODEL, MAX_TOOL_CALLS, copy_demo_workspace, next_reply
+from mxclaw_nb.demo.server import TestServer, count_prompt_tokens
+from mxclaw_nb.provider.client import (
     DEFAULT_CONTEXT_WINDOW,
     OpenAIProvider,
     ProviderError,
@@ -28,7 +29,6 @@ from mxclaw_nb.provider import (
     is_prompt_too_long,
     resolve_provider,
 )
-from mxclaw_nb.testserver import TestServer, count_prompt_tokens
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -416,7 +416,7 @@ def test_stream_that_stalls_midway_times_out_and_streamed_text_arrives_live(test
 
 def test_l2_demo_says_what_it_can_do_for_a_prompt_it_cannot_script():
     """L2: "What is 2+2?" runs no script: the demo says it is an offline demo and lists its tasks with prompts."""
-    from mxclaw_nb.demo_plans import TASKS
+    from mxclaw_nb.demo.plans import TASKS
 
     reply = next_reply([{"role": "user", "content": "What is 2+2?"}])
     assert reply.tool_calls == [] and reply.text.startswith("[demo model] I am the offline demo model")

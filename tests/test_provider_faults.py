@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from mxclaw_nb import Agent
+from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.loop import TurnFailed
-from mxclaw_nb.provider import DEFAULT_CALL_DEADLINE, OpenAIProvider
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.provider.client import DEFAULT_CALL_DEADLINE, OpenAIProvider
 
 Handler = Callable[[socket.socket, dict], None]
 PROMPT = "please fix the failing test"

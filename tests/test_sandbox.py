@@ -293,7 +293,7 @@ def test_l5_no_sandbox_is_said_visibly(tmp_path: Path, monkeypatch: pytest.Monke
     started = [p for k, p in events if k == "turn.started"]
     assert "NOT sandboxed" in started[0]["sandbox_warning"] and "sandbox_warning" not in started[1]
     assert agent.approval == "ask" and not agent.sandbox.confined
-    from mxclaw_nb.magics_live import LiveLog
+    from mxclaw_nb.notebook.livelog import LiveLog
 
     log = LiveLog(agent.label, agent.session_id, mode="off")
     log.handle("turn.started", started[0])

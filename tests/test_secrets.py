@@ -18,7 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from mxclaw_nb import secrets
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.demo.server import TestServer
 
 KEY = "sk-proj-L6drill-4f9c2a7e1b"
 PASSWORD = "hunter2-L6-pass"

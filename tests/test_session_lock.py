@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from mxclaw_nb.agent import Agent
-from mxclaw_nb.store import Store, StoreError
+from mxclaw_nb.store.writer import Store, StoreError
 
 WORKER = Path(__file__).parent / "helpers" / "turn_worker.py"
 pytestmark = pytest.mark.slow

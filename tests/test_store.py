@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mxclaw_nb.store import Store, StoreError, default_db_path
+from mxclaw_nb.store.writer import Store, StoreError, default_db_path
 
 T0 = datetime(2026, 1, 2, 3, 4, 5)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mxclaw_nb.store import Store, StoreError
-from mxclaw_nb.store_schema import MIGRATIONS, current_version, migrate
+from mxclaw_nb.store.schema import MIGRATIONS, current_version, migrate
+from mxclaw_nb.store.writer import Store, StoreError
 
 WORKER = Path(__file__).parent / "helpers" / "store_worker.py"
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mxclaw_nb.store import Store, StoreError
+from mxclaw_nb.store.writer import Store, StoreError
 
 WORKER = Path(__file__).parent / "helpers" / "store_worker.py"
 pytestmark = pytest.mark.slow

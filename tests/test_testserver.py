@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from mxclaw_nb import demo_model
 from mxclaw_nb.context.tokens import estimate_tokens
-from mxclaw_nb.testserver import (
+from mxclaw_nb.demo import model as demo_model
+from mxclaw_nb.demo.server import (
     DEMO_KEEP_REQUESTS,
     DEMO_TOKEN_DELAY,
     TestServer,
@@ -92,7 +92,7 @@ def test_estimate_usage_is_the_c1_estimate_times_scale(test_server):
 
 def test_exact_usage_counts_o200k_tokens_in_chat_framing():
     """Issue 9: the demo's usage comes from a real tokenizer: 4 per message + content + call JSON, + 3."""
-    tok = pytest.importorskip("mxclaw_nb.tokenizers")
+    tok = pytest.importorskip("mxclaw_nb.provider.tokenizers")
     enc = tok.exact_encoding("o200k_base")
     if enc is None:
         pytest.skip("o200k_base offline data not installed")

@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from mxclaw_nb import Agent
 from mxclaw_nb.context import estimate_tokens
 from mxclaw_nb.context.repair import plan_counted
+from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.messages import sanitize
-from mxclaw_nb.store_codec import message_to_row, row_to_message
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.provider.tokenizers import exact_counter
+from mxclaw_nb.store.codec import message_to_row, row_to_message
 from mxclaw_nb.text_policy import (
     ESCAPED_KEY,
     display,
@@ -40,7 +41,6 @@ from mxclaw_nb.text_policy import (
     unescape,
     unescape_value,
 )
-from mxclaw_nb.tokenizers import exact_counter
 
 # -- properties -------------------------------------------------------------------------------------------
 
@@ -164,7 +164,7 @@ def test_store_codec_is_lossless_and_always_encodable(msg: dict) -> None:
 
 @pytest.fixture(scope="module")
 def module_store(tmp_path_factory: pytest.TempPathFactory):
-    from mxclaw_nb.store import Store
+    from mxclaw_nb.store.writer import Store
 
     with Store(tmp_path_factory.mktemp("db") / "prop.duckdb") as store:
         yield store
@@ -193,7 +193,7 @@ def test_the_marker_key_is_reserved() -> None:
 
 def message_to_row_plain(msg: dict) -> tuple:
     """The row without the text policy (what valid messages always get)."""
-    from mxclaw_nb.store_codec import _encode
+    from mxclaw_nb.store.codec import _encode
 
     return _encode(msg)
 
@@ -423,7 +423,7 @@ def test_writing_text_that_is_not_valid_unicode_is_an_invalid_argument(test_serv
 
 def test_marked_rows_survive_a_parquet_round_trip(tmp_path):
     """S4 + L7: exported to Parquet and imported into another file, an escaped transcript decodes exactly."""
-    from mxclaw_nb.store import Store
+    from mxclaw_nb.store.writer import Store
 
     messages = [{"role": "user", "content": "odd \udcff and \ud800, real \\xff"},
                 {"role": "assistant", "content": "ok \x00", "reasoning": "\udcfe"}]

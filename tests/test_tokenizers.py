@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import mxclaw_nb.tokenizers as tok
-from mxclaw_nb.accuracy import (
+import mxclaw_nb.provider.tokenizers as tok
+from mxclaw_nb.analysis.accuracy import (
     DEFAULT_TRANSCRIPTS,
     accuracy_records,
     accuracy_table,

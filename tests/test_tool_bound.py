@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mxclaw_nb import Agent
 from mxclaw_nb.context.repair import plan_repair
-from mxclaw_nb.testserver import TestServer
+from mxclaw_nb.demo.server import TestServer
 
 
 def test_l3_a_response_with_1000_tool_calls_runs_the_bound_and_answers_the_rest(tmp_path: Path) -> None:

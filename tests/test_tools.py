@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mxclaw_nb import artifacts
+from mxclaw_nb.store import artifacts as artifacts
 from mxclaw_nb.tools import (
     DEFAULT_FORBIDDEN,
     Tool,
@@ -465,7 +465,7 @@ def test_l3_tool_run_is_fast_enough_for_the_loop(ws: Path, reg: ToolRegistry) ->
 
 
 def test_a1_a2_a3_with_the_real_duckdb_store(ws: Path, reg: ToolRegistry, tmp_path: Path) -> None:
-    from mxclaw_nb.store import Store
+    from mxclaw_nb.store.writer import Store
 
     with Store(tmp_path / "agent.duckdb") as store:
         mine, theirs = store.create_session(workspace=str(ws)), store.create_session(workspace=str(ws))

@@ -19,8 +19,8 @@ import pytest
 
 from mxclaw_nb.context import ACTIONS, LAYERS, STAGES, ContextPolicy, build_request_view, estimate_messages
 from mxclaw_nb.context.counters import FunctionCounter
-from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, synthetic_transcript, worked_example
-from mxclaw_nb.store import Store
+from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, synthetic_transcript, worked_example
+from mxclaw_nb.store.writer import Store
 from mxclaw_nb.widgets import (
     ACTION_COLORS,
     LAYER_COLORS,

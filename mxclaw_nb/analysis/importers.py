@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.store_errors import StoreError
+from mxclaw_nb.store.errors import StoreError
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.accuracy import DEFAULT_TRANSCRIPTS as DEFAULT_SHARED
+from mxclaw_nb.analysis.accuracy import DEFAULT_TRANSCRIPTS as DEFAULT_SHARED
 from mxclaw_nb.analysis.importers import Conversation, read_openai_jsonl
 
 __all__ = ["DATASETS", "DEFAULT_SHARED", "ENV_FOLDER", "Dataset", "available", "full_path", "info", "licence_text",

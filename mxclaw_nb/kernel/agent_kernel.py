@@ -152,14 +152,14 @@ class AgentKernel(IPythonKernel):
         return super().do_is_complete(code)
 
     def _commands(self) -> list[str]:
-        from mxclaw_nb.magics_commands import COMMANDS
+        from mxclaw_nb.notebook.commands import COMMANDS
 
         return list(COMMANDS)
 
     def _settings(self) -> dict[str, list[str]]:
         from traitlets import Bool, Enum
 
-        from mxclaw_nb.magics import CONFIG_KEYS
+        from mxclaw_nb.notebook.magics import CONFIG_KEYS
 
         traits = type(self.magics).class_traits()
         out: dict[str, list[str]] = {}

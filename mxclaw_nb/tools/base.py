@@ -32,7 +32,7 @@ class ToolResult:
 
 
 class ArtifactStore(Protocol):
-    """Session-scoped artifact storage (implemented by mxclaw_nb.store.Store)."""
+    """Session-scoped artifact storage (implemented by mxclaw_nb.store.writer.Store)."""
 
     def put_artifact(self, session_id: str, text: str) -> str:
         """Store text for the session and return its artifact id."""

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mxclaw_nb import artifacts
 from mxclaw_nb.secrets import redact
+from mxclaw_nb.store import artifacts as artifacts
 from mxclaw_nb.text_policy import display, is_valid
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
 

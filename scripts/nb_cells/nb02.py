@@ -106,7 +106,7 @@ CELLS = [
     ),
     code(
         """
-        from mxclaw_nb.tokenizers import exact_counter
+        from mxclaw_nb.provider.tokenizers import exact_counter
 
         exact = exact_counter("o200k_base")
         if exact is None:
@@ -393,8 +393,8 @@ CELLS = [
     code(
         """
         from mxclaw_nb import Agent
-        from mxclaw_nb.store import Store
-        from mxclaw_nb.testserver import TestServer
+        from mxclaw_nb.store.writer import Store
+        from mxclaw_nb.demo.server import TestServer
 
         server = TestServer().start()
         store = Store(os.environ["MXCLAW_DB"])
@@ -467,7 +467,7 @@ CELLS = [
     ),
     code(
         """
-        from mxclaw_nb.artifacts import artifact_preview, needs_artifact
+        from mxclaw_nb.store.artifacts import artifact_preview, needs_artifact
 
         log = "".join(f"2026-01-01T00:00:{i % 60:02d}Z INFO step {i:04d}: compiled module_{i}.py\\n" for i in range(2_000))
         preview = artifact_preview(log, "artifact-0123456789ab")
@@ -562,12 +562,12 @@ CELLS = [
         The design article walks through one request: a **64,000**-token window, ratio **0.8** (threshold
         **51,200**), an **8,000**-token safe tail, and a ~72,000-token transcript made of ~10k of system messages,
         ~20k of old successful tool output that placeholders can replace, ~35k of earlier process and a ~7k
-        recent tail. `mxclaw_nb.examples.worked_example()` builds that transcript from concrete messages.
+        recent tail. `mxclaw_nb.demo.examples.worked_example()` builds that transcript from concrete messages.
         """
     ),
     code(
         """
-        from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
+        from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
 
         messages = worked_example()
         policy = ContextPolicy(**WORKED_EXAMPLE_POLICY)

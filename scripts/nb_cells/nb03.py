@@ -36,7 +36,7 @@ CELLS = [
 
         from mxclaw_nb.analysis import as_policy, compare, conversations, summarize_comparison, summarize_policies
         from mxclaw_nb.analysis.plots import plot_fact_survival, stage_colors
-        from mxclaw_nb.examples import worked_example
+        from mxclaw_nb.demo.examples import worked_example
 
         pd.set_option("display.precision", 3)
         COLUMNS = ["policy", "sessions", "sessions_compacted", "compactions", "stage_micro", "stage_summary",
@@ -322,7 +322,7 @@ CELLS = [
     ),
     code(
         """
-        from mxclaw_nb.tokenizers import exact_counter
+        from mxclaw_nb.provider.tokenizers import exact_counter
 
         if exact_counter("o200k_base") is None:
             print("o200k_base is not available offline here: skipping the exact comparison")

@@ -76,7 +76,7 @@ CELLS = [
         import json
 
         from mxclaw_nb import datasets
-        from mxclaw_nb.examples import worked_example
+        from mxclaw_nb.demo.examples import worked_example
 
         FULL = False  # True: the full shared files, when present (about 3x the sessions)
 

@@ -32,7 +32,7 @@ def test_live_view_streams_in_order_and_ends_static(jupyterlab, tmp_path):  # no
     """Spinner and streamed narration while running; [show] opens a tool line; the end is static HTML."""
     from playwright.sync_api import sync_playwright
 
-    from mxclaw_nb.demo_model import copy_demo_workspace
+    from mxclaw_nb.demo.model import copy_demo_workspace
 
     base, root = jupyterlab
     ws = copy_demo_workspace(root / "ws")

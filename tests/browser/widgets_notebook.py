@@ -18,8 +18,8 @@ TURN1_MESSAGES = 20
 
 SETUP = f'''\
 from mxclaw_nb.context import ContextPolicy, build_request_view, estimate_messages
-from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
-from mxclaw_nb.store import Store
+from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
+from mxclaw_nb.store.writer import Store
 from mxclaw_nb.widgets import CompactionInspector, ContextGauge, TokenTimeline
 
 store = Store({{db_path!r}})
@@ -62,7 +62,7 @@ def build_notebook(db_path: str) -> nbformat.NotebookNode:
 def expected() -> dict[str, Any]:
     """Stage, tokens, summary and row counts of the last call, computed here with the same engine."""
     from mxclaw_nb.context import ContextPolicy, build_request_view
-    from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
+    from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
 
     view = build_request_view(worked_example()[: CUTS[-1]], ContextPolicy(**WORKED_EXAMPLE_POLICY))
     return {"stage": view.stage, "after_tokens": view.after_tokens, "before_tokens": view.before_tokens,

@@ -257,7 +257,7 @@ def test_provenance_columns_form_round_trips_to_the_records_form():
     import json
 
     from mxclaw_nb.context import provenance_rows
-    from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
+    from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
 
     view = build_request_view(worked_example(), ContextPolicy(**WORKED_EXAMPLE_POLICY))
     records = view.provenance.to_records()

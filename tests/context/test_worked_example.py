@@ -12,7 +12,7 @@ import json
 import math
 
 from mxclaw_nb.context import ContextPolicy, build_request_view
-from mxclaw_nb.examples import WORKED_EXAMPLE_POLICY, worked_example
+from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
 
 from .oracle import build_and_check
 

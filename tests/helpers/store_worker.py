@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mxclaw_nb.store import Store, StoreError  # noqa: E402
+from mxclaw_nb.store.writer import Store, StoreError  # noqa: E402
 
 
 def say(**fact: object) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mxclaw_nb.store import Store  # noqa: E402
+from mxclaw_nb.store.writer import Store  # noqa: E402
 
 
 def say(**fact: object) -> None:
@@ -32,7 +32,7 @@ def say(**fact: object) -> None:
 def turns(db: str, session: str, count: int, ready_dir: str, name: str, peers: int, nolock: bool) -> None:
     """Start together with the other workers, then drive `session` for `count` demo turns."""
     from mxclaw_nb.agent import Agent
-    from mxclaw_nb.demo_model import copy_demo_workspace
+    from mxclaw_nb.demo.model import copy_demo_workspace
 
     if nolock:  # the measurement without the lock (what two kernels did before it existed)
         Store.turn_lock = lambda self, *a, **k: contextlib.nullcontext()  # type: ignore[method-assign]

@@ -7,8 +7,8 @@ changes), shows the live turn log, and turns failures into one readable paragrap
 traceback wall. Settings are traitlets with `config=True`, so `%config AgentMagics.model = ...`,
 `ipython_config.py` and `%agent config key=value` all work; unset settings fall back to the same
 environment variables as `Agent` (OPENAI_BASE_URL, MXCLAW_MODEL, MXCLAW_DB, MXCLAW_CONTEXT_WINDOW,
-the key from the variable named by `api_key_env`). Sub-commands live in `magics_commands`, the live
-log in `magics_live`, approval prompts in `magics_approval`. No asyncio.run, no global hooks.
+the key from the variable named by `api_key_env`). Sub-commands live in `notebook.commands`, the live
+log in `notebook.livelog`, approval prompts in `notebook.approvals`. No asyncio.run, no global hooks.
 """
 
 from __future__ import annotations
@@ -24,19 +24,19 @@ from traitlets.config import Configurable
 
 from mxclaw_nb.agent import COUNTER_MODES, Agent, check_prompt_size, image_part
 from mxclaw_nb.loop import TurnFailed
-from mxclaw_nb.magics_approval import make_approver
-from mxclaw_nb.magics_commands import COMMANDS, HELP, parse_cell_options, parse_line_prompt, run_command
-from mxclaw_nb.magics_input import agent_input_guard, near_command
-from mxclaw_nb.magics_live import LiveLog
-from mxclaw_nb.magics_views import failure_paragraph, show_dry_run
+from mxclaw_nb.notebook.approvals import make_approver
+from mxclaw_nb.notebook.commands import COMMANDS, HELP, parse_cell_options, parse_line_prompt, run_command
+from mxclaw_nb.notebook.livelog import LiveLog
+from mxclaw_nb.notebook.parsing import agent_input_guard, near_command
+from mxclaw_nb.notebook.shown import failure_paragraph, show_dry_run
 from mxclaw_nb.settings import LIMITS, MAX_PROMPT_BYTES, check_setting
-from mxclaw_nb.store_errors import StoreError
+from mxclaw_nb.store.errors import StoreError
 from mxclaw_nb.text_policy import display
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
 
 if TYPE_CHECKING:  # DuckDB loads with the first store use, not at %load_ext
-    from mxclaw_nb.store import Store
+    from mxclaw_nb.store.writer import Store
 
 AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
                   "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline", "max_prompt_bytes",
@@ -110,7 +110,7 @@ class AgentMagics(Magics, Configurable):
         """The store for the configured database (opened once, reopened when `db` or $MXCLAW_DB changes)."""
         key = self.db or os.environ.get("MXCLAW_DB") or ""  # a notebook run again may point MXCLAW_DB elsewhere
         if self._store is None or key != self._store_key:
-            from mxclaw_nb.store import Store
+            from mxclaw_nb.store.writer import Store
 
             new = Store(self.db or None)  # may raise: the old store then stays open and in use
             old, self._store, self._store_key = self._store, new, key

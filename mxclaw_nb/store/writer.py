@@ -33,12 +33,12 @@ import duckdb
 import platformdirs
 
 from mxclaw_nb.secrets import redact, redact_obj
-from mxclaw_nb.store_codec import MESSAGE_COLUMNS, dumps_text, message_to_row, text
-from mxclaw_nb.store_errors import StoreError, translate
-from mxclaw_nb.store_lease import Lease, transaction
-from mxclaw_nb.store_read import StoreReads
-from mxclaw_nb.store_schema import MIGRATIONS, current_version, migrate
-from mxclaw_nb.store_turnlock import turn_lock
+from mxclaw_nb.store.codec import MESSAGE_COLUMNS, dumps_text, message_to_row, text
+from mxclaw_nb.store.errors import StoreError, translate
+from mxclaw_nb.store.lease import Lease, transaction
+from mxclaw_nb.store.reader import StoreReads
+from mxclaw_nb.store.schema import MIGRATIONS, current_version, migrate
+from mxclaw_nb.store.turnlock import turn_lock
 from mxclaw_nb.text_policy import display
 
 __all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]

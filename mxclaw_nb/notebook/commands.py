@@ -6,7 +6,7 @@ else is a prompt, and `%agent -- <text>` (or the cell form) sends a prompt that 
 with a command word. Each command has an argparse parser whose `error()` raises IPython's
 `UsageError`, so a typo gives one line of usage, never a traceback. The help text is generated from
 the same table, so `%agent help` cannot miss a command. Commands that show request views, events
-and plots are in `magics_views`.
+and plots are in `notebook.shown`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from traitlets import Bool, Enum, TraitError
 
-from mxclaw_nb import magics_views as views
+from mxclaw_nb.notebook import shown as views
 from mxclaw_nb.secrets import redact_obj
 from mxclaw_nb.settings import LIMITS, describe_setting
 
@@ -132,7 +132,7 @@ def cmd_help(m: Any, args: Any) -> None:
         print(HELP)
         return
     if args.command not in COMMANDS:
-        from mxclaw_nb.magics_input import near_command
+        from mxclaw_nb.notebook.parsing import near_command
 
         near = near_command(args.command, COMMANDS)
         hint = f"did you mean `%agent help {near}`? " if near else ""
@@ -155,7 +155,7 @@ def cmd_sessions(m: Any, args: Any) -> Any:
         from mxclaw_nb.widgets import SessionBrowser
 
         return SessionBrowser(m.store(), current=agent.session_id)
-    from mxclaw_nb.magics_frames import sessions_frame
+    from mxclaw_nb.notebook.frames import sessions_frame
 
     df = m.store().sessions()
     print(m.caption(f"{len(df):,} sessions in {m.store().path}" + ("" if args.full else
@@ -212,7 +212,7 @@ def _shown_value(value: Any) -> Any:
 
 def _assign(m: Any, key: str, raw: str) -> None:
     """Set one setting from text; a value outside its range (or a db that cannot open) is a UsageError."""
-    from mxclaw_nb.store import StoreError
+    from mxclaw_nb.store.writer import StoreError
 
     previous = getattr(m, key)
     try:
@@ -238,7 +238,7 @@ def _assign(m: Any, key: str, raw: str) -> None:
 
 def cmd_config(m: Any, args: Any) -> Any:
     """Show the settings, or set `key=value` pairs."""
-    from mxclaw_nb.magics import CONFIG_KEYS
+    from mxclaw_nb.notebook.magics import CONFIG_KEYS
 
     if args.assignments:
         for item in args.assignments:

@@ -61,7 +61,7 @@ def cmd_view(m: Any, args: Any) -> Any:
                     f"{fmt_int(data.before_tokens)} → {fmt_int(data.after_tokens)} {unit} tokens · the stored "
                     "transcript is unchanged (%agent transcript)"))
     if args.before or args.after:
-        from mxclaw_nb.magics_frames import view_frame
+        from mxclaw_nb.notebook.frames import view_frame
 
         return view_frame(inspector.before_df if args.before else inspector.after_df)
     return inspector
@@ -116,7 +116,7 @@ def configure_events(p: Any) -> None:
 
 def cmd_events(m: Any, args: Any) -> pd.DataFrame:
     """Stored events of the current session (or all sessions): payload keys as columns (--full: as stored)."""
-    from mxclaw_nb.magics_frames import events_frame
+    from mxclaw_nb.notebook.frames import events_frame
 
     agent = m.get_agent()
     df = m.store().events(None if args.all else agent.session_id, args.type)
@@ -166,7 +166,7 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     if not messages:
         raise UsageError("%agent replay: the session has no messages yet; run a turn first.")
     from mxclaw_nb.analysis.replay import replay
-    from mxclaw_nb.magics_frames import replay_frame
+    from mxclaw_nb.notebook.frames import replay_frame
 
     df = replay((agent.session_id, messages), policy, progress=True)  # a bar when it takes a few seconds
     import pandas as pd
@@ -192,7 +192,7 @@ def configure_transcript(p: Any) -> None:
 
 def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
     """The stored transcript (the source of truth, never trimmed): one-line previews (--full: as stored)."""
-    from mxclaw_nb.magics_frames import transcript_frame
+    from mxclaw_nb.notebook.frames import transcript_frame
 
     agent = m.get_agent()
     df = m.store().transcript(agent.session_id)
@@ -205,7 +205,7 @@ def cmd_timeline(m: Any, args: Any) -> Any:
     from mxclaw_nb.widgets import TokenTimeline
 
     agent = m.get_agent()
-    from mxclaw_nb.store_read import TIMELINE_COLUMNS
+    from mxclaw_nb.store.reader import TIMELINE_COLUMNS
 
     requests = m.store().requests(agent.session_id, columns=TIMELINE_COLUMNS)  # what is drawn, no JSON
     if requests.empty:
@@ -249,8 +249,8 @@ def setting_names(m: Any) -> dict[str, str]:
 
 def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
     """One paragraph: what failed, what to do (naming the settings as the user set them), where the message is."""
-    from mxclaw_nb.provider import ProviderError
-    from mxclaw_nb.store import StoreError
+    from mxclaw_nb.provider.client import ProviderError
+    from mxclaw_nb.store.writer import StoreError
 
     cause = exc.__cause__ if isinstance(exc.__cause__, ProviderError) else exc
     names = setting_names(m)

@@ -38,7 +38,7 @@ try:  # the transport under the openai client: httpx2 in recent releases, httpx 
 except ImportError:  # pragma: no cover - older openai releases
     import httpx as _httpx  # type: ignore[no-redef]
 
-from mxclaw_nb.demo_model import DEMO_MODEL
+from mxclaw_nb.demo.model import DEMO_MODEL
 from mxclaw_nb.secrets import display_url, redact, register
 
 __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WINDOWS", "Completion", "OpenAIProvider",
@@ -472,7 +472,7 @@ def demo_server_url() -> str:
     global _demo_server
     with _demo_lock:
         if _demo_server is None:
-            from mxclaw_nb.testserver import TestServer
+            from mxclaw_nb.demo.server import TestServer
 
             _demo_server = TestServer(demo=True).start()
         return _demo_server.base_url

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from mxclaw_nb.store_errors import StoreError, translate
+from mxclaw_nb.store.errors import StoreError, translate
 
 _HELD: dict[str, int] = {}  # lock file -> thread holding it in this process
 _HELD_MU = threading.Lock()

@@ -7,7 +7,7 @@ messages only (the user's goal, and which tool calls of the current turn already
 keeps working after microcompaction, a structured summary or the fallback window has trimmed the view:
 the next step is always "the step after the most recent one still visible". Every text says
 "[demo model]"; a turn never takes more than MAX_TOOL_CALLS calls; an unexpected tool failure ends the
-turn with an answer that says what failed. The sample workspace ships in ``demo_workspace/``.
+turn with an answer that says what failed. The sample workspace ships in ``demo/workspace/``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mxclaw_nb import demo_answers as answers
-from mxclaw_nb import demo_plans as plans
-from mxclaw_nb.server_usage import message_text
+from mxclaw_nb.demo import answers as answers
+from mxclaw_nb.demo import plans as plans
+from mxclaw_nb.demo.usage import message_text
 
 __all__ = ["DEMO_MODEL", "DEMO_WORKSPACE", "MAX_TOOL_CALLS", "Reply", "ToolCall", "copy_demo_workspace",
            "next_reply"]
 
 DEMO_MODEL = "mxclaw-demo"
-DEMO_WORKSPACE = Path(__file__).resolve().parent / "demo_workspace"
+DEMO_WORKSPACE = Path(__file__).resolve().parent / "workspace"
 MAX_TOOL_CALLS = 10
 PREFIX = "[demo model]"
 

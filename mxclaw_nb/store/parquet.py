@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from mxclaw_nb.store_lease import transaction
+from mxclaw_nb.store.lease import transaction
 
 # Public tables and the columns that identify a row in each.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {

@@ -1,6 +1,6 @@
 """Read side of the store: transcripts, artifacts, DataFrames, read-only SQL, Parquet (SPEC S4, A2).
 
-Why a separate module: `Store` in store.py owns the write path (numbering, append-only inserts);
+Why a separate module: `Store` in writer.py owns the write path (numbering, append-only inserts);
 everything here only reads (or, for import, only inserts rows whose keys are new), so it is kept
 apart as a mixin that uses the same lease and path. `sql()` accepts a single SELECT/EXPLAIN so
 that the pass-through cannot be used to rewrite the transcript (SPEC S2).
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from mxclaw_nb.store_codec import MESSAGE_COLUMNS, row_to_message
-from mxclaw_nb.store_errors import StoreError, translate
-from mxclaw_nb.store_lease import Lease
-from mxclaw_nb.store_parquet import export_tables, import_tables
+from mxclaw_nb.store.codec import MESSAGE_COLUMNS, row_to_message
+from mxclaw_nb.store.errors import StoreError, translate
+from mxclaw_nb.store.lease import Lease
+from mxclaw_nb.store.parquet import export_tables, import_tables
 
 if TYPE_CHECKING:  # DuckDB's .df() imports pandas when a DataFrame is asked for, not at import
     import pandas as pd

@@ -8,9 +8,9 @@ token by token (word pieces of a few characters, `stream_tokens`); the demo serv
 (`DEMO_TOKEN_DELAY`, env `MXCLAW_DEMO_TOKEN_DELAY`) so the live log can be watched as it fills.
 Tests queue replies, tool calls, usage figures, delays and HTTP errors; `srv.requests` records exactly
 what was sent. With an empty
-queue the server answers "ok", or, in demo mode, asks `mxclaw_nb.demo_model` for the next step of its
+queue the server answers "ok", or, in demo mode, asks `mxclaw_nb.demo.model` for the next step of its
 small coding-agent script. Reported usage is computed from the request when not scripted
-(`mxclaw_nb.server_usage`: an exact o200k_base count in OpenAI's chat framing when the offline encoding
+(`mxclaw_nb.demo.usage`: an exact o200k_base count in OpenAI's chat framing when the offline encoding
 is available, else the C1-style estimate), times `usage_scale`, so token calibration (SPEC T2/T3) can be
 shown and tested offline.
 """
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mxclaw_nb import demo_model
-from mxclaw_nb.demo_model import DEMO_MODEL, Reply, ToolCall
-from mxclaw_nb.server_usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
+from mxclaw_nb.demo import model as demo_model
+from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
+from mxclaw_nb.demo.usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
 
 __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "Reply", "TestServer", "ToolCall",
            "count_completion_tokens", "count_prompt_tokens", "stream_tokens"]

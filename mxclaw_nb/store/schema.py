@@ -18,8 +18,8 @@ from pathlib import Path
 
 import duckdb
 
-from mxclaw_nb.store_errors import StoreError
-from mxclaw_nb.store_lease import transaction
+from mxclaw_nb.store.errors import StoreError
+from mxclaw_nb.store.lease import transaction
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 MIGRATIONS: list[Migration] = []

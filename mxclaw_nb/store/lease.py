@@ -35,7 +35,7 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock, Timeout
 
-from mxclaw_nb.store_errors import MOVE_HINT, StoreError, translate
+from mxclaw_nb.store.errors import MOVE_HINT, StoreError, translate
 
 # Errors that leave the connection usable (bad SQL, constraint hit); anything else discards it.
 _BENIGN = (

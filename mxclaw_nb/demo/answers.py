@@ -11,7 +11,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from mxclaw_nb.demo_plans import (
+from mxclaw_nb.demo.plans import (
     BUG_LINE,
     FIXED_LINE,
     FOOTER,
@@ -24,7 +24,7 @@ from mxclaw_nb.demo_plans import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mxclaw_nb.demo_model import Done
+    from mxclaw_nb.demo.model import Done
 
 __all__ = ["failure_answer", "final_answer"]
 
@@ -146,7 +146,7 @@ def failure_answer(failure: Done, ctx: Ctx) -> str:
                 "%agent config approval=allow (Agent(approval='allow') from Python).")
     elif "no such" in first.lower():
         hint = (" This workspace does not look like the demo's sample project; copy it with "
-                "mxclaw_nb.demo_model.copy_demo_workspace(path).")
+                "mxclaw_nb.demo.model.copy_demo_workspace(path).")
     args = ", ".join(f"{k}={v!r}" for k, v in failure.args.items())[:200]
     return (f"The call {failure.name}({args}) failed: {first}.{hint} I stop this turn here rather than "
             f"guess; {len(ctx.done)} tool call(s) were made.{FOOTER}")

@@ -43,13 +43,13 @@ from mxclaw_nb.context.counters import (
     FunctionCounter,
     TokenCounter,
 )
-from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
+from mxclaw_nb.provider.tokenizers import exact_counter, unavailable_reason
 
 __all__ = ["DEFAULT_TRANSCRIPTS", "accuracy_records", "accuracy_table", "chain_conversations", "load_conversations",
            "replay_summary", "replay_window"]
 
 #: ``../shared/transcripts`` next to the repository checkout (the project's shared real transcripts).
-DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
+DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
 ROLE_ORDER = ("system", "user", "assistant", "tool", "all", "request")
 
 
@@ -197,7 +197,7 @@ def replay_window(messages: Sequence[dict], window: int, counters: Sequence[str]
     exact total, and whether the exact total exceeds the window (the provider would reject it).
     """
     from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view
-    from mxclaw_nb.tokenizers import counter_by_name
+    from mxclaw_nb.provider.tokenizers import counter_by_name
 
     reference = _MemoCounter(_exact("o200k_base", MESSAGE_OVERHEAD_TOKENS))
     msgs = [m for m in messages if isinstance(m, dict)]

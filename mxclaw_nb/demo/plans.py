@@ -1,7 +1,7 @@
 """The demo model's scripts: which tool calls it makes for which kind of request.
 
-Why separate from `demo_model`: the engine (how the next step is found from a trimmed request) is
-generic; these plans are content, written for the sample workspace in `demo_workspace/`. Five plans
+Why separate from `demo.model`: the engine (how the next step is found from a trimmed request) is
+generic; these plans are content, written for the sample workspace in `demo/workspace/`. Five plans
 cover what a small coding agent does: fix the failing test (list, read, grep, a large build log that
 becomes an artifact, the failing test, an edit, the verification command), inspect the build log
 through `read_artifact`, explore the project, review files, and summarize the session. Each builder may
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mxclaw_nb.demo_model import Done
+    from mxclaw_nb.demo.model import Done
 
 # The interpreter the shell tool will find: the kernel's PATH may lack `python` (e.g. Debian).
 PY = "python" if shutil.which("python") else "python3" if shutil.which("python3") else shlex.quote(sys.executable)
