@@ -155,8 +155,7 @@ def test_f1_frozen_layer_classifies_by_first_line(message: dict, layer: str | No
 
 
 def test_f1_demo_workspace_loads_every_layer(tmp_path: Path) -> None:
-    demo = Path(__file__).resolve().parents[1] / "mxclaw_nb" / "demo_workspace"
-    if not demo.is_dir():
-        pytest.skip("demo workspace not present")
+    demo = Path(__file__).resolve().parents[1] / "mxclaw_nb" / "demo" / "workspace"
+    assert demo.is_dir(), "the demo workspace ships inside the package"
     layers = [frozen_layer(m) for m in load_frozen_context(demo, home=tmp_path)]
     assert {"project instructions", "verification policy", "skill index", "memory snapshot"} <= set(layers)
