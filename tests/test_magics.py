@@ -21,6 +21,7 @@ from mxclaw_nb.notebook.commands import COMMANDS, HELP
 from mxclaw_nb.notebook.livelog import LiveLog
 from mxclaw_nb.notebook.magics import AgentMagics
 from mxclaw_nb.widgets import CompactionInspector, ContextGauge, TokenTimeline
+from mxclaw_nb.widgets.timeline import sent_unit
 
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_DB", "MXCLAW_CONTEXT_WINDOW", "MY_KEY")
 PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"
@@ -284,6 +285,9 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     assert len(full) == len(transcript) and len(full.columns) > len(transcript.columns)
     timeline, _ = agent(ip, "timeline")
     assert isinstance(timeline, TokenTimeline) and len(timeline.data) == m.last_result.iterations
+    # the y axis names the counter the threshold was checked on, as stored (T3: never `est.` for calibrated)
+    stored_counters = set(m.store().requests(sid)["counter"].dropna())
+    assert "calibrated" in stored_counters and "calibrated" in sent_unit(timeline.data)
     gauge, _ = agent(ip, "gauge")
     assert gauge.data.after_tokens == m.last_view.after_tokens
     sessions, _ = agent(ip, "sessions")

@@ -42,9 +42,9 @@ ORDER BY s.created_at, s.id
 
 
 # What `%agent timeline` draws: no JSON columns (the provenance and extra are the bulk of a record).
-TIMELINE_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "stage", "retry", "estimate_tokens",
-                    "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens", "before_tokens",
-                    "after_tokens", "error")
+TIMELINE_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "stage", "retry", "counter",
+                    "estimate_tokens", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
+                    "before_tokens", "after_tokens", "error")
 
 
 def _column(name: str) -> str:

@@ -101,7 +101,7 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
     handles += ax.plot(x, sent, "-" if dense else "-o", ms=3, color="#5c8bd6", label=f"sent, {unit}")
     estimated = _num(df["estimate_tokens"])
     if estimated.notna().any() and not estimated.equals(sent):
-        handles += ax.plot(x, estimated, ":", lw=1, color="#5c8bd6", label="sent, tokens (est.)")
+        handles += ax.plot(x, estimated, ":", lw=1, color="#5c8bd6", label="same request, C1 tokens (est.)")
     for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
                               ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
         y = _num(df[col])
