@@ -219,3 +219,23 @@ def test_n1_kernel_interrupt_stops_the_turn_cleanly(tmp_path: Path) -> None:
     assert "Interrupted. Everything done so far is stored (session " in interrupted
     assert "Traceback" not in interrupted and "(interrupted)" in interrupted
     assert "a slow question" in stored
+
+
+def test_n2_session_browser_is_frozen_to_static_html_when_the_next_cell_runs(tmp_path: Path) -> None:
+    """`%agent sessions --browse` is interactive, then a snapshot: what is saved has no widget reference."""
+    nb, _ = run_notebook([
+        "%load_ext mxclaw_nb",
+        "%agent config approval=allow",
+        "%agent fix the failing tests",
+        "%agent sessions --browse",
+        "open_comms = [w for w in __import__('ipywidgets').Widget.widgets.values()"
+        " if type(w).__name__ == 'SessionBrowser']\nprint('browsers open:', len(open_comms))",
+    ], tmp_path, kernel_env(tmp_path / "demo.duckdb"))
+    browse = nb.cells[3]
+    shown = [o for o in browse.outputs if o.output_type in ("display_data", "execute_result")]
+    assert len(shown) == 1, browse.outputs
+    data = shown[0].data
+    assert "application/vnd.jupyter.widget-view+json" not in data  # nothing that needs the kernel's models
+    assert "mx-browser" in data["text/html"] and "static snapshot of the session browser" in data["text/html"]
+    assert "current" in data["text/html"] and "1 session" in data["text/plain"]
+    assert "browsers open: 0" in "".join(texts(nb.cells[4]))  # the widget and its comm were closed

@@ -295,7 +295,7 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     _, cap = agent(ip, "new")
     assert m.get_agent().session_id != sid and "new session" in cap.stdout
     _, cap = agent(ip, f"resume {sid[:6]}")
-    assert m.get_agent().session_id == sid and "resumed: 1 turns" in cap.stdout
+    assert m.get_agent().session_id == sid and "resumed: 1 turn," in cap.stdout
     before_again, _ = agent(ip, "view --before")  # read back from the stored request record
     assert len(before_again) == len(before)
 
@@ -450,7 +450,7 @@ def test_l2_demo_answers_an_unscripted_prompt_plainly_and_still_runs_scripts(ip:
     with capture_output() as cap:
         ip.run_cell("%agent What is 2+2?")
     m = magics(ip)
-    assert "→ " not in cap.stdout and "offline demo model" in cap.stdout and "(done · 1 model calls)" in cap.stdout
+    assert "→ " not in cap.stdout and "offline demo model" in cap.stdout and "(done · 1 model call)" in cap.stdout
     assert all(example in cap.stdout for _, _, example in TASKS)
     assert m.last_result.status == "ok" and m.last_result.iterations == 1
     with capture_output() as cap:

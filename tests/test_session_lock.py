@@ -235,7 +235,7 @@ def test_s1_n1_database_on_a_read_only_filesystem(tmp_path: Path, demo_workspace
     for line, fact in found.items():
         assert "Traceback" not in fact["output"], (line, fact["output"])
         assert fact["error"] is None, (line, fact)
-    assert "1 sessions in" in found["sessions"]["output"] and "resumed: 1 turns" in found[f"resume {sid[:8]}"]["output"]
+    assert "1 session in" in found["sessions"]["output"] and "resumed: 1 turn," in found[f"resume {sid[:8]}"]["output"]
     assert "request view of the last model call" in found["view"]["output"] and "Stage:" in found["view"]["output"]
     assert "prompt tokens per model call" in found["timeline"]["output"]
     assert "n\n0  " in found["sql SELECT count(*) AS n FROM messages"]["output"]

@@ -521,3 +521,12 @@ def test_n2_comparison_view_static_svg_follows_theme():
     assert PLOT_INK not in bundle["text/html"] and "policy comparison" in bundle["text/plain"]
     fig = plot_tokens_saved(df)
     assert fig.get_facecolor()[3] == 0 and fig.axes[0].get_facecolor()[3] == 0  # transparent
+
+
+@pytest.mark.parametrize(("n", "noun", "want"), [(0, "call", "0 calls"), (1, "call", "1 call"), (2, "call", "2 calls"),
+                                                 (1024, "session", "1,024 sessions"), (1, "summary", "1 summary")])
+def test_n2_counts_are_worded_in_the_right_number(n: int, noun: str, want: str) -> None:
+    from mxclaw_nb.widgets.style import counted
+
+    assert counted(n, noun) == want
+    assert counted(2, "summary", "summaries") == "2 summaries"

@@ -133,7 +133,7 @@ _ANSWERS = {"fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore
 def final_answer(plan: str, ctx: Ctx) -> str:
     """The turn's closing answer for `plan`, built from the visible results."""
     denied = [str(d.args.get("command")) for d in ctx.done if d.denied_by_user]
-    skipped = f" Not run because you denied it: {'; '.join(f'`{c}`' for c in denied)}." if denied else ""
+    skipped = f"\n\nNot run because you denied it: {'; '.join(f'`{c}`' for c in denied)}." if denied else ""
     return _ANSWERS[plan](ctx) + skipped + FOOTER
 
 

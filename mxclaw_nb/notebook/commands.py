@@ -24,6 +24,7 @@ from traitlets import Bool, Enum, TraitError
 from mxclaw_nb.notebook import shown as views
 from mxclaw_nb.secrets import redact_obj
 from mxclaw_nb.settings import LIMITS, describe_setting
+from mxclaw_nb.widgets.style import counted
 
 ENV_OF = {"model": "MXCLAW_MODEL", "base_url": "OPENAI_BASE_URL", "db": "MXCLAW_DB",
           "context_window_tokens": "MXCLAW_CONTEXT_WINDOW", "sandbox": "MXCLAW_SANDBOX", "network": "MXCLAW_NETWORK",
@@ -154,11 +155,22 @@ def cmd_sessions(m: Any, args: Any) -> Any:
     if args.browse:
         from mxclaw_nb.widgets import SessionBrowser
 
-        return SessionBrowser(m.store(), current=agent.session_id)
+        browser = SessionBrowser(m.store(), current=agent.session_id)
+        if getattr(m.shell, "kernel", None) is None:
+            return browser
+        from IPython.display import display
+
+        from mxclaw_nb.widgets.static import freeze_on_next_cell
+
+        # interactive until the next cell runs, then a static snapshot that survives a reopen (N2)
+        freeze_on_next_cell(m.shell, browser, display(browser, display_id=True),
+                            "static snapshot of the session browser (frozen when the next cell ran) · "
+                            "%agent sessions --browse opens it again")
+        return None
     from mxclaw_nb.notebook.frames import sessions_frame
 
     df = m.store().sessions()
-    print(m.caption(f"{len(df):,} sessions in {m.store().path}" + ("" if args.full else
+    print(m.caption(f"{counted(len(df), 'session')} in {m.store().path}" + ("" if args.full else
                     " · ids are the first 8 characters (enough for %agent resume) · --full: as stored")))
     if args.full:
         df.insert(0, "current", df["id"] == agent.session_id)
@@ -179,7 +191,8 @@ def cmd_resume(m: Any, args: Any) -> None:
     m.switch_session(sid)
     counts = m.store().sql("SELECT count(*) FILTER (WHERE role = 'user') AS turns, count(*) AS messages "
                            "FROM messages WHERE session_id = ?", [sid]).iloc[0]
-    print(m.caption(f"resumed: {int(counts['turns'])} turns, {int(counts['messages'])} messages stored"))
+    print(m.caption(f"resumed: {counted(counts['turns'], 'turn')}, "
+                    f"{counted(counts['messages'], 'message')} stored"))
 
 
 def _source(m: Any, key: str) -> str:

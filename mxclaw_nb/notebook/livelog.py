@@ -38,6 +38,7 @@ from mxclaw_nb.widgets.style import (
     THEME_STYLE,
     WARN_CSS,
     chip,
+    counted,
     counter_label,
     esc,
     fmt_int,
@@ -215,7 +216,7 @@ class LiveLog:
         self._refresh()
 
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
-        self.finish(f"done · {p.get('iterations')} model calls")
+        self.finish(f"done · {counted(p.get('iterations'), 'model call')}")
 
     def _on_turn_max_iterations(self, p: dict[str, Any]) -> None:
         self.finish(f"stopped: {p.get('limit')} model calls without a final answer (max_iterations)")

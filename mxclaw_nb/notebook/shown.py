@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from mxclaw_nb.widgets.style import counter_label, fmt_int
+from mxclaw_nb.widgets.style import counted, counter_label, fmt_int
 
 if TYPE_CHECKING:  # pandas is imported when a command runs, not at %load_ext
     import pandas as pd
@@ -124,7 +124,7 @@ def cmd_events(m: Any, args: Any) -> pd.DataFrame:
         if args.tail < 0:
             raise UsageError("%agent events: --tail must be >= 0.")
         df = df.tail(args.tail)
-    print(m.caption(f"{len(df):,} events" + (f" of type {args.type}" if args.type else "") +
+    print(m.caption(counted(len(df), "event") + (f" of type {args.type}" if args.type else "") +
                     ("" if args.full else " · token figures in the unit their row names · --full: as stored")))
     return df if args.full else events_frame(df, all_sessions=args.all)
 
@@ -134,7 +134,7 @@ def cmd_sql(m: Any, query: str) -> pd.DataFrame:
     if not query.strip():
         raise UsageError("%agent sql needs a query, e.g. %agent sql SELECT type, count(*) FROM events GROUP BY type")
     df = m.store().sql(query)
-    print(m.caption(f"{len(df):,} rows"))
+    print(m.caption(counted(len(df), "row")))
     return df
 
 
@@ -174,7 +174,7 @@ def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
     print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
-                    f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {len(df)} calls · "
+                    f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {counted(len(df), 'call')} · "
                     f"compactions: {comp} · tokens are {counter_label(policy_counter(df))}"
                     + ("" if args.all_columns else " · --all-columns for the other columns")))
     return df if args.all_columns else replay_frame(df)
@@ -196,7 +196,8 @@ def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
 
     agent = m.get_agent()
     df = m.store().transcript(agent.session_id)
-    print(m.caption(f"stored transcript: {len(df):,} messages (the source of truth; views are trimmed, this is not)"))
+    print(m.caption(f"stored transcript: {counted(len(df), 'message')} (the source of truth; views are trimmed, "
+                    "this is not)"))
     return df if args.full else transcript_frame(df)
 
 
@@ -210,7 +211,7 @@ def cmd_timeline(m: Any, args: Any) -> Any:
     requests = m.store().requests(agent.session_id, columns=TIMELINE_COLUMNS)  # what is drawn, no JSON
     if requests.empty:
         return _no_call(m)
-    print(m.caption(f"{len(requests):,} model calls"))
+    print(m.caption(counted(len(requests), "model call")))
     return TokenTimeline(requests, session_id=agent.session_id[:8])
 
 

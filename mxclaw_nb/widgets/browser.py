@@ -26,6 +26,7 @@ from mxclaw_nb.widgets.style import (
     MUTED,
     chip,
     color_of,
+    counted,
     esc,
     fmt_int,
     html_table,
@@ -198,7 +199,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
     def to_text(self) -> str:
         """The sessions as text lines, plus the selected call's inspector text."""
         saved = _saved_column(self.sessions_df)
-        lines = [f"{len(self.sessions_df):,} sessions"]
+        lines = [counted(len(self.sessions_df), "session")]
         for rec in self.sessions_df.head(50).to_dict("records"):
             lines.append(f"  {str(rec.get('id'))[:8]}  turns {fmt_int(rec.get('turns'))}  calls "
                          f"{fmt_int(rec.get('model_calls'))}  compactions {fmt_int(rec.get('compactions'))}  saved "

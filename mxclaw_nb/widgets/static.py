@@ -47,3 +47,45 @@ class StaticReprMixin:
         bundle["text/plain"] = self.to_text()
         bundle["text/html"] = self.to_html()
         return bundle
+
+
+class StaticSnapshot:
+    """The HTML/text a widget showed, as a plain display object (no widget model behind it)."""
+
+    def __init__(self, html: str, text: str) -> None:
+        self.html, self.text = html, text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        return {"text/plain": self.text, "text/html": self.html}
+
+
+def close_tree(widget: Any) -> None:
+    """Close a widget and every widget below it (their comms and models are released)."""
+    for child in getattr(widget, "children", ()) or ():
+        close_tree(child)
+    close = getattr(widget, "close", None)
+    if callable(close):
+        close()
+
+
+def freeze_on_next_cell(shell: Any, widget: Any, handle: Any, note: str) -> None:
+    """Replace an interactive widget's output by its static snapshot when the next cell starts (SPEC N2).
+
+    Why: a saved notebook keeps a widget output only as a reference to a model that is gone once the
+    kernel stops; JupyterLab then shows "Error displaying widget: model not found" and never the HTML
+    fallback. A widget that stays interactive after its cell (the session browser) is frozen into the
+    state the reader left it in as soon as another cell runs, so what is saved reads the same on reopen.
+    """
+    events = getattr(shell, "events", None)
+    if events is None or handle is None:
+        return
+
+    def freeze(*_: Any) -> None:
+        events.unregister("pre_run_cell", freeze)
+        try:
+            handle.update(StaticSnapshot(f"{widget.to_html()}<div class=\"mx-note\" style=\"opacity:0.75\">"
+                                         f"{note}</div>", f"{widget.to_text()}\n{note}"))
+        finally:
+            close_tree(widget)
+
+    events.register("pre_run_cell", freeze)

@@ -51,6 +51,15 @@ def color_of(kind: str, name: str | None) -> str:
     return table.get(str(name), "#9e9e9e")
 
 
+def counted(n: Any, noun: str, plural: str | None = None) -> str:
+    """`1 call`, `2 calls`, `1,024 sessions`: a number and its noun in the right number (UX: one wording)."""
+    try:
+        value = int(n)
+    except (TypeError, ValueError):
+        return f"{n} {plural or noun + 's'}"
+    return f"{value:,} {noun if value == 1 else plural or noun + 's'}"
+
+
 def counter_label(counter: str | None) -> str:
     """Label of figures from a token counter: `est.`, `calibrated`, or `counted (<name>)`."""
     if not counter:

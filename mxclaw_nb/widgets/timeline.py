@@ -34,6 +34,7 @@ from mxclaw_nb.widgets.style import (
     STAGE_COLORS,
     THEME_STYLE,
     THRESHOLD_COLOR,
+    counted,
     counter_label,
     esc,
     fmt_int,
@@ -206,8 +207,9 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         comp = ", ".join(f"{s} {int(n)}" for s, n in stages.items()) or "none"
         sent = _num(d["after_tokens"]).fillna(_num(d["estimate_tokens"]))
         peak = opt_int(sent.max()) if len(d) else None
-        return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {len(d):,} model calls · '
-                f'{d["turn"].nunique():,} turns · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '
+        calls = counted(len(d), "model call")
+        return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {calls} · '
+                f'{counted(d["turn"].nunique(), "turn")} · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '
                 f'{esc(sent_unit(d))}</div>')
 
     @property
@@ -226,7 +228,7 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
     def to_text(self) -> str:
         """Calls, compactions and the est. tokens per call as text."""
         d = self.data
-        lines = [f"{self.title}: {len(d):,} model calls, {int(d['compacted'].sum())} compactions"]
+        lines = [f"{self.title}: {counted(len(d), 'model call')}, {counted(d['compacted'].sum(), 'compaction')}"]
         for rec in d.head(50).to_dict("records"):
             mark = f"  ⟳ {rec['stage']}" if rec["compacted"] else ""
             lines.append(f"  turn {rec['turn']} call {rec['call']}: {fmt_int(rec['estimate_tokens'])} est.{mark}")

@@ -90,7 +90,7 @@ def test_n4_agent_kernel_in_jupyterlab_launcher_prompts_save_reopen_resume(agent
             _run_new_cell(page, "Look at the build log and tell me what the slowest step was.")
             second = _turn_header(page, 2)
             _run_new_cell(page, "%agent sessions")
-            page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output", has_text="1 sessions in").wait_for(
+            page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output", has_text="1 session in").wait_for(
                 timeout=60_000)
             page.screenshot(path=str(shots / "2-three-cells.png"))
             sid = SESSION.search(first).group(1)  # type: ignore[union-attr]
