@@ -530,3 +530,14 @@ def test_n2_counts_are_worded_in_the_right_number(n: int, noun: str, want: str) 
 
     assert counted(n, noun) == want
     assert counted(2, "summary", "summaries") == "2 summaries"
+
+
+def test_n2_theme_swatches_keep_a_plain_colour_for_sanitized_html() -> None:
+    """A legend square drawn in a theme variable still shows when a sanitizer strips `var()` (untrusted copy)."""
+    from mxclaw_nb.palette import WINDOW_CSS
+    from mxclaw_nb.widgets.style import swatch
+
+    themed = swatch(WINDOW_CSS)
+    assert "background:#808080;" in themed and f"background:{WINDOW_CSS}" in themed
+    assert themed.index("#808080") < themed.index("var(")  # the themed value wins where var() is kept
+    assert "#808080" not in swatch("#e53935")

@@ -105,9 +105,14 @@ def chip(label: str, color: str, *, title: str | None = None) -> str:
             f'border-radius:3px;padding:0 5px;font-weight:600">{esc(label)}</span>')
 
 
-def swatch(color: str) -> str:
-    """A small colour square for legends."""
-    return f'<span style="display:inline-block;width:10px;height:10px;background:{color};margin-right:3px"></span>'
+def swatch(color: str, fallback: str = "#808080") -> str:
+    """A small colour square for legends.
+
+    A theme colour (`var(...)`) is preceded by a plain `fallback` that reads on light and dark: the HTML
+    sanitizer of an untrusted notebook drops `var()` declarations and would leave the square empty."""
+    plain = f"background:{fallback};" if color.lstrip().startswith("var(") else ""
+    return (f'<span style="display:inline-block;width:10px;height:10px;{plain}background:{color};'
+            'margin-right:3px"></span>')
 
 
 def shown_count(shown: int, total: int, noun: str = "rows") -> str:
