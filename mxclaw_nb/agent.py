@@ -32,14 +32,20 @@ from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
-from mxclaw_nb.settings import MAX_IMAGE_BYTES, MAX_PROMPT_BYTES, check_setting, check_settings, human_bytes
+from mxclaw_nb.settings import (  # noqa: E402,F401 - the settings table
+    COUNTER_MODES,
+    DEFAULT_CALL_DEADLINE,
+    MAX_IMAGE_BYTES,
+    MAX_PROMPT_BYTES,
+    check_setting,
+    check_settings,
+    human_bytes,
+)
 from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.policy import shown_command
 from mxclaw_nb.tools.sandbox import Sandbox, resolve_sandbox
-
-COUNTER_MODES = ("auto", "estimate", "calibrated", "o200k_base", "cl100k_base")
 
 
 def console_approver(command: str) -> bool | None:
@@ -106,7 +112,7 @@ class Agent:
                  summarize: Callable[[list[Message]], str] | None = None, sandbox: str | None = None,
                  network: str | None = None, shell_env: Sequence[str] | None = None,
                  max_tool_calls: int = MAX_TOOL_CALLS,
-                 call_deadline: float = 600.0,  # = provider.DEFAULT_CALL_DEADLINE (kept lazy)
+                 call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES) -> None:
         from mxclaw_nb.provider.client import context_window_for, resolve_provider
         from mxclaw_nb.store.writer import Store

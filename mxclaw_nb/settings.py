@@ -1,4 +1,10 @@
-"""Accepted ranges of the numeric settings and input sizes, checked in one place when a value is set.
+"""The settings table: every setting once, with its default, help, environment variable and accepted range.
+
+From `SETTINGS` come the `%config AgentMagics.*` traits, the `%agent config` rows and `%agent help`'s
+settings list; `Agent.__init__`'s arguments and the README table are checked against it
+(tests/test_settings_table.py). Adding a setting is one row here plus the code that uses it.
+
+Accepted ranges of the numeric settings and input sizes, checked in one place when a value is set.
 
 Why: a bad value used to be accepted and fail much later (`max_iterations=-3` gave "Stopped after -3
 model calls", `context_window_tokens=0` silently meant the default, `threshold_ratio=5` or
@@ -53,17 +59,83 @@ def _num(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() else str(x)
 
 
-LIMITS: dict[str, Range] = {
-    "context_window_tokens": Range(True, MIN_WINDOW_TOKENS, allow_none=True),
-    "threshold_ratio": Range(False, 0, low_open=True, high=1),
-    "keep_recent_tokens": Range(True, 0),
-    "max_iterations": Range(True, 1),
-    "approval_timeout": Range(False, 0, low_open=True),
-    "shell_timeout": Range(False, 0, low_open=True),
-    "max_prompt_bytes": Range(True, 1),
-    "call_deadline": Range(False, 0, low_open=True),
-    "max_tool_calls": Range(True, 1),
-}
+COUNTER_MODES = ("auto", "estimate", "calibrated", "o200k_base", "cl100k_base")  # T2/T3
+APPROVAL_MODES = ("ask", "allow", "deny")  # L2
+SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")  # L5
+NETWORK_MODES = ("off", "on")  # L5
+MAX_TOOL_CALLS = 64  # default bound on tool calls run per model response (L3)
+DEFAULT_CALL_DEADLINE = 600.0  # seconds one model call may take, retries included (L7)
+
+_POSITIVE = Range(False, 0, low_open=True)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name everywhere, kind, default, one-line help and where else it can come from.
+
+    `kind` is `str`, `int`, `float`, `bool` or `choice` (one of `choices`). `agent`: an `Agent(...)` argument
+    of the same name with the same default (False: a notebook-only setting). `trait`: a
+    `%config AgentMagics.<name>` trait and a `%agent config` key (False: an `Agent` argument only).
+    `readme_default`: how the README states the default when it is not the plain value."""
+
+    name: str
+    kind: str
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    allow_none: bool = False
+    env: str | None = None
+    limit: Range | None = None
+    agent: bool = True
+    trait: bool = True
+    rebuilds: bool = True  # changing it rebuilds the Agent (same session); False: read where it is used
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("model", "str", None, "Model name (default: $MXCLAW_MODEL, or the demo).", allow_none=True,
+            env="MXCLAW_MODEL"),
+    Setting("base_url", "str", None, "OpenAI-compatible base URL ($OPENAI_BASE_URL).", allow_none=True,
+            env="OPENAI_BASE_URL"),
+    Setting("api_key_env", "str", "OPENAI_API_KEY", "Name of the environment variable holding the key.",
+            agent=False),
+    Setting("db", "str", None, "DuckDB file ($MXCLAW_DB, else the per-user data folder).", allow_none=True,
+            env="MXCLAW_DB"),
+    Setting("workspace", "str", None,
+            "Folder the tools work in (default: current folder; the demo uses a sample copy).", allow_none=True),
+    Setting("context_window_tokens", "int", None, "Context window ($MXCLAW_CONTEXT_WINDOW, else the model table).",
+            allow_none=True, env="MXCLAW_CONTEXT_WINDOW", limit=Range(True, MIN_WINDOW_TOKENS, allow_none=True)),
+    Setting("threshold_ratio", "float", 0.8, "Compaction threshold as a share of the window (C2).",
+            limit=Range(False, 0, low_open=True, high=1)),
+    Setting("keep_recent_tokens", "int", 8000, "Safe-tail budget in tokens (C3).", limit=Range(True, 0)),
+    Setting("approval", "choice", "ask", "Shell commands: ask, allow or deny.", choices=APPROVAL_MODES),
+    Setting("counter", "choice", "auto", "Token counter (T2/T3).", choices=COUNTER_MODES),
+    Setting("max_iterations", "int", 20, "Model calls per turn before the loop stops.", limit=Range(True, 1)),
+    Setting("call_deadline", "float", DEFAULT_CALL_DEADLINE,
+            "Total seconds one model call may take, retries included (L7).", limit=_POSITIVE),
+    Setting("max_prompt_bytes", "int", MAX_PROMPT_BYTES,
+            "Largest prompt in bytes (UTF-8); a longer one is refused with its size.", limit=Range(True, 1)),
+    Setting("sandbox", "choice", None, "Shell sandbox (L5): auto, bwrap, landlock or off ($MXCLAW_SANDBOX, else auto).",
+            choices=SANDBOX_MODES, allow_none=True, env="MXCLAW_SANDBOX"),
+    Setting("network", "choice", None, "Network inside the shell sandbox: off or on ($MXCLAW_NETWORK, else off).",
+            choices=NETWORK_MODES, allow_none=True, env="MXCLAW_NETWORK"),
+    Setting("shell_env", "str", "", "Comma-separated extra environment variables the shell may see "
+            "($MXCLAW_SHELL_ENV); names with KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL are refused.",
+            env="MXCLAW_SHELL_ENV", agent=False),
+    Setting("max_tool_calls", "int", MAX_TOOL_CALLS, "Tool calls run per model response; the rest fail.",
+            limit=Range(True, 1)),
+    Setting("live", "bool", True, "Show the live turn log while a turn runs.", agent=False, rebuilds=False),
+    Setting("widgets", "bool", True, "Use ipywidgets in a kernel (HTML/text fallbacks otherwise).", agent=False,
+            rebuilds=False),
+    Setting("approval_timeout", "float", 300.0, "Seconds to wait for Approve/Deny before denying.", limit=_POSITIVE,
+            agent=False, rebuilds=False),
+    Setting("shell_timeout", "float", 60.0, "Seconds one shell command may run.", limit=_POSITIVE, trait=False),
+)
+SETTING = {s.name: s for s in SETTINGS}
+# What rebuilds the agent when changed (%config / %agent config), and every %agent config key, in table order.
+AGENT_SETTINGS = tuple(s.name for s in SETTINGS if s.trait and s.rebuilds)
+CONFIG_KEYS = tuple(s.name for s in SETTINGS if s.trait)
+ENV_OF = {s.name: s.env for s in SETTINGS if s.env}
+LIMITS: dict[str, Range] = {s.name: s.limit for s in SETTINGS if s.limit is not None}
 
 
 def describe_setting(name: str) -> str:

@@ -392,7 +392,7 @@ def test_n1_storage_error_is_one_paragraph(ip: InteractiveShell, tmp_path: Path)
 def test_n1_docs_cover_every_command_and_setting() -> None:
     """The README's magics section documents every command, option and setting."""
     from mxclaw_nb.notebook.commands import _parser
-    from mxclaw_nb.notebook.magics import CONFIG_KEYS
+    from mxclaw_nb.settings import CONFIG_KEYS
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     doc = readme.split("## The `%agent` magics", 1)[1].split("\n## ", 1)[0]

@@ -159,7 +159,7 @@ class AgentKernel(IPythonKernel):
     def _settings(self) -> dict[str, list[str]]:
         from traitlets import Bool, Enum
 
-        from mxclaw_nb.notebook.magics import CONFIG_KEYS
+        from mxclaw_nb.settings import CONFIG_KEYS
 
         traits = type(self.magics).class_traits()
         out: dict[str, list[str]] = {}

@@ -23,12 +23,8 @@ from traitlets import Bool, Enum, TraitError
 
 from mxclaw_nb.notebook import shown as views
 from mxclaw_nb.secrets import redact_obj
-from mxclaw_nb.settings import LIMITS, describe_setting
+from mxclaw_nb.settings import CONFIG_KEYS, ENV_OF, LIMITS, SETTINGS, Setting, describe_setting
 from mxclaw_nb.widgets.style import counted
-
-ENV_OF = {"model": "MXCLAW_MODEL", "base_url": "OPENAI_BASE_URL", "db": "MXCLAW_DB",
-          "context_window_tokens": "MXCLAW_CONTEXT_WINDOW", "sandbox": "MXCLAW_SANDBOX", "network": "MXCLAW_NETWORK",
-          "shell_env": "MXCLAW_SHELL_ENV"}
 
 
 class _HelpShown(Exception):
@@ -251,8 +247,6 @@ def _assign(m: Any, key: str, raw: str) -> None:
 
 def cmd_config(m: Any, args: Any) -> Any:
     """Show the settings, or set `key=value` pairs."""
-    from mxclaw_nb.notebook.magics import CONFIG_KEYS
-
     if args.assignments:
         for item in args.assignments:
             key, eq, raw = item.partition("=")
@@ -318,6 +312,19 @@ COMMANDS: dict[str, Command] = {
                      views.cmd_gauge),
 }
 
+
+
+def _setting_line(setting: Setting) -> str:
+    """One setting in `%agent help`: help, default, environment variable and accepted range."""
+    default = "unset" if setting.default is None else repr(setting.default)
+    extra = [f"default {default}"]
+    if setting.env:
+        extra.append(f"${setting.env}")
+    if setting.limit is not None:
+        extra.append(describe_setting(setting.name))
+    return f"{setting.help} [{'; '.join(extra)}]"
+
+
 HELP = "\n".join([
     "mxclaw_nb: a coding agent in the notebook.",
     "",
@@ -336,12 +343,8 @@ HELP = "\n".join([
     *(f"  %agent {c.usage:<38} {c.summary}" for c in COMMANDS.values()),
     "",
     "Settings (%agent config key=value, %config AgentMagics.key = value, or ipython_config.py):",
-    "  model, base_url, api_key_env, db, workspace, context_window_tokens, threshold_ratio,",
-    "  keep_recent_tokens, approval, counter, max_iterations, call_deadline, max_prompt_bytes, sandbox,",
-    "  network, shell_env, max_tool_calls, live, widgets, approval_timeout. Numeric ones are checked",
-    "  when set (the range is in the message).",
-    "  Unset ones fall back to MXCLAW_MODEL, OPENAI_BASE_URL, $<api_key_env> (OPENAI_API_KEY),",
-    "  MXCLAW_DB, MXCLAW_CONTEXT_WINDOW, MXCLAW_SANDBOX, MXCLAW_NETWORK, MXCLAW_SHELL_ENV;",
-    "  with no model configured the offline demo model answers.",
+    *(f"  {s.name:<22} {_setting_line(s)}" for s in SETTINGS if s.trait),
+    "  Numeric ones are checked when set (the range is in the message). With no model configured the",
+    "  offline demo model answers.",
     "Token figures marked 'est.' are estimates (SPEC C1); 'reported' ones come from the provider.",
 ])

@@ -19,61 +19,41 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
-from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, validate
+from traitlets import Bool, Enum, Float, Integer, MetaHasTraits, TraitError, TraitType, Unicode, observe, validate
 from traitlets.config import Configurable
 
-from mxclaw_nb.agent import COUNTER_MODES, Agent, check_prompt_size, image_part
+from mxclaw_nb.agent import Agent, check_prompt_size, image_part
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.notebook.approvals import make_approver
 from mxclaw_nb.notebook.commands import COMMANDS, HELP, parse_cell_options, parse_line_prompt, run_command
 from mxclaw_nb.notebook.livelog import LiveLog
 from mxclaw_nb.notebook.parsing import agent_input_guard, near_command
 from mxclaw_nb.notebook.shown import failure_paragraph, show_dry_run
-from mxclaw_nb.settings import LIMITS, MAX_PROMPT_BYTES, check_setting
+from mxclaw_nb.settings import AGENT_SETTINGS, CONFIG_KEYS, LIMITS, SETTINGS, Setting, check_setting
 from mxclaw_nb.store.errors import StoreError
 from mxclaw_nb.text_policy import display
-from mxclaw_nb.tools.base import MAX_TOOL_CALLS
-from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES
 
 if TYPE_CHECKING:  # DuckDB loads with the first store use, not at %load_ext
     from mxclaw_nb.store.writer import Store
 
-AGENT_SETTINGS = ("model", "base_url", "api_key_env", "db", "workspace", "context_window_tokens", "threshold_ratio",
-                  "keep_recent_tokens", "approval", "counter", "max_iterations", "call_deadline", "max_prompt_bytes",
-                  "sandbox", "network", "shell_env", "max_tool_calls")
-CONFIG_KEYS = (*AGENT_SETTINGS, "live", "widgets", "approval_timeout")
+
+
+def _trait(setting: Setting) -> TraitType:
+    """The `%config AgentMagics.<name>` trait of one row of the settings table."""
+    common: dict[str, Any] = {"allow_none": setting.allow_none, "config": True, "help": setting.help}
+    if setting.kind == "choice":
+        return Enum(setting.choices, setting.default, **common)
+    return {"str": Unicode, "int": Integer, "float": Float, "bool": Bool}[setting.kind](setting.default, **common)
+
+
+# The traits of AgentMagics, generated from the one settings table (mxclaw_nb.settings.SETTINGS).
+AgentSettings = MetaHasTraits("AgentSettings", (Configurable,),
+                               {s.name: _trait(s) for s in SETTINGS if s.trait})
 
 
 @magics_class
-class AgentMagics(Magics, Configurable):
+class AgentMagics(Magics, AgentSettings):
     """%agent / %%agent: run agent turns and inspect context management from notebook cells."""
-
-    model = Unicode(None, allow_none=True, config=True, help="Model name (default: $MXCLAW_MODEL, or the demo).")
-    base_url = Unicode(None, allow_none=True, config=True, help="OpenAI-compatible base URL ($OPENAI_BASE_URL).")
-    api_key_env = Unicode("OPENAI_API_KEY", config=True, help="Name of the environment variable holding the key.")
-    db = Unicode(None, allow_none=True, config=True, help="DuckDB file ($MXCLAW_DB, else the per-user data folder).")
-    workspace = Unicode(None, allow_none=True, config=True,
-                        help="Folder the tools work in (default: current folder; the demo uses a sample copy).")
-    context_window_tokens = Integer(None, allow_none=True, config=True,
-                                    help="Context window ($MXCLAW_CONTEXT_WINDOW, else the model table).")
-    threshold_ratio = Float(0.8, config=True, help="Compaction threshold as a share of the window (C2).")
-    keep_recent_tokens = Integer(8000, config=True, help="Safe-tail budget in tokens (C3).")
-    approval = Enum(("ask", "allow", "deny"), "ask", config=True, help="Shell commands: ask, allow or deny.")
-    counter = Enum(COUNTER_MODES, "auto", config=True, help="Token counter (T2/T3).")
-    max_iterations = Integer(20, config=True, help="Model calls per turn before the loop stops.")
-    call_deadline = Float(600.0, config=True, help="Total seconds one model call may take, retries included (L7).")
-    sandbox = Enum(SANDBOX_MODES, None, allow_none=True, config=True,
-                   help="Shell sandbox (L5): auto, bwrap, landlock or off ($MXCLAW_SANDBOX, else auto).")
-    network = Enum(NETWORK_MODES, None, allow_none=True, config=True,
-                   help="Network inside the shell sandbox: off or on ($MXCLAW_NETWORK, else off).")
-    shell_env = Unicode("", config=True, help="Comma-separated extra environment variables the shell may see "
-                        "($MXCLAW_SHELL_ENV); names with KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL are refused.")
-    max_tool_calls = Integer(MAX_TOOL_CALLS, config=True, help="Tool calls run per model response; the rest fail.")
-    max_prompt_bytes = Integer(MAX_PROMPT_BYTES, config=True,
-                               help="Largest prompt in bytes (UTF-8); a longer one is refused with its size.")
-    live = Bool(True, config=True, help="Show the live turn log while a turn runs.")
-    widgets = Bool(True, config=True, help="Use ipywidgets in a kernel (HTML/text fallbacks otherwise).")
-    approval_timeout = Float(300.0, config=True, help="Seconds to wait for Approve/Deny before denying.")
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)

@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - older openai releases
 
 from mxclaw_nb.demo.model import DEMO_MODEL
 from mxclaw_nb.secrets import display_url, redact, register
+from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE  # one owner: the settings table
 
 __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WINDOWS", "Completion", "OpenAIProvider",
            "ProviderError", "Usage", "context_window_for", "demo_provider", "is_prompt_too_long", "resolve_provider"]
@@ -51,7 +52,7 @@ PROMPT_TOO_LONG = re.compile(r"prompt too long|context length|too many tokens", 
 _PROMPT_TOO_LONG_EXTRA = re.compile(
     r"prompt is too long|context_length_exceeded|exceeds? the (available )?context (size|window)", re.IGNORECASE)
 _STORED_ONLY = ("is_error", "reasoning", "attachments")
-DEFAULT_CALL_DEADLINE = 600.0  # seconds one model call may take in total, client retries included
+
 DEFAULT_TIMEOUT = 120.0  # seconds the client waits for each read (a stall), per attempt
 RETRY_NOTICE = "\n[the stream was cut off; asking the provider again]\n"
 

@@ -19,7 +19,7 @@ from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
 from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES, check_env_allow
 
 APPROVAL_MODES = ("allow", "ask", "deny")
-MAX_TOOL_CALLS = 64  # default bound on tool calls run per model response (L3)
+from mxclaw_nb.settings import MAX_TOOL_CALLS  # noqa: E402 - default bound per model response (L3), one owner
 
 
 @dataclass

@@ -40,8 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
-NETWORK_MODES = ("off", "on")
+from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # noqa: E402,F401 - one owner: the settings table
+
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 #: Variables passed through from the parent when set (besides the allow-list setting).
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")

@@ -1,0 +1,123 @@
+"""One settings table (mxclaw_nb.settings.SETTINGS): the traits, `Agent(...)`, `%agent help`, `%agent config` and
+the README agree with it, so a new setting is one row plus the code that uses it (SPEC N1, DESIGN: one owner)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from IPython.testing.globalipapp import start_ipython
+
+from mxclaw_nb import Agent
+from mxclaw_nb.notebook.commands import HELP
+from mxclaw_nb.notebook.magics import AgentMagics
+from mxclaw_nb.settings import CONFIG_KEYS, LIMITS, SETTING, SETTINGS, describe_setting
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+# Agent(...) arguments that are not settings: objects and per-call wiring, or a setting's other form
+NOT_SETTINGS = {"session_id", "provider", "approver", "home", "env", "summarize", "api_key", "shell_env"}
+
+
+def _section(title: str) -> list[str]:
+    """The table rows of the README section headed `title`."""
+    lines = README.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip("# ") == title and line.startswith("#"))
+    rows, body = [], False
+    for line in lines[start + 1:]:
+        if line.startswith("#"):
+            break
+        body = body or line.startswith("|---")
+        if body and line.startswith("| `"):
+            rows.append(line)
+    return rows
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def test_n1_traits_are_the_table() -> None:
+    traits = AgentMagics.class_traits(config=True)
+    assert set(traits) == set(CONFIG_KEYS) == {s.name for s in SETTINGS if s.trait}
+    for name in CONFIG_KEYS:
+        setting, trait = SETTING[name], traits[name]
+        assert trait.default() == setting.default, name
+        assert trait.help == setting.help, name
+        assert trait.allow_none == setting.allow_none, name
+        if setting.choices:
+            assert tuple(trait.values) == setting.choices, name
+
+
+def test_n1_agent_arguments_agree_with_the_table() -> None:
+    params = {n: p for n, p in inspect.signature(Agent).parameters.items() if n != "self"}
+    for setting in SETTINGS:
+        if setting.agent:
+            assert setting.name in params, f"Agent(...) lacks the setting {setting.name}"
+            assert params[setting.name].default == setting.default, setting.name
+    extra = set(params) - {s.name for s in SETTINGS if s.agent} - NOT_SETTINGS
+    assert not extra, f"Agent(...) arguments missing from the settings table: {sorted(extra)}"
+
+
+def test_n1_help_lists_every_setting_with_its_default_and_range() -> None:
+    for setting in SETTINGS:
+        lines = [line for line in HELP.splitlines() if line.startswith(f"  {setting.name} ")]
+        if not setting.trait:
+            assert not lines, setting.name
+            continue
+        assert len(lines) == 1, setting.name
+        assert setting.help in lines[0]
+        if setting.limit is not None:
+            assert describe_setting(setting.name) in lines[0]
+        if setting.env:
+            assert f"${setting.env}" in lines[0]
+
+
+def test_n1_readme_settings_table_is_the_table() -> None:
+    rows = {_cells(r)[0].strip("`"): _cells(r) for r in _section("Settings")}
+    assert list(rows) == list(CONFIG_KEYS), "README's settings table: one row per setting, in table order"
+    for name, (_, default, meaning) in rows.items():
+        setting = SETTING[name]
+        if setting.env:
+            assert f"${setting.env}" in default, (name, default)
+        elif setting.default is not None:
+            shown = re.sub(r"[`,]", "", default)
+            plain = f"{setting.default:g}" if isinstance(setting.default, float) else str(setting.default)
+            assert shown == plain or (setting.default == "" and "empty" in default), (name, default)
+        if name in LIMITS:
+            assert describe_setting(name).replace(" (or unset)", "") in meaning, name
+
+
+def test_n1_readme_configuration_table_names_agent_arguments_and_environment() -> None:
+    params = inspect.signature(Agent).parameters
+    seen = set()
+    for row in _section("Configuration"):
+        argument, trait, env, _ = _cells(row)
+        argument = argument.strip("`")
+        assert argument in params, argument
+        if argument == "api_key":  # the key itself; the setting is the *name* of its variable
+            assert trait.startswith("`api_key_env`")
+            continue
+        setting = SETTING[argument]
+        seen.add(argument)
+        assert trait.split()[0].strip("`") == (argument if setting.trait else "—"), (argument, trait)
+        assert env.strip("`") == (setting.env or "—"), (argument, env)
+    assert seen == {s.name for s in SETTINGS if s.agent or s.name == "shell_env"}
+
+
+@pytest.fixture
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "mxclaw_nb")
+    yield shell
+    shell.run_line_magic("unload_ext", "mxclaw_nb")
+
+
+def test_n1_config_shows_every_setting_with_the_tables_help(ip, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MXCLAW_DB", str(tmp_path / "s.duckdb"))
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    df = ip.run_line_magic("agent", "config")
+    assert list(df["setting"]) == list(CONFIG_KEYS)
+    assert list(df["help"]) == [SETTING[k].help for k in CONFIG_KEYS]
