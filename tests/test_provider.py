@@ -268,7 +268,7 @@ def run_tool(ws: Path, name: str, args: dict, artifacts: dict[str, str]) -> str:
         path.write_text(text.replace(args["old_string"], args["new_string"]), encoding="utf-8")
         return f"Edited {args['path']}"
     if name == "bash":
-        command = args["command"].replace("python ", f"{sys.executable} ", 1).replace("python3 ", f"{sys.executable} ")
+        command = re.sub(r"^python3? ", lambda _: f"{sys.executable} ", args["command"])  # whatever its name
         proc = subprocess.run(command, shell=True, cwd=ws, capture_output=True, text=True, timeout=60)
         out = f"exit code {proc.returncode}\n[stdout]\n{proc.stdout}\n[stderr]\n{proc.stderr}"
         out = out if proc.returncode == 0 else f"Tool failed: {out}"

@@ -15,6 +15,7 @@ from mxclaw_nb.demo.plans import (
     BUG_LINE,
     FIXED_LINE,
     FOOTER,
+    GEN_LOG,
     SHELVES,
     SLOW_REPORT,
     TEST_FIRST,
@@ -39,15 +40,26 @@ def _count_lines(text: str | None, needle: str) -> int:
     return sum(1 for line in (text or "").splitlines() if needle in line)
 
 
+def _compacted(text: str | None) -> bool:
+    """True when a tool result is now a C5 placeholder: its content is no longer in the request."""
+    return (text or "").startswith("[old tool output compacted")
+
+
 def _stored(ctx: Ctx) -> str:
     aid = ctx.artifact_id()
-    return f"stored as artifact {aid}" if aid else "shown in full (no artifact id visible)"
+    if aid:
+        return f"stored as artifact {aid}"
+    if _compacted(ctx.result("bash", command=GEN_LOG)):
+        return "stored as an artifact, whose id has since been compacted out of my context"
+    return "shown in full (no artifact id visible)"
 
 
 def _answer_fix(ctx: Ctx) -> str:
     before, after = ctx.result("bash", command=TEST_FIRST), ctx.result("bash", command=VERIFY)
     edit = ctx.result("edit_file", path="inventory/stock.py")
-    grep_hits = max(0, len((ctx.result("grep", pattern="total_value", path=".") or "").splitlines()) - 1)
+    grep = ctx.result("grep", pattern="total_value", path=".")
+    found = ("searched for total_value (that output has since been compacted out of my context)" if _compacted(grep)
+             else f"found {max(0, len((grep or '').splitlines()) - 1)} lines mentioning total_value")
     if before is not None and before.startswith("exit code 0"):
         head = "The stock tests already pass, so there was nothing to fix."
     elif after is not None and after.startswith("exit code 0"):
@@ -56,8 +68,8 @@ def _answer_fix(ctx: Ctx) -> str:
                 "`for item in items:` and the verification command now passes.")
     else:
         head = "I could not get the tests to pass; the last run still fails (see below)."
-    return (f"{head}\n\nWhat I did: listed the workspace, read inventory/stock.py, found {grep_hits} lines "
-            f"mentioning total_value, ran the build (the long log was {_stored(ctx)}), ran the tests, edited the "
+    return (f"{head}\n\nWhat I did: listed the workspace, read inventory/stock.py, {found}, ran the build "
+            f"(the long log was {_stored(ctx)}), ran the tests, edited the "
             f"file ({(edit or 'no edit').splitlines()[0]}), added tests/test_regression.py "
             f"({len(SHELVES) + 1} cases: {', '.join(n for n, _, _ in SHELVES)}, report total), re-ran the tests."
             f"\n\nThe change:\n    - {BUG_LINE.strip()}\n    + {FIXED_LINE.strip()}\n\nTest run before the fix:\n"
