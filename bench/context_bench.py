@@ -1,4 +1,4 @@
-"""Benchmark of the context engine (issue 2): build_request_view vs LangChain trim_messages vs exact o200k_base.
+"""Benchmark of the context engine (SPEC C1-C9): build_request_view vs LangChain trim_messages vs exact o200k_base.
 
 Why: the loop rebuilds the request view before every model call, so the engine must be cheap when a
 turn appends one message to a long session (target: <= 5 ms at 10k messages with a TokenCache kept

@@ -1,4 +1,4 @@
-"""How far each token counter is from exact o200k_base counts on the shared transcripts (issue 9, SPEC T2).
+"""How far each token counter is from exact o200k_base counts on the shared transcripts (SPEC T2).
 
 Why: the context threshold only holds in real tokens if the counter does not under-count. This prints,
 per counter and role, the share of under-counted messages and the median / 5th-percentile / minimum ratio
@@ -95,7 +95,7 @@ def speed(path: Path) -> None:
 
 
 def replay(path: Path, window: int, tokens: int) -> None:
-    """Replay a long session per transcript file through the engine with each counter (issue 9)."""
+    """Replay a long session per transcript file through the engine with each counter (SPEC T2)."""
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     for file in files:
         session = chain_conversations(load_conversations(file), tokens)

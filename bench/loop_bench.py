@@ -1,4 +1,4 @@
-"""Loop overhead per model call, everything but the model and HTTP (issues 4 and 19: flat cost per call).
+"""Loop overhead per model call, everything but the model and HTTP (SPEC L1, C7: flat cost per call).
 
 A stored session of N messages (1k, 10k, 100k; seeded once per size, the file copied per run) is resumed
 by a fresh Agent, which runs several turns of K model calls each against the local test server (each reply

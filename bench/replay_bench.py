@@ -1,4 +1,4 @@
-"""Replay/compare benchmark over the shared transcripts (issue 8): the figures for the closing note.
+"""Replay/compare benchmark over the shared transcripts (SPEC S4): the figures for the closing note.
 
 Why: "fast enough for hundreds of sessions" and "what does a policy do to real sessions" are
 measurements, so this script takes them the same way every time: every conversation in

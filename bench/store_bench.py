@@ -1,4 +1,4 @@
-"""Benchmark the DuckDB store against the same workload on sqlite3 in WAL mode (issue 3, SPEC S3).
+"""Benchmark the DuckDB store against the same workload on sqlite3 in WAL mode (SPEC S3).
 
 Why: DuckDB lets one process write a file at a time and opening it costs ~10 ms, so the store keeps
 a cross-process lease (mxclaw_nb/store/lease.py). This script measures what that design costs:

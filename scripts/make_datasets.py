@@ -1,4 +1,4 @@
-"""Build the transcripts shipped in ``mxclaw_nb/datasets/`` from the full shared set (issue 15 "Build").
+"""Build the transcripts shipped in ``mxclaw_nb/datasets/`` from the full shared set (data for notebooks 03, 04).
 
 Why: notebooks 03 and 04 should show real agent traffic on a fresh clone, where ``../shared/transcripts``
 is absent; the full set (4 MB) is more than a package should carry. The selection is a rule, not a hand

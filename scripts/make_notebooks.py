@@ -1,4 +1,4 @@
-"""Generate, execute and save the teaching notebooks in `notebooks/` (issue 6).
+"""Generate, execute and save the teaching notebooks in `notebooks/` (SPEC N1, N2).
 
 Why: a notebook's JSON is hard to review and easy to let drift. The cells live here as Python data
 (one module per notebook in `scripts/nb_cells/`), so a change is a readable diff; this script builds the

@@ -1,4 +1,4 @@
-"""Replay, compare, fact survival, estimator honesty and plots (issue 8; SPEC C0-C8, C7, T1/T2)."""
+"""Replay, compare, fact survival, estimator honesty and plots (SPEC S4, C0-C8, C7, T1/T2)."""
 
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ def test_compare_policies_as_objects_and_dicts() -> None:
 
 
 def test_compare_over_all_shared_transcripts_at_three_windows() -> None:
-    """Issue 8 must-show: all 223 shared conversations, 8k/16k/32k windows; smaller windows compact more."""
+    """S4/C2: all 223 shared conversations, 8k/16k/32k windows; smaller windows compact more."""
     df = compare(_shared(), WINDOWS, progress=False)
     assert df["session_id"].nunique() == 223
     s = summarize_policies(df).set_index("policy")

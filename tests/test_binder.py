@@ -1,4 +1,4 @@
-"""Issue 6: the binder/ folder builds a JupyterLab image that installs this package and opens the quickstart.
+"""SPEC N1: the binder/ folder builds a JupyterLab image that installs this package and opens the quickstart.
 
 `jupyter-repo2docker --no-build --debug .` prints the Dockerfile it would build, without Docker.
 """

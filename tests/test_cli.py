@@ -1,4 +1,4 @@
-"""The README's main job: `python -m mxclaw_nb demo` runs offline turns and prints the context per call (issue 4)."""
+"""The README's main job: `python -m mxclaw_nb demo` runs offline turns and prints the context per call (SPEC L1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC T1/T2 (issue 9): pluggable token counters in mxclaw_nb.context.counters (pure, no tokenizer)."""
+"""SPEC T1/T2 (SPEC T2): pluggable token counters in mxclaw_nb.context.counters (pure, no tokenizer)."""
 
 from __future__ import annotations
 

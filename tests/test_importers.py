@@ -1,4 +1,4 @@
-"""Importers (issue 8): OpenAI chat JSONL, Claude Code session logs, Codex CLI rollouts -> store sessions (S1, S2)."""
+"""Importers (SPEC S4): OpenAI chat JSONL, Claude Code session logs, Codex CLI rollouts -> store sessions (S1, S2)."""
 
 from __future__ import annotations
 

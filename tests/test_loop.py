@@ -338,7 +338,7 @@ def test_demo_model_runs_offline_through_the_same_path(workspace, tmp_path):
 
 @pytest.mark.parametrize("counter", ["estimate", "auto"])
 def test_usage_above_the_estimate_needs_calibration(workspace, tmp_path, counter):
-    """Issue 9 / T3: the provider counts 1.3x the C1 estimate and rejects prompts over its window.
+    """T3: the provider counts 1.3x the C1 estimate and rejects prompts over its window.
 
     With the estimate alone the threshold (0.8 of the window, in est. tokens) lets real prompts exceed the window,
     so the C9 retry fires. With the calibrated counter (auto) compaction happens in time and no retry fires.

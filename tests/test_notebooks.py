@@ -1,4 +1,4 @@
-"""Static checks of the teaching notebooks (issue 6; N1/N2 surfaces), complementing `pytest --nbval-lax notebooks/`.
+"""Static checks of the teaching notebooks (SPEC N1/N2 surfaces), complementing `pytest --nbval-lax notebooks/`.
 
 nbval re-runs the notebooks and compares the cells tagged `nbval-check-output`; these fast tests make sure
 that comparison means something: the stored notebooks are exactly what `scripts/make_notebooks.py`

@@ -105,7 +105,7 @@ def test_servers_without_usage_give_none_and_rejected_stream_options_are_dropped
 
 
 def test_usage_scale_reports_scaled_counts(test_server):
-    """Issue 9: with usage_scale 1.3 the reported prompt tokens are 1.3x the server's count."""
+    """T2/T3: with usage_scale 1.3 the reported prompt tokens are 1.3x the server's count."""
     test_server.usage_counter = "estimate"
     messages = [{"role": "user", "content": "x" * 400}]
     base = provider(test_server).complete(messages, None).usage.prompt_tokens
@@ -303,7 +303,7 @@ def play_turn(p: OpenAIProvider, ws: Path, messages: list[dict], prompt: str, ar
 
 
 def test_demo_model_plays_a_full_fix_turn_on_the_sample_workspace(tmp_path):
-    """Issue 4: list, read, grep, large output -> artifact, failing test, edit, re-run passes, answer."""
+    """L1/L3: list, read, grep, large output -> artifact, failing test, edit, re-run passes, answer."""
     ws = copy_demo_workspace(tmp_path / "ws")
     p = demo_provider()
     messages = [{"role": "system", "content": "You are a coding agent."}]
@@ -326,7 +326,7 @@ def test_demo_model_plays_a_full_fix_turn_on_the_sample_workspace(tmp_path):
 
 
 def test_demo_usage_is_an_exact_token_count_when_available(demo_server):
-    """Issue 9: the demo reports prompt_tokens from the o200k_base count of the request (when installed)."""
+    """T2/T3: the demo reports prompt_tokens from the o200k_base count of the request (when installed)."""
     messages = [{"role": "user", "content": "review the code"}]
     c = OpenAIProvider(base_url=demo_server.base_url, api_key=None, model=DEMO_MODEL).complete(messages, None)
     counted, counter = count_prompt_tokens(demo_server.requests[0]["messages"])

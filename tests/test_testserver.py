@@ -81,7 +81,7 @@ def test_scripted_text_reply_and_exact_request_record(test_server):
 
 
 def test_estimate_usage_is_the_c1_estimate_times_scale(test_server):
-    """T3: with usage_counter='estimate', reported prompt_tokens = ceil(scale * C1 sum) (issue 9 test setup)."""
+    """T3: with usage_counter='estimate', reported prompt_tokens = ceil(scale * C1 sum)."""
     test_server.usage_counter = "estimate"
     test_server.usage_scale = 1.3
     c1 = sum(estimate_tokens(m) for m in MESSAGES)
@@ -91,7 +91,7 @@ def test_estimate_usage_is_the_c1_estimate_times_scale(test_server):
 
 
 def test_exact_usage_counts_o200k_tokens_in_chat_framing():
-    """Issue 9: the demo's usage comes from a real tokenizer: 4 per message + content + call JSON, + 3."""
+    """T2/T3: the demo's usage comes from a real tokenizer: 4 per message + content + call JSON, + 3."""
     tok = pytest.importorskip("mxclaw_nb.provider.tokenizers")
     enc = tok.exact_encoding("o200k_base")
     if enc is None:

@@ -1,4 +1,4 @@
-"""SPEC T2 (issue 9): exact tiktoken encodings from offline data, counter_by_name, the accuracy table."""
+"""SPEC T2 (SPEC T2): exact tiktoken encodings from offline data, counter_by_name, the accuracy table."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_t2_exact_counter_counts_messages(offline):
     assert counter.count(message) == expected
     # Special-token text inside content is plain text, never an error.
     assert counter.count({"role": "user", "content": "<|endoftext|>"}) > MESSAGE_OVERHEAD_TOKENS + 1
-    # The C1 estimate under-counts this JSON-heavy tool call (issue 9's finding, on one message).
+    # The C1 estimate under-counts this JSON-heavy tool call (a T2 finding, on one message).
     assert estimate_tokens(message) < counter.count(message)
 
 
@@ -162,7 +162,7 @@ def _agent_conversation(n_steps: int) -> list[dict]:
 
 
 def test_t2_accuracy_table_on_synthetic_agent_traffic(tmp_path):
-    """Issue 9: per-role table; C1 under-counts JSON tool output; calibration brings requests close."""
+    """T2/T3: per-role table; C1 under-counts JSON tool output; calibration brings requests close."""
     path = _write_jsonl(tmp_path / "t.jsonl", [_agent_conversation(6), _agent_conversation(9)])
     table = accuracy_table(path, k=4)
     assert list(table.columns) == ["counter", "role", "n", "under_share", "median_ratio", "p5_ratio", "min_ratio"]
@@ -194,7 +194,7 @@ def test_accuracy_bad_input(tmp_path):
 
 @pytest.mark.skipif(not DEFAULT_TRANSCRIPTS.is_dir(), reason="shared transcripts not present")
 def test_t2_shared_transcripts_issue9_findings():
-    """Issue 9 on the shared transcripts: C1 under-counts most messages; online calibration keeps request
+    """T2 on the shared transcripts: C1 under-counts most messages; online calibration keeps request
     totals within a few percent of exact while C1 is off by more than 15% at its worst."""
     row = accuracy_table(DEFAULT_TRANSCRIPTS).set_index(["counter", "role"])
     assert row.loc[("estimate", "all"), "under_share"] > 0.5
@@ -220,7 +220,7 @@ def test_bench_prints_the_table(tmp_path, capsys):
 
 @pytest.mark.skipif(not (DEFAULT_TRANSCRIPTS / "tau-bench.jsonl").is_file(), reason="shared transcripts not present")
 def test_t2_replay_at_32k_window_c1_overflows_exact_and_calibrated_hold():
-    """Issue 9 must-show: replaying real tau-bench traffic (conversations chained into one ~36k-token
+    """T2/T3: replaying real tau-bench traffic (conversations chained into one ~36k-token
     session) through the engine at a 32k window, C1 alone sends requests over the real window; the exact
     and the calibrated counters (learning from usage as the loop does, T3) keep every request inside."""
     window = 32_000

@@ -1,4 +1,4 @@
-"""How well each token counter tracks exact o200k_base counts on real transcripts (issue 9, SPEC T2).
+"""How well each token counter tracks exact o200k_base counts on real transcripts (SPEC T2).
 
 Why: the threshold (C2) only protects the context window if the counter behind it does not under-count.
 This module measures that on the shared transcripts (or any JSONL of conversations) and returns a pandas
@@ -6,7 +6,7 @@ DataFrame for notebooks; ``bench/estimator_accuracy.py`` prints the same table.
 
 Reference: the exact ``o200k_base`` count of each message as a provider sees it (``FunctionCounter``:
 text + tool-call JSON + 4 framing tokens per message; ``framing=0`` compares the text only, which is how
-issue 9's first figures were taken). Counters compared, per role and overall:
+the first figures were taken). Counters compared, per role and overall:
 
 - ``estimate``: SPEC C1; ``cl100k_base``: exact counts with the older encoding (same framing).
 - ``calibrated@k``: a factor learned per conversation from its first ``k`` messages, their exact totals
@@ -187,7 +187,7 @@ def chain_conversations(conversations: Iterable[tuple[str, Sequence[dict]]], min
 
 def replay_window(messages: Sequence[dict], window: int, counters: Sequence[str] = ("estimate", "o200k_base",
                   "calibrated"), threshold_ratio: float = 0.8, keep_recent_tokens: int = 8_000) -> pd.DataFrame:
-    """Replay a transcript's model calls through the context engine with each counter (issue 9).
+    """Replay a transcript's model calls through the context engine with each counter (SPEC T2).
 
     Every assistant message is a model call whose input is the transcript before it; the request view is
     built with ``ContextPolicy(window, threshold_ratio, keep_recent_tokens, counter)`` and measured with

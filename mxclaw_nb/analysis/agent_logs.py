@@ -1,4 +1,4 @@
-"""Parse the session logs coding agents leave on disk into Conversations (issue 8; mapping in docs/importers.md).
+"""Parse the session logs coding agents leave on disk into Conversations (SPEC S4; mapping in docs/importers.md).
 
 Why: the transcripts people most want to study are their own, and two agents keep them as JSONL:
 Claude Code (``~/.claude/projects/<project>/<session>.jsonl``) and Codex CLI

@@ -1,4 +1,4 @@
-"""Compare compaction policies across many sessions: one tidy DataFrame, plus summaries (issue 8).
+"""Compare compaction policies across many sessions: one tidy DataFrame, plus summaries (SPEC S4).
 
 Why: a policy is judged on a population, not on one session: how often it compacts, how much it
 saves, which stages it reaches, what facts survive, and whether its threshold holds in real tokens.
@@ -111,7 +111,7 @@ def summarize_comparison(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize_policies(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per policy over all sessions: the figures for a report (see README of issue 8)."""
+    """One row per policy over all sessions: the figures for a report (see the README's analysis section)."""
     rows = []
     for label, d in df.groupby("policy", observed=True, sort=False):
         per_session = d.groupby("session_id", sort=False)

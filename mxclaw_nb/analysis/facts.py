@@ -1,4 +1,4 @@
-"""Fact survival: which concrete facts of compacted messages are still visible in a request view (issue 8).
+"""Fact survival: which concrete facts of compacted messages are still visible in a request view (SPEC S4).
 
 Why: "tokens saved" alone rewards a policy that throws everything away. What an agent needs after a
 compaction are the concrete handles it was working with — file paths, error lines, numbers (ids,

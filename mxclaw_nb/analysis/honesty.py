@@ -1,4 +1,4 @@
-"""Estimator honesty: the C1 estimate beside exact o200k_base counts and provider-reported usage (issue 8, T).
+"""Estimator honesty: the C1 estimate beside exact o200k_base counts and provider-reported usage (SPEC S4, T1-T3).
 
 Why: the threshold (C2) protects the window only as far as the count behind it is honest. C1 is
 deliberately simple, and it under-counts some traffic badly (code, JSON, logs). This module shows

@@ -1,4 +1,4 @@
-"""Import transcripts from files into the store as sessions (issue 8).
+"""Import transcripts from files into the store as sessions (SPEC S4).
 
 Why: replaying compaction policies is only useful on real traffic, and most real traffic lives in
 files: OpenAI chat-format JSONL exports (one conversation per line, as in ``../shared/transcripts``)

@@ -1,4 +1,4 @@
-"""Plots of policy comparisons and estimator honesty (issue 8), in the project's colours.
+"""Plots of policy comparisons and estimator honesty (SPEC S4), in the project's colours.
 
 Why: a comparison of several policies over hundreds of sessions is read at a glance or not at all.
 These functions turn ``compare`` / ``estimate_honesty`` frames into small matplotlib figures: share of

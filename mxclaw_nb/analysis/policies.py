@@ -1,4 +1,4 @@
-"""Policies for replays and comparisons, given as ContextPolicy objects or plain dicts (issue 8).
+"""Policies for replays and comparisons, given as ContextPolicy objects or plain dicts (SPEC S4).
 
 Why: an analyst sweeping "8k, 16k, 32k windows with a 2k/4k/8k tail" should be able to write the
 sweep as a list of small dicts in a notebook cell, and every result row needs a short, stable label

@@ -1,4 +1,4 @@
-"""Replay a compaction policy over a stored or imported transcript, without calling a model (issue 8).
+"""Replay a compaction policy over a stored or imported transcript, without calling a model (SPEC S4).
 
 Why: the question "what would a 32k window with a 4k tail have done to this session?" has an exact
 answer that needs no model: the loop calls the model before every assistant message, and the context

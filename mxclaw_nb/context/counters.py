@@ -1,4 +1,4 @@
-"""Pluggable token counters for the context policy (SPEC T1-T3, issue 9).
+"""Pluggable token counters for the context policy (SPEC T1-T3).
 
 Why: the C1 estimate is tokenizer-free and conservative on prose, but on real agent traffic (code, JSON,
 logs) it is *below* the provider's count for most messages, so a threshold measured in estimated tokens

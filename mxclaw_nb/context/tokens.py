@@ -2,7 +2,7 @@
 
 No tokenizer is needed: every CJK character counts as one token, other characters as a quarter,
 each image as 2,000 and the compact JSON of tool calls as a quarter token per character. It is
-deliberately simple so it is stable across providers; issue 9's counters (`counters.py`) refine it
+deliberately simple so it is stable across providers; the T2 counters (`counters.py`) refine it
 when real usage is known. Only what is sent counts: the estimate is taken of the sanitised message,
 so display-only fields such as `reasoning` never inflate it. The CJK set is defined here and nowhere
 else.

@@ -1,6 +1,6 @@
 """Token counts the local server reports as usage: exact o200k_base when installed, else the C1 estimate.
 
-Why: token calibration (SPEC T2/T3, issue 9) learns from provider-reported `prompt_tokens`, so the
+Why: token calibration (SPEC T2/T3) learns from provider-reported `prompt_tokens`, so the
 offline demo and test server must report figures that behave like a real provider's. With the offline
 o200k_base encoding (tiktoken + the rank files shipped by bpe-openai) the count follows OpenAI's
 published chat recipe; without it the C1-style estimate serves. This is a small local re-statement of

@@ -1,4 +1,4 @@
-"""Exact OpenAI tokenizers from offline data, as token counters (SPEC T2, issue 9).
+"""Exact OpenAI tokenizers from offline data, as token counters (SPEC T2).
 
 Why: the C1 estimate under-counts code, JSON and logs, and an exact count needs the BPE rank files that
 tiktoken normally downloads on first use. The project must never touch the network (only loopback), so

@@ -2,7 +2,7 @@
 
 Why it never raises: a model's tool call is untrusted input. Invalid JSON, an unknown tool name or
 a missing argument must come back to the model as an ``Invalid ...`` failure result so the loop
-goes on and the model can correct itself (issue 4, "Bad input"); a bug inside a tool becomes a
+goes on and the model can correct itself (SPEC L7: bad input gets a clear error); a bug inside a tool becomes a
 ``Tool failed: ...`` result. Only ``KeyboardInterrupt`` (the notebook's stop button) passes
 through, because the loop turns that into an interrupted turn (L4).
 

@@ -1,4 +1,4 @@
-"""Widgets for replay and comparison results (issue 8): a replayed session's timeline, the comparison box.
+"""Widgets for replay and comparison results (SPEC S4): a replayed session's timeline, the comparison box.
 
 They live with the other widgets so the analysis layer stays free of UI imports (DESIGN: nothing imports
 UI); the figures themselves come from ``mxclaw_nb.analysis.plots``. Displayed, they are static HTML with

@@ -1,4 +1,4 @@
-"""The benchmark script stays runnable (issue 2): a tiny run prints every figure and both targets."""
+"""The benchmark script stays runnable (SPEC C1-C9): a tiny run prints every figure and both targets."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def test_input_never_mutated_and_output_byte_identical_on_every_path() -> None:
 
 
 def test_cache_gives_the_same_view_as_no_cache() -> None:
-    """Issue 2 item 4: the TokenCache changes speed only, never the result."""
+    """C1: the TokenCache changes speed only, never the result."""
     msgs = [SYSTEM, *failing_steps(0, 3), *step(5, "x" * 20_000)]
     cache = TokenCache()
     for window in (100_000, 9_000, 3_000):

@@ -189,7 +189,7 @@ def test_c1_request_estimate_is_additive(messages: list) -> None:
 @settings(max_examples=100, deadline=None)
 @given(cases())
 def test_incremental_cache_gives_identical_views(case: tuple[list, ContextPolicy]) -> None:
-    """Issue 2 item 4: growing a transcript one message at a time with one TokenCache = cold builds."""
+    """C1: growing a transcript one message at a time with one TokenCache = cold builds."""
     messages, policy = case
     cache = TokenCache()
     grown: list = []
@@ -349,7 +349,7 @@ def test_t3_view_carries_the_c1_estimate_of_what_is_sent_under_any_counter(case:
 @given(cases(), st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=40))
 def test_incremental_cache_with_a_changing_counter_gives_identical_views(case: tuple[list, ContextPolicy],
                                                                          switches: list[int]) -> None:
-    """Issue 2 item 4 / T3: one TokenCache across builds whose counter changes from call to call (as the
+    """C1/T3: one TokenCache across builds whose counter changes from call to call (as the
     calibrated counter does after every usage report): every view equals a cold build with that counter."""
     from dataclasses import replace
 

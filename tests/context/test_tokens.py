@@ -97,7 +97,7 @@ def test_c1_estimate_of_view_matches_sent_messages_in_pipeline() -> None:
 
 
 def test_token_cache_recounts_only_new_messages() -> None:
-    """Issue 2 item 4: a kept TokenCache makes a rebuild after one append estimate just the grown part
+    """C1: a kept TokenCache makes a rebuild after one append estimate just the grown part
     (the new message, and at most the last message before it, where repair planning resumes)."""
     msgs = [user(f"message {k}") for k in range(50)]
     cache = TokenCache()
