@@ -1,4 +1,4 @@
-"""SPEC C9: recognise a provider's "prompt too long" error from its message text.
+"""SPEC C9: recognise a provider's "prompt too long" error from its message text (the one classifier).
 
 Providers word it differently (OpenAI: "maximum context length", Anthropic: "prompt is too long",
 vLLM/llama.cpp: "too many tokens"), so the loop matches the SPEC's pattern on the error text and
@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import re
 
-PROMPT_TOO_LONG_RE = re.compile(r"prompt (?:is )?too long|context length|too many tokens", re.IGNORECASE)
+# SPEC C9's pattern (`prompt too long|context length|too many tokens`), plus the same condition as other
+# servers spell it (Anthropic-style "prompt is too long", OpenAI's code, llama.cpp's "exceeds the context size").
+PROMPT_TOO_LONG_RE = re.compile(
+    r"prompt (?:is )?too long|context length|too many tokens|context_length_exceeded"
+    r"|exceeds? the (?:available )?context (?:size|window)", re.IGNORECASE)
 
 
 def is_prompt_too_long(error_message: str | None) -> bool:

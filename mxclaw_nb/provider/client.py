@@ -38,6 +38,7 @@ try:  # the transport under the openai client: httpx2 in recent releases, httpx 
 except ImportError:  # pragma: no cover - older openai releases
     import httpx as _httpx  # type: ignore[no-redef]
 
+from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC C9), re-exported
 from mxclaw_nb.demo.model import DEMO_MODEL
 from mxclaw_nb.secrets import display_url, redact, register
 from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE  # one owner: the settings table
@@ -47,19 +48,10 @@ __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WIN
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEMO_LABEL = "demo model (offline)"
-# SPEC C9's pattern, plus spellings of the same condition by other servers (Anthropic-style, llama.cpp).
-PROMPT_TOO_LONG = re.compile(r"prompt too long|context length|too many tokens", re.IGNORECASE)
-_PROMPT_TOO_LONG_EXTRA = re.compile(
-    r"prompt is too long|context_length_exceeded|exceeds? the (available )?context (size|window)", re.IGNORECASE)
 _STORED_ONLY = ("is_error", "reasoning", "attachments")
 
 DEFAULT_TIMEOUT = 120.0  # seconds the client waits for each read (a stall), per attempt
 RETRY_NOTICE = "\n[the stream was cut off; asking the provider again]\n"
-
-
-def is_prompt_too_long(text: str) -> bool:
-    """True when a provider error text says the request is over the model's context (SPEC C9)."""
-    return bool(PROMPT_TOO_LONG.search(text) or _PROMPT_TOO_LONG_EXTRA.search(text))
 
 
 @dataclass

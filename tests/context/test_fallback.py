@@ -101,6 +101,11 @@ def test_c8_only_two_system_messages_even_when_summaries_were_pinned() -> None:
     "PROMPT TOO LONG: 210000 tokens > 200000 maximum",
     "Request failed: too many tokens in request",
     "Context Length exceeded",
+    # the same condition as other servers word it (one classifier for the engine and the provider)
+    "prompt is too long: 201234 tokens > 200000 maximum",
+    '{"error": {"code": "context_length_exceeded"}}',
+    "the request exceeds the available context size, try increasing it",
+    "input exceeds the context window",
 ])
 def test_c9_prompt_too_long_is_recognised(message: str) -> None:
     """C9: /prompt too long|context length|too many tokens/i."""
@@ -134,3 +139,10 @@ def test_c8_fallback_tokens_are_estimates_of_what_is_sent() -> None:
 
     view = build_request_view(session(), ContextPolicy(2_000, 0.8, 300), summarize=boom)
     assert view.after_tokens == estimate_messages(view.messages) < view.before_tokens
+
+
+def test_c9_engine_and_provider_share_one_classifier() -> None:
+    """C9: the provider's error kind and the loop's retry decision come from the same function."""
+    from mxclaw_nb.provider import client
+
+    assert client.is_prompt_too_long is is_prompt_too_long
