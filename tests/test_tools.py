@@ -454,14 +454,11 @@ def test_a1_small_results_pass_through_finalize_unchanged(ws: Path, reg: ToolReg
     assert reg.finalize(res, make_ctx(ws, artifacts=MemArtifacts())) is res
 
 
-def test_l3_tool_run_is_fast_enough_for_the_loop(ws: Path, reg: ToolRegistry) -> None:
+def test_l3_repeated_tool_runs_leave_the_workspace_as_it_was(ws: Path, reg: ToolRegistry) -> None:
+    """200 reads in a row answer the same (their speed per call: bench/overhead_bench.py)."""
     ctx = make_ctx(ws)
-    t0 = time.perf_counter()
-    for _ in range(200):
-        call(reg, ctx, "read_file", path="notes.md")
-    per_call_ms = (time.perf_counter() - t0) / 200 * 1000
-    assert per_call_ms < 20, per_call_ms
-    assert os.path.exists(ws / "notes.md")
+    results = {call(reg, ctx, "read_file", path="notes.md").content for _ in range(200)}
+    assert len(results) == 1 and os.path.exists(ws / "notes.md")
 
 
 def test_a1_a2_a3_with_the_real_duckdb_store(ws: Path, reg: ToolRegistry, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -194,15 +193,15 @@ def test_n2_inspector_micro_dropped_synthetic_and_cjk():
 
 
 def test_n2_inspector_caps_rows_with_visible_count():
-    """A 10,000-message view renders quickly with at most max_rows rows and a visible count."""
+    """A 10,000-message view shows at most max_rows rows per table and says how many it shows (its speed:
+    bench/widget_bench.py)."""
     v = build_request_view(synthetic_transcript(10_000), ContextPolicy(context_window_tokens=400_000))
-    started = time.perf_counter()
     insp = CompactionInspector(v, max_rows=200)
-    elapsed = time.perf_counter() - started
     assert len(insp.before_df) == 10_000
-    assert "showing 200 of 10,000 messages" in insp._before.value
-    assert insp._before.value.count('class="mx-row"') == 200
-    assert elapsed < 5, f"inspector took {elapsed:.1f} s"
+    html = insp.to_html()
+    before = html[html.index("Before (transcript"):html.index("After (sent")]
+    assert "showing 200 of 10,000 messages" in before
+    assert before.count('class="mx-row"') == 200
     with pytest.raises(ValueError, match="max_rows"):
         CompactionInspector(v, max_rows=0)
     with pytest.raises(TypeError, match="RequestView"):
