@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from IPython.testing.globalipapp import start_ipython
+from IPython.core.interactiveshell import InteractiveShell
 
 from mxclaw_nb import Agent
 from mxclaw_nb.notebook.commands import HELP
@@ -108,10 +108,12 @@ def test_n1_readme_configuration_table_names_agent_arguments_and_environment() -
 
 @pytest.fixture
 def ip():
-    shell = start_ipython()
+    shell = InteractiveShell.instance()  # the process's one shell (a singleton), as in test_magics
+    shell.config.pop("AgentMagics", None)
     shell.run_line_magic("load_ext", "mxclaw_nb")
     yield shell
     shell.run_line_magic("unload_ext", "mxclaw_nb")
+    shell.config.pop("AgentMagics", None)
 
 
 def test_n1_config_shows_every_setting_with_the_tables_help(ip, tmp_path, monkeypatch) -> None:

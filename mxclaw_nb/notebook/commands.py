@@ -22,6 +22,7 @@ from IPython.core.error import UsageError
 from traitlets import Bool, Enum, TraitError
 
 from mxclaw_nb.notebook import shown as views
+from mxclaw_nb.notebook.host import CommandHost
 from mxclaw_nb.secrets import redact_obj
 from mxclaw_nb.settings import CONFIG_KEYS, ENV_OF, LIMITS, SETTINGS, Setting, describe_setting
 from mxclaw_nb.widgets.style import counted
@@ -53,7 +54,7 @@ class Command:
 
     summary: str
     usage: str
-    handler: Callable[[Any, Any], Any]
+    handler: Callable[[CommandHost, Any], Any]  # parsed options (argparse.Namespace), or the raw text
     configure: Callable[[Parser], None] | None = None
     raw: bool = False  # the rest of the line is passed as text (SQL, prompts), not parsed
 
@@ -65,7 +66,7 @@ def _parser(name: str, command: Command) -> Parser:
     return parser
 
 
-def run_command(magics: Any, name: str, rest: str) -> Any:
+def run_command(magics: CommandHost, name: str, rest: str) -> Any:
     """Parse `rest` for sub-command `name` and run it."""
     command = COMMANDS[name]
     if command.raw and rest not in ("-h", "--help"):
@@ -123,7 +124,7 @@ def parse_line_prompt(line: str) -> tuple[str, dict[str, Any]]:
 
 
 # -- session and configuration commands ---------------------------------------------------------
-def cmd_help(m: Any, args: Any) -> None:
+def cmd_help(m: CommandHost, args: argparse.Namespace) -> None:
     """Print the help, or one command's options."""
     if args.command is None:
         print(HELP)
@@ -138,14 +139,14 @@ def cmd_help(m: Any, args: Any) -> None:
     print(_parser(args.command, COMMANDS[args.command]).format_help())
 
 
-def cmd_new(m: Any, args: Any) -> None:
+def cmd_new(m: CommandHost, args: argparse.Namespace) -> None:
     """Start a new session (the demo model: in a fresh copy of its sample project)."""
     agent = m.new_session()
     fresh = f" · workspace {agent.workspace} (a fresh sample copy)" if agent.is_demo and not m.workspace else ""
     print(m.caption(f"new session (fresh frozen context on the first turn){fresh}"))
 
 
-def cmd_sessions(m: Any, args: Any) -> Any:
+def cmd_sessions(m: CommandHost, args: argparse.Namespace) -> Any:
     """Sessions in the store, with the current one marked."""
     agent = m.get_agent()
     if args.browse:
@@ -174,7 +175,7 @@ def cmd_sessions(m: Any, args: Any) -> Any:
     return sessions_frame(df, agent.session_id)
 
 
-def cmd_resume(m: Any, args: Any) -> None:
+def cmd_resume(m: CommandHost, args: argparse.Namespace) -> None:
     """Continue a stored session chosen by id prefix."""
     df = m.store().sessions()
     match = df[df["id"].str.startswith(args.prefix)]
@@ -191,7 +192,7 @@ def cmd_resume(m: Any, args: Any) -> None:
                     f"{counted(counts['messages'], 'message')} stored"))
 
 
-def _source(m: Any, key: str) -> str:
+def _source(m: CommandHost, key: str) -> str:
     import os
 
     if key == "api_key_env":
@@ -202,7 +203,7 @@ def _source(m: Any, key: str) -> str:
     return f"env ${env}" if env and os.environ.get(env) else "default"
 
 
-def _effective(m: Any, key: str) -> Any:
+def _effective(m: CommandHost, key: str) -> Any:
     """A setting's value as shown in the table: the environment's when it comes from there, never None/NaN."""
     import os
 
@@ -219,7 +220,7 @@ def _shown_value(value: Any) -> Any:
     return display_url(value) if isinstance(value, str) and "://" in value else redact_obj(value)
 
 
-def _assign(m: Any, key: str, raw: str) -> None:
+def _assign(m: CommandHost, key: str, raw: str) -> None:
     """Set one setting from text; a value outside its range (or a db that cannot open) is a UsageError."""
     from mxclaw_nb.store.writer import StoreError
 
@@ -245,7 +246,7 @@ def _assign(m: Any, key: str, raw: str) -> None:
             raise UsageError(f"%agent config: db not changed: {exc}") from None
 
 
-def cmd_config(m: Any, args: Any) -> Any:
+def cmd_config(m: CommandHost, args: argparse.Namespace) -> Any:
     """Show the settings, or set `key=value` pairs."""
     if args.assignments:
         for item in args.assignments:

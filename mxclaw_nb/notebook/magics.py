@@ -47,8 +47,10 @@ def _trait(setting: Setting) -> TraitType:
 
 
 # The traits of AgentMagics, generated from the one settings table (mxclaw_nb.settings.SETTINGS).
-AgentSettings = MetaHasTraits("AgentSettings", (Configurable,),
-                               {s.name: _trait(s) for s in SETTINGS if s.trait})
+if TYPE_CHECKING:
+    AgentSettings = Configurable
+else:
+    AgentSettings = MetaHasTraits("AgentSettings", (Configurable,), {s.name: _trait(s) for s in SETTINGS if s.trait})
 
 
 @magics_class

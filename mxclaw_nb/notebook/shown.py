@@ -10,17 +10,19 @@ Every output starts with a caption naming the model (the demo model says so) and
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from mxclaw_nb.notebook.host import CommandHost
 from mxclaw_nb.widgets.style import counted, counter_label, fmt_int
 
 if TYPE_CHECKING:  # pandas is imported when a command runs, not at %load_ext
     import pandas as pd
 
 
-def _last_call(m: Any) -> tuple[Any, int | None] | None:
+def _last_call(m: CommandHost) -> tuple[Any, int | None] | None:
     """The last model call of the current session: a live RequestView, else the stored request row."""
     agent = m.get_agent()
     if m.last_view is not None and m.last_view_session == agent.session_id:
@@ -31,7 +33,7 @@ def _last_call(m: Any) -> tuple[Any, int | None] | None:
     return requests.iloc[-1], None
 
 
-def _no_call(m: Any) -> None:
+def _no_call(m: CommandHost) -> None:
     print(m.caption("no model call in this session yet: %agent dry-run shows the next request view"))
 
 
@@ -42,7 +44,7 @@ def configure_view(p: Any) -> None:
     group.add_argument("--after", action="store_true", help="DataFrame: the messages sent and where they came from")
 
 
-def cmd_view(m: Any, args: Any) -> Any:
+def cmd_view(m: CommandHost, args: argparse.Namespace) -> Any:
     """The compaction inspector of the last model call, or its before/after DataFrame."""
     import pandas as pd
 
@@ -67,7 +69,7 @@ def cmd_view(m: Any, args: Any) -> Any:
     return inspector
 
 
-def cmd_compact(m: Any, args: Any) -> Any:
+def cmd_compact(m: CommandHost, args: argparse.Namespace) -> Any:
     """Run the compaction stages on the current transcript now and show the result."""
     from mxclaw_nb.widgets import CompactionInspector
 
@@ -84,12 +86,12 @@ def cmd_compact(m: Any, args: Any) -> Any:
     return CompactionInspector(view)
 
 
-def view_tail(m: Any) -> str:
+def view_tail(m: CommandHost) -> str:
     """The safe-tail budget in use, formatted."""
     return f"{m.get_agent().policy.keep_recent_tokens:,}"
 
 
-def show_dry_run(m: Any, prompt: str | None) -> Any:
+def show_dry_run(m: CommandHost, prompt: str | None) -> Any:
     """The next request view (with `prompt` as the next user message) and its estimate."""
     from mxclaw_nb.widgets import CompactionInspector
 
@@ -101,7 +103,7 @@ def show_dry_run(m: Any, prompt: str | None) -> Any:
     return CompactionInspector(view)
 
 
-def cmd_dry_run(m: Any, rest: str) -> Any:
+def cmd_dry_run(m: CommandHost, rest: str) -> Any:
     """`%agent dry-run [prompt]`."""
     return show_dry_run(m, rest.strip() or None)
 
@@ -114,7 +116,7 @@ def configure_events(p: Any) -> None:
     p.add_argument("--full", action="store_true", help="the store's frame: full ids, payloads as JSON text")
 
 
-def cmd_events(m: Any, args: Any) -> pd.DataFrame:
+def cmd_events(m: CommandHost, args: argparse.Namespace) -> pd.DataFrame:
     """Stored events of the current session (or all sessions): payload keys as columns (--full: as stored)."""
     from mxclaw_nb.notebook.frames import events_frame
 
@@ -129,7 +131,7 @@ def cmd_events(m: Any, args: Any) -> pd.DataFrame:
     return df if args.full else events_frame(df, all_sessions=args.all)
 
 
-def cmd_sql(m: Any, query: str) -> pd.DataFrame:
+def cmd_sql(m: CommandHost, query: str) -> pd.DataFrame:
     """Read-only SQL on the store (tables: sessions, messages, events, requests, artifacts)."""
     if not query.strip():
         raise UsageError("%agent sql needs a query, e.g. %agent sql SELECT type, count(*) FROM events GROUP BY type")
@@ -147,7 +149,7 @@ def configure_replay(p: Any) -> None:
                    help="every replay column (session id, fact survival by kind, ...), not the focused set")
 
 
-def cmd_replay(m: Any, args: Any) -> pd.DataFrame:
+def cmd_replay(m: CommandHost, args: argparse.Namespace) -> pd.DataFrame:
     """Replay the session's model calls under other policy values (no model calls)."""
     from dataclasses import replace
 
@@ -190,7 +192,7 @@ def configure_transcript(p: Any) -> None:
     p.add_argument("--full", action="store_true", help="every column and the whole content")
 
 
-def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
+def cmd_transcript(m: CommandHost, args: argparse.Namespace) -> pd.DataFrame:
     """The stored transcript (the source of truth, never trimmed): one-line previews (--full: as stored)."""
     from mxclaw_nb.notebook.frames import transcript_frame
 
@@ -201,7 +203,7 @@ def cmd_transcript(m: Any, args: Any) -> pd.DataFrame:
     return df if args.full else transcript_frame(df)
 
 
-def cmd_timeline(m: Any, args: Any) -> Any:
+def cmd_timeline(m: CommandHost, args: argparse.Namespace) -> Any:
     """Prompt tokens per model call across the session, threshold and compactions."""
     from mxclaw_nb.widgets import TokenTimeline
 
@@ -215,7 +217,7 @@ def cmd_timeline(m: Any, args: Any) -> Any:
     return TokenTimeline(requests, session_id=agent.session_id[:8])
 
 
-def cmd_gauge(m: Any, args: Any) -> Any:
+def cmd_gauge(m: CommandHost, args: argparse.Namespace) -> Any:
     """The context gauge of the last model call (or of the next one when none was made yet)."""
     import pandas as pd
 
@@ -232,7 +234,7 @@ def cmd_gauge(m: Any, args: Any) -> Any:
     return ContextGauge(last[0], reported_prompt_tokens=last[1])
 
 
-def setting_names(m: Any) -> dict[str, str]:
+def setting_names(m: CommandHost) -> dict[str, str]:
     """How an error's remedy names each provider setting: the way this user set it (config, else environment)."""
     import os
 
@@ -248,7 +250,7 @@ def setting_names(m: Any) -> dict[str, str]:
             "api_key": api_key}
 
 
-def failure_paragraph(m: Any, agent: Any, exc: BaseException) -> str:
+def failure_paragraph(m: CommandHost, agent: Any, exc: BaseException) -> str:
     """One paragraph: what failed, what to do (naming the settings as the user set them), where the message is."""
     from mxclaw_nb.provider.client import ProviderError
     from mxclaw_nb.store.writer import StoreError
