@@ -155,7 +155,9 @@ def _normalize_call(call: Any, k: int) -> dict[str, Any]:
     if not isinstance(call, dict):
         return {"id": fallback_call_id(call, k), "type": "function",
                 "function": {"name": "unknown", "arguments": json_text(str(call))}}
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    fn = call.get("function")
+    if not isinstance(fn, dict):
+        fn = {}
     name = fn.get("name", call.get("name"))
     args = fn.get("arguments", call.get("arguments", ""))
     if not isinstance(args, str):

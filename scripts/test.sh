@@ -20,6 +20,8 @@ if [ -n "$missing" ]; then
   fi
 fi
 .venv/bin/ruff check .
+# The pure engine type-checks strictly (DESIGN: typed core; mypy settings in pyproject.toml)
+.venv/bin/python -m mypy --strict mxclaw_nb/context mxclaw_nb/messages.py
 # The agent notebook (SPEC N4) runs on its own kernelspec: install it into .venv, then let nbval pick the kernel
 # from the notebook's metadata (--nbval-current-env would force the Python kernel on every notebook).
 .venv/bin/python -m mxclaw_nb.kernel install --sys-prefix

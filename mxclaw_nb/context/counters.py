@@ -25,6 +25,9 @@ from typing import Any, Protocol, runtime_checkable
 from mxclaw_nb.context.tokens import IMAGE_TOKENS, estimate_tokens, tool_calls_json
 from mxclaw_nb.messages import content_text, image_count, sanitize
 
+Msg = dict[str, Any]  # a message as the engine sees it
+Key = tuple[Any, ...]  # what identifies a message's sent content
+
 __all__ = ["MESSAGE_OVERHEAD_TOKENS", "CalibratedCounter", "EstimateCounter", "FunctionCounter", "TokenCounter",
            "count_messages", "messages_added_since"]
 
@@ -40,14 +43,17 @@ MESSAGE_OVERHEAD_TOKENS = 4
 class TokenCounter(Protocol):
     """Counts the tokens one request message costs; ``name`` labels the counter in records and UIs."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The counter's label (`estimate`, `calibrated`, an encoding name)."""
+        ...
 
-    def count(self, message: dict) -> int:
+    def count(self, message: Msg) -> int:
         """Token count of one message (only fields that are sent to a provider)."""
         ...
 
 
-def count_messages(counter: TokenCounter, messages: Iterable[dict]) -> int:
+def count_messages(counter: TokenCounter, messages: Iterable[Msg]) -> int:
     """Sum of ``counter.count`` over ``messages`` (the request total for that counter)."""
     return sum(counter.count(m) for m in messages)
 
@@ -58,7 +64,7 @@ class EstimateCounter:
 
     name: str = field(default="estimate", init=False)
 
-    def count(self, message: dict) -> int:
+    def count(self, message: Msg) -> int:
         """C1 estimate of one message (delegates to ``mxclaw_nb.context.tokens.estimate_tokens``)."""
         return estimate_tokens(message)
 
@@ -89,7 +95,7 @@ class FunctionCounter:
         if self.per_message < 0 or self.per_image < 0:
             raise ValueError(f"FunctionCounter {self.name!r}: per_message and per_image must be >= 0")
 
-    def count(self, message: dict) -> int:
+    def count(self, message: Msg) -> int:
         """Tokens of one message: framing + text + images + tool-call JSON (+ name)."""
         if not isinstance(message, dict):
             return 0
@@ -108,7 +114,7 @@ class FunctionCounter:
         return total
 
 
-def messages_added_since(sent: Sequence[dict], current: Sequence[dict]) -> list[dict] | None:
+def messages_added_since(sent: Sequence[Msg], current: Sequence[Msg]) -> list[Msg] | None:
     """Messages of ``current`` after ``sent`` when ``sent`` is its unchanged prefix, else None.
 
     None means the view changed (compaction, repair) since the provider reported usage, so the report no
@@ -130,7 +136,7 @@ def _calls_key(calls: Any) -> Any:
         return json.dumps(calls, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _message_key(message: dict) -> tuple:
+def _message_key(message: Msg) -> Key:
     """What identifies a message's sent content: role, name, content (text or JSON), tool calls."""
     content, calls = message.get("content"), message.get("tool_calls")
     if not (content is None or isinstance(content, str)):
@@ -150,14 +156,14 @@ message_key = _message_key  # the engine's calibrated counting keys its per-step
 class _Report:
     """One usage report: what was sent, its base total, the reported tokens, base count per message key."""
 
-    sent: tuple[dict, ...]
+    sent: tuple[Msg, ...]
     base_total: int
     reported: int
-    index: dict[tuple, int]
+    index: dict[Key, int]
     # the same facts by object identity (message, its content, base count, key): the loop sends the same
     # dicts again for every message it did not change, so neither counting nor the next report needs to
     # build the content keys of a long history again
-    by_id: dict[int, tuple[dict, Any, int, tuple]] = field(default_factory=dict)
+    by_id: dict[int, tuple[Msg, Any, int, Key]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -232,7 +238,7 @@ class CalibratedCounter:
             return f"calibrated x{self.factor:.2f} (no usage reported yet)"
         return f"calibrated x{self.factor:.2f} ({self.reports} usage reports)"
 
-    def count(self, message: dict) -> int:
+    def count(self, message: Msg) -> int:
         """Calibrated tokens of one message (anchored share when last reported, else base * factor)."""
         report = self.last_report
         if report is not None and report.base_total > 0 and isinstance(message, dict):
@@ -245,7 +251,7 @@ class CalibratedCounter:
                 return math.ceil(base * max(self.floor, report.reported / report.base_total) - 1e-9)
         return math.ceil(self.base.count(message) * self.factor - 1e-9)
 
-    def observe(self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None) -> CalibratedCounter:
+    def observe(self, sent_messages: Sequence[Msg], reported_prompt_tokens: int | None) -> CalibratedCounter:
         """New counter that has learned from one usage report for exactly ``sent_messages``.
 
         None or 0 (no usage reported) returns the counter unchanged.
@@ -254,8 +260,8 @@ class CalibratedCounter:
         if reported is None:
             return self
         sent = tuple(sent_messages)
-        index: dict[tuple, int] = {}
-        by_id: dict[int, tuple[dict, Any, int, tuple]] = {}
+        index: dict[Key, int] = {}
+        by_id: dict[int, tuple[Msg, Any, int, Key]] = {}
         last = self.last_report
         previous = last.index if last is not None else {}
         previous_ids = last.by_id if last is not None else {}
@@ -274,8 +280,8 @@ class CalibratedCounter:
                     n, key = hit[2], hit[3]
                 else:
                     key = _message_key(m)
-                    n = previous.get(key)
-                    n = self.base.count(m) if n is None else n
+                    known = previous.get(key)
+                    n = self.base.count(m) if known is None else known
                 index[key] = n
                 by_id[id(m)] = (m, content, n, key)
             else:
@@ -297,7 +303,7 @@ class CalibratedCounter:
                        last_report=report, segment_start=start, factor=max(self.floor, learned))
 
     def anchored_total(
-        self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None, new_messages: Iterable[dict]
+        self, sent_messages: Sequence[Msg], reported_prompt_tokens: int | None, new_messages: Iterable[Msg]
     ) -> int:
         """Last reported ``prompt_tokens`` for what the provider saw + calibrated counts of messages since.
 
@@ -309,7 +315,7 @@ class CalibratedCounter:
         return anchor + count_messages(self, new_messages)
 
     def view_total(
-        self, sent_messages: Sequence[dict], reported_prompt_tokens: int | None, view: Sequence[dict]
+        self, sent_messages: Sequence[Msg], reported_prompt_tokens: int | None, view: Sequence[Msg]
     ) -> int:
         """Total for a whole request ``view``: anchored when it extends ``sent_messages``, else counted."""
         added = messages_added_since(sent_messages, view)

@@ -13,10 +13,10 @@ stored transcript and that record. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.repair import plan_counted
@@ -191,7 +191,8 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
         if not isinstance(seqs, range) and None in seqs:
             raise ValueError("the first call of a turn needs a stored seq for every input position")
         # a range stays one (the usual first call: input position p is stored seq p): no int per message
-        origins: Sequence[int] = seqs if isinstance(seqs, range) else list(seqs)  # type: ignore[assignment]
+        # no None: checked above
+        origins: Sequence[int] = seqs if isinstance(seqs, range) else list(cast("Sequence[int]", seqs))
         states: list[State] = []
         made: list[Made] = []
         made_state: list[State] = []
@@ -234,7 +235,8 @@ def _decide(view: RequestView, call: int, origins: Sequence[int], states: list[S
             made_state.append(State("summary", call))
             engine_now[m] = key
             summary_key = key if kind == "summary" else summary_key
-    step_origin: Sequence[int] = []
+    grown: list[int] = []  # origins of the steps, one by one (the slow path)
+    step_origin: Sequence[int] = grown
     last_seq: int | None = None
     if isinstance(t.step_sources, range) and t.runs is not None:  # no synthetic step: whole runs at once
         step_origin = origins[t.step_sources.start:t.step_sources.stop]
@@ -261,7 +263,7 @@ def _decide(view: RequestView, call: int, origins: Sequence[int], states: list[S
             o = origins[pos]
             if o >= 0:
                 last_seq = o
-        step_origin.append(o)
+        grown.append(o)
         if act in ("kept", "synthetic"):
             continue
         st = State(act, call, summary_key if act == "summarized" else None)
@@ -391,22 +393,23 @@ def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, l
             before.insert(at, row(None, m.message, estimate_sent(m.message), lineage.made_state[m.key],
                                   -1 - m.key, None))
     after: list[dict[str, Any]] = []
-    for m, (o, msg) in enumerate(zip(lineage.sent, sent_msgs, strict=True)):
+    for position, (o, msg) in enumerate(zip(lineage.sent, sent_msgs, strict=True)):
         text = content_text(msg.get("content"))
         role = str(msg.get("role"))
         if o >= 0:
             action, src, by = lineage.states[o].action, o, lineage.states[o].call
         else:
-            made = lineage.made[-1 - o]
-            action, src, by = ("synthetic" if made.kind == "synthetic" else "summary"), None, made.call
-        after.append({"position": m, "source": src, "role": role,
+            engine_made = lineage.made[-1 - o]
+            action, src, by = ("synthetic" if engine_made.kind == "synthetic" else "summary"), None, engine_made.call
+        after.append({"position": position, "source": src, "role": role,
                       "tool_name": names.get(str(msg.get("tool_call_id"))) if role == "tool" else None,
                       "tokens": estimate_sent(msg), "action": action, "chars": len(text), "preview": _preview(text),
                       "call": by})
     return {"before": before, "after": after}
 
 
-def _dropped_row(lineage: Lineage, transcript: Sequence[Message], seq: int, reason: str, row: Any) -> dict[str, Any]:
+def _dropped_row(lineage: Lineage, transcript: Sequence[Message], seq: int, reason: str,
+                 row: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     msg = transcript[seq]
     ok = isinstance(msg, dict)
     st = lineage.states[seq] if seq < lineage.upto else State("dropped")

@@ -246,9 +246,9 @@ class _Builder:
             self.actions[k] = ("synthetic" if src is None else "kept") if k in keep else "dropped"
         self.runs = None
         note = fallback_message()
-        return self.finish("fallback", systems + [None] + tail, note["content"], extra=note, error=error)
+        return self.finish("fallback", [*systems, None, *tail], note["content"], extra=note, error=error)
 
-    def finish(self, stage: str, order: list[int | None] | None, summary: str | None,
+    def finish(self, stage: str, order: Sequence[int | None] | None, summary: str | None,
                override: dict[int, int] | None = None, extra: Message | None = None,
                error: str | None = None) -> RequestView:
         """`order` lists the step sent at each position (None = `extra`); None means every step, in order."""
@@ -284,7 +284,7 @@ class _Builder:
             return sum(est)
         return sum(estimate_sent(m) if k is None or k in override else est[k] for k, m in zip(order, out, strict=True))
 
-    def _arrange(self, order: list[int | None], override: dict[int, int], extra: Message | None
+    def _arrange(self, order: Sequence[int | None], override: dict[int, int], extra: Message | None
                  ) -> tuple[list[Message], list[int], list[int | None]]:
         out: list[Message] = []
         sent_tokens: list[int] = []

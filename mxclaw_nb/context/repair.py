@@ -123,6 +123,8 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
     inserted: list[tuple[int, Message]] = []  # (input position it precedes, synthetic result)
     sent: list[Message] = []
     tokens: list[int] = []
+    out: Message
+    result: Any
     n = len(messages)
     i = start
     while i < n:

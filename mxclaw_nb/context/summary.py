@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import eq, is_
-from typing import Any
+from typing import Any, cast
 
 from mxclaw_nb.messages import (
     SUMMARY_PREFIX,
@@ -160,7 +160,7 @@ class StructuredSummaryState:
         """
         n = len(self._messages)
         if trusted:  # dicts only, never edited in place, and a prefix of `old` when it is as long (caller checked)
-            old = old_messages  # type: ignore[assignment]  # read-only here: no copy of a long history
+            old = cast("list[dict[str, Any]]", old_messages)  # read-only here: no copy of a long history
             snap: tuple[list[Any], ...] = ()
             if len(old) < n or self._snap or (n and old[n - 1] is not self._messages[n - 1]):
                 n, self._paths, self._failures = 0, {}, []

@@ -140,7 +140,7 @@ def provenance_rows(stored: Any) -> dict[str, list[dict[str, Any]]]:
             out[side] = [dict(r) for r in rows]
             continue
         if side == "after" and any(isinstance(row, int) for row in rows):  # index k: the row of before row k
-            before = [MessageRecord(*(row.get(f) for f in BEFORE_FIELDS)) for row in out["before"]]
+            before = [MessageRecord._make(row.get(f) for f in BEFORE_FIELDS) for row in out["before"]]
             rows = [list(_sent_from(before[row])) if isinstance(row, int) else row for row in rows]
         out[side] = [dict(zip(columns, row, strict=False)) for row in rows]
     return out
@@ -238,9 +238,9 @@ class RequestView:
             return [*self.messages, *appended]
         t = self.trace
         if isinstance(t.sent_sources, range) and self.stage == "unchanged":  # every step sent as it came
-            out = list(t.step_messages)
-            out += appended
-            return out
+            as_came = list(t.step_messages)
+            as_came += appended
+            return as_came
         out: list[Message] = []
         for pos, k in enumerate(t.sent_sources):
             kept = k is not None and t.actions[k] in ("kept", "synthetic")
