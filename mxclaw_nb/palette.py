@@ -6,7 +6,8 @@ palette without the analysis layer depending on the widgets package.
 
 from __future__ import annotations
 
-from mxclaw_nb.context import STAGES
+from mxclaw_nb.context.stages import ALL_STAGES, STAGES  # noqa: F401 - re-exported for the UI
+from mxclaw_nb.context.stages import REGISTRY as STAGE_REGISTRY
 
 ACTION_COLORS: dict[str, str] = {
     "kept": "#9e9e9e",  # grey
@@ -29,14 +30,7 @@ LAYER_COLORS: dict[str, str] = {
     "summaries": "#66bb6a",
 }
 
-STAGE_COLORS: dict[str, str] = {
-    "unchanged": "#9e9e9e",
-    "micro": "#ffb300",
-    "summary": "#43a047",
-    "fallback": "#f4511e",
-    "prompt_too_long_retry": "#b71c1c",
-}
-ALL_STAGES = (*STAGES, "prompt_too_long_retry")
+STAGE_COLORS: dict[str, str] = {s.name: s.colour for s in STAGE_REGISTRY}  # one registry: context/stages.py
 THRESHOLD_COLOR = "#e53935"
 WINDOW_COLOR = "#212121"
 

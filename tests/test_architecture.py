@@ -152,3 +152,13 @@ def test_only_magics_import_ipython() -> None:
     """DESIGN: magics is the only module importing IPython (widgets use ipywidgets, never IPython directly)."""
     bad = [i for i in all_imports() if within(i.target, ("IPython",)) and not i.module.startswith("mxclaw_nb.notebook")]
     assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
+def test_c0_stages_are_listed_only_in_the_registry() -> None:
+    """One stage registry (context/stages.py): no other module spells out the list of stages."""
+    import re
+
+    listing = re.compile(r'"unchanged",\s*"micro",\s*"summary"')
+    offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                 if p.name != "stages.py" and listing.search(p.read_text(encoding="utf-8"))]
+    assert not offenders, f"stage lists outside context/stages.py: {offenders}"

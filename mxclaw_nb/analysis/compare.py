@@ -25,6 +25,7 @@ from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.analysis.replay import SessionCaches, exact_o200k, frame, replay_messages
 from mxclaw_nb.analysis.sources import conversations
 from mxclaw_nb.context import ContextPolicy, build_structured_summary
+from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.messages import Message
 
 PROGRESS_MIN_SESSIONS = 20  # fewer sessions than this replay in well under a second: no bar
@@ -90,13 +91,17 @@ def _share(num: pd.Series, den: pd.Series) -> float:
     return float(num.sum() / total) if total else float("nan")
 
 
+def _stage_count(stage: str) -> Callable[[pd.Series], int]:
+    return lambda s: int((s == stage).sum())
+
+
 def summarize_comparison(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (policy, session): calls, stages reached, tokens saved, fact survival, real-token overflow."""
     g = df.groupby(["policy", "session_id"], observed=True, sort=False)
     out = g.agg(
         calls=("call", "size"), turns=("turn", "max"), compactions=("compacted", "sum"),
-        micro=("stage", lambda s: int((s == "micro").sum())), summary=("stage", lambda s: int((s == "summary").sum())),
-        fallback=("stage", lambda s: int((s == "fallback").sum())), max_full_tokens=("full_tokens", "max"),
+        **{stage: ("stage", _stage_count(stage)) for stage in STAGES if stage != "unchanged"},
+        max_full_tokens=("full_tokens", "max"),
         max_after_tokens=("after_tokens", "max"), saved_tokens=("saved_tokens", "sum"),
         full_tokens=("full_tokens", "sum"), over_threshold=("over_threshold", "sum"),
     )
@@ -120,7 +125,7 @@ def summarize_policies(df: pd.DataFrame) -> pd.DataFrame:
             "policy": label, "sessions": d["session_id"].nunique(), "calls": len(d),
             "sessions_compacted": int(per_session["compacted"].any().sum()),
             "compactions": int(d["compacted"].sum()),
-            **{f"stage_{s}": int((d["stage"] == s).sum()) for s in ("unchanged", "micro", "summary", "fallback")},
+            **{f"stage_{s}": int((d["stage"] == s).sum()) for s in STAGES},
             "saved_share": _share(d["saved_tokens"], d["full_tokens"]),
             "saved_share_compacted": _share(compacted["saved_tokens"], compacted["full_tokens"]),
             "over_threshold": int(d["over_threshold"].sum()),

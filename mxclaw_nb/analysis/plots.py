@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mxclaw_nb.analysis.facts import FACT_KINDS
+from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE, STAGE_COLORS
 
 _KIND_COLORS = {"path": "#3949ab", "error": "#e53935", "number": "#00897b", "command": "#8d6e63", "all": PLOT_INK}
@@ -83,7 +84,7 @@ def plot_stage_counts(df: pd.DataFrame, ax: Axes | None = None, *, include_uncha
     s = _policy_summary(df)
     colors = stage_colors()
     fig, ax = _axes(ax)
-    stages = ["unchanged", "micro", "summary", "fallback"][0 if include_unchanged else 1:]
+    stages = list(STAGES[0 if include_unchanged else 1:])  # the engine's stages, in C0 order (context/stages.py)
     bottom = [0] * len(s)
     for stage in stages:
         values = list(s[f"stage_{stage}"])

@@ -12,12 +12,12 @@ from mxclaw_nb.context.lineage import Lineage, compose_lineage, lineage_messages
 from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.pipeline import ContextPolicy, build_fallback_view, build_request_view
 from mxclaw_nb.context.repair import repair_tool_call_transcript
+from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.context.summary import build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
 from mxclaw_nb.context.tokens import TokenCache, estimate_messages, estimate_text, estimate_tokens
 from mxclaw_nb.context.view import (
     ACTIONS,
-    STAGES,
     MessageRecord,
     Provenance,
     RequestView,

@@ -24,7 +24,6 @@ from mxclaw_nb.messages import (
     tool_call_name,
 )
 
-STAGES = ("unchanged", "micro", "summary", "fallback")
 ACTIONS = ("kept", "placeholder", "summarized", "dropped", "synthetic", "summary")
 PREVIEW_CHARS = 80
 
