@@ -226,10 +226,9 @@ class Agent:
         from mxclaw_nb.store.writer import Store
 
         store = db if isinstance(db, Store) else Store(db)
-        found = store.sql("SELECT workspace FROM sessions WHERE id = ?", [session_id])
-        if found.empty:
+        if not store.has_session(session_id):
             raise ValueError(f"no session {session_id!r} in {store.path}; list them with Store().sessions()")
-        kwargs.setdefault("workspace", found.iloc[0]["workspace"] or None)
+        kwargs.setdefault("workspace", store.session_workspace(session_id) or None)
         return cls(db=store, session_id=session_id, **kwargs)
 
     def _reset_session_state(self) -> None:
@@ -297,8 +296,7 @@ class Agent:
 
     def _ensure_preamble(self) -> list[Message]:
         """F1: on a session's first turn, read and store the system prompt and frozen context."""
-        if not self._session_stored and self.store.sql(
-                "SELECT count(*) AS n FROM sessions WHERE id = ?", [self.session_id]).iloc[0]["n"] == 0:
+        if not self._session_stored and not self.store.has_session(self.session_id):
             self.store.create_session(session_id=self.session_id, workspace=str(self.workspace),
                                       model=self.provider.model, source="demo" if self.is_demo else "agent")
         self._session_stored = True

@@ -162,3 +162,27 @@ def test_c0_stages_are_listed_only_in_the_registry() -> None:
     offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                  if p.name != "stages.py" and listing.search(p.read_text(encoding="utf-8"))]
     assert not offenders, f"stage lists outside context/stages.py: {offenders}"
+
+
+def test_s1_sql_lives_only_in_the_store() -> None:
+    """SQL statements are written only inside store/ (the rest asks the store by method)."""
+    import ast
+    import re
+
+    statement = re.compile(r"^\s*(SELECT\b.*\bFROM\b|INSERT INTO\b|UPDATE \w+ SET\b|DELETE FROM\b"
+                           r"|(CREATE|ALTER|DROP) (TABLE|VIEW|INDEX|SEQUENCE)\b)", re.DOTALL)
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.JoinedStr):  # f"SELECT {cols} FROM ...": the literal parts around the holes
+                text = "{}".join(v.value if isinstance(v, ast.Constant) else "" for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            else:
+                continue
+            if statement.match(text):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, f"SQL outside store/: {offenders}"

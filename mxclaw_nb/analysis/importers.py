@@ -185,7 +185,7 @@ def _deferred(store: Any) -> Any:
 def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
                         *, progress: bool = True) -> ImportReport:
     """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped."""
-    known = set(store.sql("SELECT id FROM sessions WHERE source = ?", [source])["id"])
+    known = store.session_ids(source=source)
     for line_no, conv in _bar(items, len(items), f"import {Path(report.path).name}", progress):
         sid = session_id_for(source, conv)
         if sid in known:

@@ -39,9 +39,9 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.42.0"
-_CALL_COLUMNS = ("session_id, seq, turn, iteration, created_at, model, base_url, counter, estimate_tokens, "
-                 "before_tokens, after_tokens, threshold, window_tokens, stage, prompt_tokens_reported, "
-                 "completion_tokens_reported, latency_ms, error, retry")
+_CALL_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "model", "base_url", "counter",
+                 "estimate_tokens", "before_tokens", "after_tokens", "threshold", "window_tokens", "stage",
+                 "prompt_tokens_reported", "completion_tokens_reported", "latency_ms", "error", "retry")
 _END_EVENTS = ("turn.finished", "turn.failed", "turn.interrupted", "turn.max_iterations")
 
 
@@ -139,17 +139,11 @@ def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provide
 
     from mxclaw_nb import __version__
 
-    where, params = "", []
-    if session_ids is not None:
-        ids = list(session_ids)
-        if not ids:
-            return []
-        where = f" WHERE session_id IN ({', '.join('?' * len(ids))})"
-        params = ids
-    calls = store.sql(f"SELECT {_CALL_COLUMNS} FROM requests{where} ORDER BY session_id, seq", params)
-    events_where = f"{where} AND turn IS NOT NULL" if where else " WHERE turn IS NOT NULL"
-    events = store.sql(f"SELECT session_id, turn, type, created_at FROM events{events_where} ORDER BY session_id, seq",
-                       params)
+    ids = None if session_ids is None else list(session_ids)
+    if ids is not None and not ids:
+        return []
+    calls = store.call_records(_CALL_COLUMNS, ids)
+    events = store.turn_events(ids)
     memory = InMemorySpanExporter()
     tp = provider or TracerProvider(resource=Resource.create({"service.name": "mxclaw_nb",
                                                               "service.version": __version__}))

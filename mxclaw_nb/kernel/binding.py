@@ -24,8 +24,6 @@ EVENT = "notebook.bound"
 ENV_OVERRIDE = "MXCLAW_NOTEBOOK"
 ENV_JUPYTER = "JPY_SESSION_NAME"
 
-_LOOKUP = (f"SELECT session_id FROM events WHERE type = '{EVENT}' "
-           "AND json_extract_string(payload, '$.notebook') = ? ORDER BY created_at DESC, seq DESC LIMIT 1")
 
 
 def notebook_name(env: Mapping[str, str] | None = None, user_ns: Mapping[str, Any] | None = None) -> str | None:
@@ -40,19 +38,17 @@ def notebook_name(env: Mapping[str, str] | None = None, user_ns: Mapping[str, An
 
 def session_for(store: Any, notebook: str) -> str | None:
     """The session id bound last to `notebook` in `store`, or None for a notebook not seen before."""
-    found = store.sql(_LOOKUP, [notebook])
-    return None if found.empty else str(found.iloc[0]["session_id"])
+    return store.session_for_event(EVENT, "notebook", notebook)
 
 
 def is_stored(store: Any, session_id: str) -> bool:
     """True once the session's row exists (its first turn has started)."""
-    return bool(store.sql("SELECT count(*) AS n FROM sessions WHERE id = ?", [session_id]).iloc[0]["n"])
+    return bool(store.has_session(session_id))
 
 
 def turns(store: Any, session_id: str) -> int:
     """How many prompts the session has stored."""
-    found = store.sql("SELECT count(*) AS n FROM messages WHERE session_id = ? AND role = 'user'", [session_id])
-    return int(found.iloc[0]["n"])
+    return int(store.turn_count(session_id))
 
 
 def bind(store: Any, session_id: str, notebook: str) -> None:

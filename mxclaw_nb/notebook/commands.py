@@ -186,10 +186,9 @@ def cmd_resume(m: CommandHost, args: argparse.Namespace) -> None:
         raise UsageError(f"%agent resume: {args.prefix!r} matches {len(match)} sessions ({ids}); give more characters.")
     sid = match.iloc[0]["id"]
     m.switch_session(sid)
-    counts = m.store().sql("SELECT count(*) FILTER (WHERE role = 'user') AS turns, count(*) AS messages "
-                           "FROM messages WHERE session_id = ?", [sid]).iloc[0]
-    print(m.caption(f"resumed: {counted(counts['turns'], 'turn')}, "
-                    f"{counted(counts['messages'], 'message')} stored"))
+    store = m.store()
+    print(m.caption(f"resumed: {counted(store.turn_count(sid), 'turn')}, "
+                    f"{counted(store.message_count(sid), 'message')} stored"))
 
 
 def _source(m: CommandHost, key: str) -> str:

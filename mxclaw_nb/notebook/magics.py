@@ -116,8 +116,7 @@ class AgentMagics(Magics, AgentSettings):
         store = self.store()
         workspace = self.workspace or None
         if session_id is not None and workspace is None:
-            found = store.sql("SELECT workspace FROM sessions WHERE id = ?", [session_id])
-            ws = None if found.empty else found.iloc[0]["workspace"]
+            ws = store.session_workspace(session_id)
             workspace = ws if ws and os.path.isdir(ws) else None
         try:
             return Agent(workspace=workspace, db=store, model=self.model or None, base_url=self.base_url or None,

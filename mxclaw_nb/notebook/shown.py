@@ -270,13 +270,7 @@ def failure_paragraph(m: CommandHost, agent: Any, exc: BaseException) -> str:
         seq = getattr(exc, "user_seq", None)
         return text if seq is None else f"{text} Your message is stored (session {agent.session_id[:8]}, #{seq})."
     try:
-        found = m.store().sql("SELECT max(seq) AS seq FROM messages WHERE session_id = ? AND role = 'user'",
-                              [agent.session_id])
-        seq = found.iloc[0]["seq"]
+        seq = m.store().last_user_seq(agent.session_id)
     except StoreError:
         return text
-    import pandas as pd
-
-    if pd.isna(seq):
-        return text
-    return f"{text} Your message is stored (session {agent.session_id[:8]}, #{int(seq)})."
+    return text if seq is None else f"{text} Your message is stored (session {agent.session_id[:8]}, #{seq})."

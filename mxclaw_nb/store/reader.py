@@ -126,6 +126,66 @@ class StoreReads:
             [*params, int(last)],
         )
 
+    # -- small questions the agent, the magics and the kernel ask (SQL stays inside the store) ------------
+    def _one(self, query: str, params: list[Any]) -> Any:
+        with self._lease.connection("read the store") as con:
+            row = con.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+    def has_session(self, session_id: str) -> bool:
+        """True once the session's row exists (its first turn has started)."""
+        return bool(self._one("SELECT count(*) FROM sessions WHERE id = ?", [session_id]))
+
+    def session_workspace(self, session_id: str) -> str | None:
+        """The workspace folder the session was started in, or None."""
+        found = self._one("SELECT workspace FROM sessions WHERE id = ?", [session_id])
+        return None if found is None else str(found)
+
+    def session_ids(self, source: str | None = None) -> set[str]:
+        """Ids of the stored sessions, optionally only those imported from `source`."""
+        with self._lease.connection("list sessions") as con:
+            rows = con.execute("SELECT id FROM sessions WHERE (?::VARCHAR IS NULL OR source = ?)",
+                               [source, source]).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def turn_count(self, session_id: str) -> int:
+        """How many prompts (user messages) the session has stored."""
+        return int(self._one("SELECT count(*) FROM messages WHERE session_id = ? AND role = 'user'", [session_id]))
+
+    def message_count(self, session_id: str) -> int:
+        """How many messages the session's transcript holds."""
+        return int(self._one("SELECT count(*) FROM messages WHERE session_id = ?", [session_id]))
+
+    def last_user_seq(self, session_id: str) -> int | None:
+        """The seq of the session's last stored prompt, or None."""
+        found = self._one("SELECT max(seq) FROM messages WHERE session_id = ? AND role = 'user'", [session_id])
+        return None if found is None else int(found)
+
+    def session_for_event(self, type: str, key: str, value: str) -> str | None:
+        """The session of the newest event of `type` whose payload has `key` = `value` (e.g. a notebook binding)."""
+        found = self._one("SELECT session_id FROM events WHERE type = ? AND json_extract_string(payload, ?) = ? "
+                          "ORDER BY created_at DESC, seq DESC LIMIT 1", [type, f"$.{key}", value])
+        return None if found is None else str(found)
+
+    def turn_events(self, session_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """session_id, turn, type, created_at of every event that belongs to a turn, in order (for exports)."""
+        where, params = self._in("session_id", session_ids)
+        return self._df(f"SELECT session_id, turn, type, created_at FROM events WHERE turn IS NOT NULL{where} "
+                        "ORDER BY session_id, seq", params)
+
+    def call_records(self, columns: Sequence[str], session_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """The given request-record columns of the sessions (all when None), by session and seq (for exports)."""
+        where, params = self._in("session_id", session_ids)
+        cols = ", ".join(_column(c) for c in columns)
+        return self._df(f"SELECT {cols} FROM requests WHERE true{where} ORDER BY session_id, seq", params)
+
+    @staticmethod
+    def _in(column: str, values: Sequence[str] | None) -> tuple[str, list[Any]]:
+        if values is None:
+            return "", []
+        vals = list(values)
+        return (f" AND {column} IN ({', '.join('?' * len(vals))})" if vals else " AND false"), vals
+
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
         """Run one read-only SQL query (SELECT/EXPLAIN) and return a DataFrame."""
         try:
