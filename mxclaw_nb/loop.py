@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from mxclaw_nb.context import (
     ContextPolicy,
@@ -32,7 +32,7 @@ from mxclaw_nb.context import (
 )
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.messages import Message, tool_call_name
-from mxclaw_nb.tools import ToolContext, ToolRegistry
+from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
 Subscriber = Callable[[str, dict[str, Any]], None]
 # Events worth keeping in the store; deltas and request.built (kept as `requests` rows) are not.
@@ -64,6 +64,21 @@ class ProviderLike(Protocol):
                  on_delta: Callable[[str], None] | None = None) -> Any: ...
 
 
+@runtime_checkable
+class ClassifiedFailure(Protocol):
+    """A failed model call the provider classified (ProviderError implements it): `kind` drives C9's retry."""
+
+    kind: str
+
+
+class ToolsLike(Protocol):
+    """What the loop needs from the tools (mxclaw_nb.tools.ToolRegistry implements it)."""
+
+    def schemas(self) -> list[dict[str, Any]]: ...
+    def run(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult: ...
+    def finalize(self, result: ToolResult, ctx: ToolContext) -> ToolResult: ...
+
+
 @dataclass
 class TurnResult:
     """Outcome of one turn: final text, how it ended, and what happened on the way."""
@@ -89,7 +104,7 @@ class TurnContext:
 
     store: StoreLike
     provider: ProviderLike
-    tools: ToolRegistry
+    tools: ToolsLike
     tool_context: ToolContext
     policy_for: Callable[[], ContextPolicy]  # re-read each iteration: the calibrated counter learns mid-turn
     on_usage: Callable[[list[Message], int | None], None]
@@ -291,8 +306,6 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""
-    from mxclaw_nb.provider.client import ProviderError
-
     view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
                          carried, it)
     retry = False
@@ -316,7 +329,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             raise
         except Exception as exc:
             latency = (time.perf_counter() - started) * 1000
-            known = isinstance(exc, ProviderError)
+            known = isinstance(exc, ClassifiedFailure) and isinstance(getattr(exc, "kind", None), str)
             reason = str(exc) if known else failure_reason(exc, f"calling the model (call {it})")
             note = _store_failed_request(ctx, session_id, _request_record(
                 view, ctx.provider, turn, it, seqs, latency_ms=latency, error=reason, retry=retry))

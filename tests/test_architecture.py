@@ -186,3 +186,16 @@ def test_s1_sql_lives_only_in_the_store() -> None:
             if statement.match(text):
                 offenders.append(f"{rel}:{node.lineno}")
     assert not offenders, f"SQL outside store/: {offenders}"
+
+
+def test_l1_the_loop_depends_on_protocols_not_on_adapters() -> None:
+    """loop.py names the store, provider and tool registry only through Protocols (StoreLike, ProviderLike,
+    ToolsLike, ClassifiedFailure); it imports the engine, messages and the tools' data carriers."""
+    import ast
+
+    tree = ast.parse((PACKAGE / "loop.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    ours = {m for m in imported if m.startswith("mxclaw_nb")}
+    allowed = {"mxclaw_nb.context", "mxclaw_nb.context.lineage", "mxclaw_nb.messages", "mxclaw_nb.tools.base"}
+    assert ours <= allowed, f"loop.py imports adapters: {sorted(ours - allowed)}"
