@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mxclaw_nb import events
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
@@ -348,8 +349,7 @@ class Agent:
         return self.sandbox.status_line(self.network)
 
     def _tool_event(self, kind: str, payload: dict[str, Any], turn: int) -> None:
-        self.store.append_event(self.session_id, kind, payload, turn=turn)
-        self._emit(kind, {**payload, "turn": turn})
+        events.record(self.store, self._emit, self.session_id, kind, payload, turn=turn)
 
     def dry_run(self, prompt: str | None = None) -> RequestView:
         """The request view the next model call would send (with `prompt` as the next user message)."""

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from mxclaw_nb import events
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
@@ -31,15 +32,11 @@ from mxclaw_nb.context import (
     estimate_messages,
 )
 from mxclaw_nb.context.lineage import Lineage
+from mxclaw_nb.events import Subscriber
 from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
-Subscriber = Callable[[str, dict[str, Any]], None]
-# Events worth keeping in the store; deltas and request.built (kept as `requests` rows) are not.
-STORED_EVENTS = frozenset({
-    "turn.started", "tool.started", "tool.finished", "context.compacted", "turn.finished", "turn.failed",
-    "turn.interrupted", "turn.max_iterations", "approval.decided", "artifact.fallback", "tool.skipped",
-})
+STORED_EVENTS = events.STORED  # kept for callers of the old name; the declarations live in events.py
 
 
 class StoreLike(Protocol):
@@ -142,9 +139,7 @@ def failure_reason(exc: BaseException, doing: str) -> str:
 
 def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any], turn: int,
           iteration: int | None) -> None:
-    ctx.emit(kind, {**payload, "turn": turn, "iteration": iteration})
-    if kind in STORED_EVENTS:
-        ctx.store.append_event(session_id, kind, payload, turn=turn, iteration=iteration)
+    events.record(ctx.store, ctx.emit, session_id, kind, payload, turn=turn, iteration=iteration)
 
 
 def _c1_estimate(view: RequestView) -> int:
@@ -385,6 +380,5 @@ def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int
                 "exit_code": result.meta.get("exit_code")}
     with ctx.store.deferred():  # the result and its event are written together (joins the iteration's block)
         seq = ctx.store.append_message(session_id, message, turn=turn, iteration=it)
-        ctx.store.append_event(session_id, "tool.finished", finished, turn=turn, iteration=it)
-    ctx.emit("tool.finished", {**finished, "turn": turn, "iteration": it})
+        _emit(ctx, session_id, "tool.finished", finished, turn, it)
     return message, seq
