@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mxclaw_nb.analysis.jsonl import read_jsonl
 from mxclaw_nb.context.counters import (
     MESSAGE_OVERHEAD_TOKENS,
     CalibratedCounter,
@@ -60,18 +61,13 @@ def load_conversations(path: str | Path = DEFAULT_TRANSCRIPTS) -> Iterator[tuple
     if not files or not all(f.is_file() for f in files):
         raise FileNotFoundError(f"no transcripts (*.jsonl) found at {root}")
     for file in files:
-        with file.open(encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    raise ValueError(f"{file}:{lineno}: not JSON: {exc}") from exc
-                messages = row.get("messages") if isinstance(row, dict) else None
-                if not isinstance(messages, list):
-                    raise ValueError(f"{file}:{lineno}: expected an object with a 'messages' list")
-                yield str(row.get("id", f"{file.name}:{lineno}")), messages
+        for lineno, row, error in read_jsonl(file):
+            if error is not None:
+                raise ValueError(f"{file}:{lineno}: {error}")
+            messages = row.get("messages") if isinstance(row, dict) else None
+            if not isinstance(messages, list):
+                raise ValueError(f"{file}:{lineno}: expected an object with a 'messages' list")
+            yield str(row.get("id", f"{file.name}:{lineno}")), messages
 
 
 def _exact(name: str, framing: int) -> TokenCounter:

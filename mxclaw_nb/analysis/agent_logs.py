@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.analysis.importers import Conversation, ImportReport, write_conversations
+from mxclaw_nb.analysis.jsonl import read_jsonl
 
 Errors = list[tuple[int, str]]
 _EXIT_RE = re.compile(r"\s*(?:Exit code|Process exited with code):?\s*(-?\d+)")
@@ -27,19 +28,10 @@ _EXIT_RE = re.compile(r"\s*(?:Exit code|Process exited with code):?\s*(-?\d+)")
 
 def _lines(file: Path) -> Iterator[tuple[int, Any, str | None]]:
     """(line_no, parsed object or None, error) for each non-blank line."""
-    with file.open(encoding="utf-8-sig", errors="replace") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                yield line_no, None, f"not JSON: {exc}"
-                continue
-            if not isinstance(obj, dict):
-                yield line_no, None, f"expected a JSON object, got {type(obj).__name__}"
-                continue
-            yield line_no, obj, None
+    for line_no, obj, error in read_jsonl(file):
+        if error is None and not isinstance(obj, dict):
+            obj, error = None, f"expected a JSON object, got {type(obj).__name__}"
+        yield line_no, obj, error
 
 
 def _block_text(block: Any) -> str:

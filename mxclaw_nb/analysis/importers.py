@@ -17,7 +17,6 @@ same file twice imports nothing new (the second run reports the sessions as skip
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import json
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mxclaw_nb.analysis.jsonl import read_jsonl
 from mxclaw_nb.store.errors import StoreError
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -97,6 +97,11 @@ def parse_openai_line(line: str, default_id: str) -> Conversation:
         row = json.loads(line)
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    return parse_openai_row(row, default_id)
+
+
+def parse_openai_row(row: Any, default_id: str) -> Conversation:
+    """One parsed JSONL value -> Conversation; ValueError with a readable reason when it is unusable."""
     if isinstance(row, list):
         row = {"messages": row}
     if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
@@ -126,15 +131,13 @@ def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]],
     if not file.is_file():
         raise FileNotFoundError(f"no such transcript file: {file}")
     good, bad = [], []
-    opener = gzip.open if file.name.endswith(".gz") else open
-    with opener(file, "rt", encoding="utf-8-sig", errors="replace") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                good.append((line_no, parse_openai_line(line, f"{file.name}:{line_no}")))
-            except ValueError as exc:
-                bad.append((line_no, str(exc)))
+    for line_no, row, error in read_jsonl(file):
+        try:
+            if error is not None:
+                raise ValueError(error)
+            good.append((line_no, parse_openai_row(row, f"{file.name}:{line_no}")))
+        except ValueError as exc:
+            bad.append((line_no, str(exc)))
     return good, bad
 
 
