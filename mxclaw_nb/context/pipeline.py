@@ -18,8 +18,9 @@ from decimal import Decimal
 from functools import cached_property
 from itertools import compress
 from operator import not_
-from typing import Any, Protocol
+from typing import Any
 
+from mxclaw_nb.context.counters import TokenCounter
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
 from mxclaw_nb.context.incremental import Layout, layout_of, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
@@ -34,12 +35,7 @@ from mxclaw_nb.text_policy import display
 Summarizer = Callable[[list[Message]], str]
 
 
-class Counter(Protocol):
-    """Anything with a `name` and a per-message `count` (see `counters.py`)."""
-
-    name: str
-
-    def count(self, message: Message) -> int: ...
+Counter = TokenCounter  # the one counter Protocol lives in counters.py (kept under this name for callers)
 
 
 @dataclass(frozen=True)
