@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - older openai releases
 
 from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC C9), re-exported
 from mxclaw_nb.demo.model import DEMO_MODEL
+from mxclaw_nb.messages import SENT_KEYS, sanitize
 from mxclaw_nb.secrets import display_url, redact, register
 from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE  # one owner: the settings table
 
@@ -48,8 +49,8 @@ __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WIN
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEMO_LABEL = "demo model (offline)"
-_STORED_ONLY = ("is_error", "reasoning", "attachments")
 
+_SENT = frozenset(SENT_KEYS)
 DEFAULT_TIMEOUT = 120.0  # seconds the client waits for each read (a stall), per attempt
 RETRY_NOTICE = "\n[the stream was cut off; asking the provider again]\n"
 
@@ -169,9 +170,8 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
 
 
 def _sendable(messages: list[dict]) -> list[dict]:
-    """Messages without stored-only keys (normally already stripped by the context engine)."""
-    return [{k: v for k, v in m.items() if k not in _STORED_ONLY} if any(k in m for k in _STORED_ONLY) else m
-            for m in messages]
+    """The sent form of each message (`messages.sanitize`, the one owner); the engine's views already are."""
+    return [m if m.keys() <= _SENT else sanitize(m) for m in messages]
 
 
 def _is_loopback(url: str) -> bool:
