@@ -15,6 +15,7 @@ import io
 import sys
 import traceback
 from collections.abc import Callable, MutableMapping
+from functools import partial
 from typing import Any
 
 from mxclaw_nb.tools.base import ToolContext, ToolResult
@@ -23,15 +24,6 @@ from mxclaw_nb.tools.shell import decide
 
 MAX_OUTPUT = 20_000
 Namespace = MutableMapping[str, Any]
-
-
-def _user_ns() -> Namespace:
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    if shell is None:
-        raise RuntimeError("no IPython shell: the kernel tools need a running kernel")
-    return shell.user_ns
 
 
 def describe(value: Any) -> dict[str, Any]:
@@ -67,7 +59,7 @@ def _public(ns: Namespace) -> dict[str, Any]:
             "get_ipython"} and not callable(v) and type(v).__name__ != "module"}
 
 
-def kernel_variables(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace] = _user_ns) -> ToolResult:
+def kernel_variables(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
     """K1: a manifest of the user's namespace (name, type, shape/dtype/columns, len, memory; no values)."""
     wanted = str(args.get("filter") or "")
     rows = []
@@ -80,7 +72,7 @@ def kernel_variables(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Na
     return ToolResult(text[:MAX_OUTPUT], meta={"facts": {"kind": "manifest", "count": len(rows)}})
 
 
-def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace] = _user_ns) -> ToolResult:
+def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
     """K1: run code in the user's namespace after approval; stdout/stderr, value facts, exception."""
     code = str(args.get("code") or "")
     allowed, by = decide(code, ctx)
@@ -121,10 +113,19 @@ def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespac
     return ToolResult(("\n".join(parts) or "(no output)")[:MAX_OUTPUT], meta={"facts": facts})
 
 
+def kernel_tools(ns: Callable[[], Namespace]) -> list[Tool]:
+    """The K1 tools bound to a namespace provider (the notebook layer passes the shell's ``user_ns``;
+    the tool layer never imports IPython: tests/test_architecture.py)."""
+    return [Tool(PYTHON_TOOL.name, PYTHON_TOOL.description, PYTHON_TOOL.parameters, partial(run_python, ns=ns)),
+            Tool(KERNEL_VARIABLES_TOOL.name, KERNEL_VARIABLES_TOOL.description, KERNEL_VARIABLES_TOOL.parameters,
+                 partial(kernel_variables, ns=ns))]
+
+
 PYTHON_TOOL = Tool("python", "Run Python code in the user's kernel namespace (approval required; not OS-sandboxed). "
                    "Returns stdout/stderr, the last expression's value and type facts, or the exception.",
                    {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-                   run_python)
+                   lambda a, c: run_python(a, c, dict))
 KERNEL_VARIABLES_TOOL = Tool("kernel_variables", "List the user's kernel variables: name, type, shape, dtype, "
                              "columns, length, memory (no values). Optional substring filter.",
-                             {"type": "object", "properties": {"filter": {"type": "string"}}}, kernel_variables)
+                             {"type": "object", "properties": {"filter": {"type": "string"}}},
+                             lambda a, c: kernel_variables(a, c, dict))
