@@ -48,7 +48,7 @@ __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WIN
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEMO_LABEL = "demo model (offline)"
-_STORED_ONLY = ("is_error", "reasoning", "attachments")
+_STORED_ONLY = ("is_error", "reasoning", "attachments", "facts")  # facts: K2 tool facts
 
 DEFAULT_TIMEOUT = 120.0  # seconds the client waits for each read (a stall), per attempt
 RETRY_NOTICE = "\n[the stream was cut off; asking the provider again]\n"
