@@ -375,6 +375,8 @@ def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int
     message: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
     if result.is_error:
         message["is_error"] = True
+    if isinstance(result.meta.get("facts"), dict):  # K2/K3: recorded facts, stored, never sent (client strips)
+        message["facts"] = result.meta["facts"]
     finished = {"call_id": call_id, "name": name, "is_error": result.is_error, "content": result.content[:2_000],
                 "chars": len(result.content), "artifact_id": result.meta.get("artifact_id"),
                 "exit_code": result.meta.get("exit_code")}

@@ -1,4 +1,4 @@
-"""SPEC C5: microcompaction, replacing old successful tool outputs with a length placeholder.
+"""SPEC C5/K2: microcompaction, replacing old successful tool outputs with a (typed) length placeholder.
 
 Tried before any summary because it loses the least: no message disappears, the call/result pairs
 and the roles stay exactly as they were, only the bulk of old build logs and file dumps goes. Failure
@@ -9,12 +9,58 @@ is never replaced, since it is what stops the model from repeating a mistake.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from mxclaw_nb.messages import Message, content_text, is_failure
 
 PLACEHOLDER = "[old tool output compacted: {n} characters]"
+TYPED_PLACEHOLDER = "[old tool output compacted: {n} characters; {facts}]"
 # A placeholder fed back by C7 (next_input) is already compacted: replacing it again would lose N.
-_PLACEHOLDER_RE = re.compile(r"\[old tool output compacted: \d+ characters\]")
+_PLACEHOLDER_RE = re.compile(r"\[old tool output compacted: [\d,]+ characters(; [^\n]*)?\]")
+FACTS_KEY = "facts"  # K2: structured facts a kernel tool recorded on its result (never live objects)
+_MAX_COLUMNS = 3
+_MAX_NAMES = 4
+_FACT_CHARS = 80
+
+
+def _clip(text: str, limit: int = _FACT_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _shape(shape: Any) -> str:
+    if isinstance(shape, (list, tuple)) and shape:
+        return "x".join(f"{int(d):,}" if isinstance(d, int) else str(d) for d in shape)
+    return ""
+
+
+def type_facts(facts: Mapping[str, Any]) -> str:
+    """SPEC K2: the `<type facts>` part of a typed placeholder, from recorded facts only (pure, deterministic)."""
+    parts: list[str] = []
+    kind = str(facts.get("kind") or "")
+    vtype = _clip(facts.get("type") or "", 40)
+    if kind == "plot":
+        parts.append("plot: " + _clip(facts.get("caption") or vtype or "figure"))
+    elif vtype:
+        head = f"{vtype} {_shape(facts.get('shape'))}".strip()
+        columns = [str(c) for c in facts.get("columns") or []]
+        if columns:
+            shown = ", ".join(_clip(c, 24) for c in columns[:_MAX_COLUMNS])
+            head += f" ({shown}{', ...' if len(columns) > _MAX_COLUMNS else ''})"
+        elif facts.get("dtype"):
+            head += f" {_clip(facts['dtype'], 20)}"
+        parts.append(head)
+    if facts.get("exc_type"):
+        frame = f" at {_clip(facts['frame'], 60)}" if facts.get("frame") else ""
+        parts.append(f"{_clip(facts['exc_type'], 40)}: {_clip(facts.get('exc_message') or '', 80)}{frame}")
+    names = sorted({str(n) for n in facts.get("variables") or []})
+    if names:
+        shown = ", ".join(names[:_MAX_NAMES]) + (", ..." if len(names) > _MAX_NAMES else "")
+        parts.append(f"still in the kernel as {shown}")
+    elif facts.get("count") is not None and kind:
+        parts.append(f"{int(facts['count']):,} {kind}")
+    return "; ".join(p for p in parts if p)
 
 
 def placeholder_for(message: Message) -> str | None:
@@ -24,6 +70,12 @@ def placeholder_for(message: Message) -> str | None:
     original = content_text(message.get("content"))
     if _PLACEHOLDER_RE.fullmatch(original):
         return None
+    facts = message.get(FACTS_KEY)
+    typed = type_facts(facts) if isinstance(facts, Mapping) else ""
+    if typed:
+        text = TYPED_PLACEHOLDER.format(n=f"{len(original):,}", facts=typed)
+        if len(text) < len(original):
+            return text
     text = PLACEHOLDER.format(n=len(original))
     return text if len(text) < len(original) else None
 

@@ -15,6 +15,7 @@ from itertools import compress, repeat
 from operator import eq, is_
 from typing import Any, cast
 
+from mxclaw_nb.context.micro import type_facts
 from mxclaw_nb.messages import (
     SUMMARY_PREFIX,
     Message,
@@ -114,12 +115,27 @@ def _dicts(messages: Sequence[Any]) -> Sequence[Message]:
     return messages if all(map(isinstance, messages, repeat(dict))) else [m for m in messages if isinstance(m, dict)]
 
 
+def _kernel_state(messages: Sequence[Message]) -> list[str]:
+    """SPEC K3: the live variables the summarized history created, from recorded facts (last record wins)."""
+    seen: dict[str, str] = {}
+    for m in messages:
+        facts = m.get("facts") if m.get("role") == "tool" else None
+        if not isinstance(facts, dict) or m.get("is_error"):
+            continue
+        described = type_facts({k: v for k, v in facts.items() if k != "variables"})
+        for name in facts.get("variables") or []:
+            seen[str(name)] = described
+    return [clip(f"{name}: {what}" if what else name, STATE_CHARS) for name, what in sorted(seen.items())]
+
+
 def _text(old: Sequence[Message], paths: list[str], failures: list[str]) -> str:
     lines = [SUMMARY_PREFIX, "Older transcript messages were summarized."]
     lines += _section("Goals:", _goals(old))
     lines += _section("Files and tools touched:", paths)
     lines += _section("Failures to avoid:", failures)
     lines += _section("Last useful assistant state:", _last_state(old))
+    if any(m.get("facts") for m in old):  # K3: only when kernel tools ran, so C6 texts stay byte-identical
+        lines += _section("Kernel state:", _kernel_state(old))
     return "\n".join(lines)
 
 

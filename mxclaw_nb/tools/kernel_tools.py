@@ -1,0 +1,131 @@
+"""SPEC K1: kernel-native tools -- ``python`` (code in the user's namespace) and ``kernel_variables``.
+
+``python`` runs in the user's IPython namespace, so it cannot live in the OS sandbox (L5) by necessity;
+it goes through the same approval policy as ``bash`` (``ask`` by default: a person sees the code).
+Each result records structured facts in ``meta["facts"]`` (kind, type, shape, columns, variable names,
+exception type/message/last user frame) so the context engine compacts by type (K2, K3) without
+ever seeing a live object.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import sys
+import traceback
+from collections.abc import Callable, MutableMapping
+from functools import partial
+from typing import Any
+
+from mxclaw_nb.tools.base import ToolContext, ToolResult
+from mxclaw_nb.tools.registry import Tool
+from mxclaw_nb.tools.shell import decide
+
+MAX_OUTPUT = 20_000
+Namespace = MutableMapping[str, Any]
+
+
+def describe(value: Any) -> dict[str, Any]:
+    """Type facts of a value, without its contents (K1 manifest, K2 placeholder facts)."""
+    facts: dict[str, Any] = {"type": type(value).__name__}
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape):
+        facts["shape"] = list(shape)
+    columns = getattr(value, "columns", None)
+    if columns is not None and not callable(columns):
+        with contextlib.suppress(Exception):
+            facts["columns"] = [str(c) for c in list(columns)[:50]]
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and "columns" not in facts:
+        facts["dtype"] = str(dtype)
+    with contextlib.suppress(Exception):
+        if not isinstance(value, (str, bytes)) and hasattr(value, "__len__"):
+            facts["len"] = len(value)
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        facts["memory"] = nbytes
+    else:
+        with contextlib.suppress(Exception):
+            mem = value.memory_usage(deep=False)
+            facts["memory"] = int(mem.sum() if hasattr(mem, "sum") else mem)
+    if type(value).__name__ == "Figure":
+        facts["kind"] = "plot"
+    return facts
+
+
+def _public(ns: Namespace) -> dict[str, Any]:
+    return {k: v for k, v in ns.items() if not k.startswith("_") and k not in {"In", "Out", "exit", "quit",
+            "get_ipython"} and not callable(v) and type(v).__name__ != "module"}
+
+
+def kernel_variables(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
+    """K1: a manifest of the user's namespace (name, type, shape/dtype/columns, len, memory; no values)."""
+    wanted = str(args.get("filter") or "")
+    rows = []
+    for name, value in sorted(_public(ns()).items()):
+        if wanted and wanted.lower() not in name.lower():
+            continue
+        facts = describe(value)
+        rows.append(f"{name}: " + ", ".join(f"{k}={v}" for k, v in facts.items() if k != "kind"))
+    text = "\n".join(rows) or "(no user variables)"
+    return ToolResult(text[:MAX_OUTPUT], meta={"facts": {"kind": "manifest", "count": len(rows)}})
+
+
+def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
+    """K1: run code in the user's namespace after approval; stdout/stderr, value facts, exception."""
+    code = str(args.get("code") or "")
+    allowed, by = decide(code, ctx)
+    if not allowed:
+        return ToolResult(f"Permission denied: python code not approved ({by})", is_error=True)
+    space = ns()
+    before = {k: id(v) for k, v in space.items()}
+    out, err = io.StringIO(), io.StringIO()
+    facts: dict[str, Any] = {"kind": "value"}
+    value: Any = None
+    try:
+        tree = ast.parse(code, "<agent-python>")
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            exec(compile(tree, "<agent-python>", "exec"), space)  # noqa: S102 - K1: the user's kernel, approved
+            if last is not None:
+                value = eval(compile(ast.Expression(last.value), "<agent-python>", "eval"), space)  # noqa: S307
+    except BaseException as exc:  # noqa: BLE001 - reported to the model as a failure, never raised
+        frames = [f for f in traceback.extract_tb(sys.exc_info()[2]) if f.filename == "<agent-python>"]
+        frame = f"line {frames[-1].lineno}: {frames[-1].line or ''}".strip() if frames else ""
+        facts = {"kind": "exception", "exc_type": type(exc).__name__, "exc_message": str(exc)[:200],
+                 "frame": frame}
+        text = (f"Tool failed: {type(exc).__name__}: {exc}\n{frame}\n"
+                f"stdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}")
+        return ToolResult(text[:MAX_OUTPUT], is_error=True, meta={"facts": facts})
+    created = sorted(k for k, v in space.items() if not k.startswith("_") and before.get(k) != id(v))
+    parts = []
+    if out.getvalue():
+        parts.append("stdout:\n" + out.getvalue())
+    if err.getvalue():
+        parts.append("stderr:\n" + err.getvalue())
+    if value is not None:
+        facts.update(describe(value))
+        parts.append(f"value ({facts['type']}):\n{value!r}")
+    elif created:
+        facts.update(describe(space[created[-1]]))
+    facts["variables"] = created
+    return ToolResult(("\n".join(parts) or "(no output)")[:MAX_OUTPUT], meta={"facts": facts})
+
+
+def kernel_tools(ns: Callable[[], Namespace]) -> list[Tool]:
+    """The K1 tools bound to a namespace provider (the notebook layer passes the shell's ``user_ns``;
+    the tool layer never imports IPython: tests/test_architecture.py)."""
+    return [Tool(PYTHON_TOOL.name, PYTHON_TOOL.description, PYTHON_TOOL.parameters, partial(run_python, ns=ns)),
+            Tool(KERNEL_VARIABLES_TOOL.name, KERNEL_VARIABLES_TOOL.description, KERNEL_VARIABLES_TOOL.parameters,
+                 partial(kernel_variables, ns=ns))]
+
+
+PYTHON_TOOL = Tool("python", "Run Python code in the user's kernel namespace (approval required; not OS-sandboxed). "
+                   "Returns stdout/stderr, the last expression's value and type facts, or the exception.",
+                   {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+                   lambda a, c: run_python(a, c, dict))
+KERNEL_VARIABLES_TOOL = Tool("kernel_variables", "List the user's kernel variables: name, type, shape, dtype, "
+                             "columns, length, memory (no values). Optional substring filter.",
+                             {"type": "object", "properties": {"filter": {"type": "string"}}},
+                             lambda a, c: kernel_variables(a, c, dict))

@@ -1,0 +1,55 @@
+"""SPEC K1 (with K2): the kernel tools on a real IPython shell's namespace; approval policy (L3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mxclaw_nb.context.micro import placeholder_for
+from mxclaw_nb.tools.base import ToolContext
+from mxclaw_nb.tools.kernel_tools import kernel_variables, run_python
+
+
+def _ctx(tmp_path: Path, approval: str = "ask", answer: bool | None = True) -> tuple[ToolContext, list[str]]:
+    asked: list[str] = []
+
+    def approver(code: str) -> bool | None:
+        asked.append(code)
+        return answer
+
+    return ToolContext(workspace=tmp_path, session_id="s", approval=approval, approver=approver), asked
+
+
+def test_python_reads_user_dataframe_after_approval(tmp_path: Path) -> None:
+    ns = {"df_sales": pd.DataFrame({"id": range(5000), "price": [1.0] * 5000})}
+    ctx, asked = _ctx(tmp_path)
+    res = run_python({"code": "big = df_sales.assign(x=1)\nprint(big.to_string())\nbig"}, ctx, lambda: ns)
+    assert asked and "df_sales" in asked[0]
+    assert not res.is_error and "big" in ns
+    facts = res.meta["facts"]
+    assert facts["type"] == "DataFrame" and facts["shape"] == [5000, 3] and facts["variables"] == ["big"]
+    msg = {"role": "tool", "tool_call_id": "c", "content": res.content, "facts": facts}
+    text = placeholder_for(msg)
+    assert text is not None and "DataFrame 5,000x3 (id, price, x); still in the kernel as big" in text
+
+
+def test_python_denied_is_failure(tmp_path: Path) -> None:
+    ctx, _ = _ctx(tmp_path, answer=False)
+    res = run_python({"code": "1"}, ctx, lambda: {})
+    assert res.is_error and res.content.startswith("Permission denied")
+
+
+def test_python_exception_keeps_type_message_frame(tmp_path: Path) -> None:
+    ctx, _ = _ctx(tmp_path, approval="allow")
+    res = run_python({"code": "x = 1\ny = {}['prce']"}, ctx, lambda: {})
+    assert res.is_error and res.meta["facts"]["exc_type"] == "KeyError"
+    assert "line 2" in res.meta["facts"]["frame"]
+
+
+def test_kernel_variables_manifest_has_no_values(tmp_path: Path) -> None:
+    ns = {"df": pd.DataFrame({"secret_col": [123456789]}), "n": 42, "_hidden": 1}
+    ctx, _ = _ctx(tmp_path)
+    res = kernel_variables({}, ctx, lambda: ns)
+    assert "df: type=DataFrame, shape=[1, 1]" in res.content and "secret_col" in res.content
+    assert "123456789" not in res.content and "_hidden" not in res.content
