@@ -20,8 +20,8 @@ if [ -n "$missing" ]; then
   fi
 fi
 .venv/bin/ruff check .
-# The pure engine type-checks strictly (DESIGN: typed core; mypy settings in pyproject.toml)
-.venv/bin/python -m mypy --strict mxclaw_nb/context mxclaw_nb/messages.py
+# The pure engine, the store, events and settings type-check strictly (mypy settings in pyproject.toml)
+.venv/bin/python -m mypy --strict mxclaw_nb/context mxclaw_nb/messages.py mxclaw_nb/store mxclaw_nb/events.py mxclaw_nb/settings.py
 # The agent notebook (SPEC N4) runs on its own kernelspec: install it into .venv, then let nbval pick the kernel
 # from the notebook's metadata (--nbval-current-env would force the Python kernel on every notebook).
 .venv/bin/python -m mxclaw_nb.kernel install --sys-prefix
