@@ -114,7 +114,8 @@ class Agent:
                  network: str | None = None, shell_env: Sequence[str] | None = None,
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
-                 max_prompt_bytes: int = MAX_PROMPT_BYTES) -> None:
+                 max_prompt_bytes: int = MAX_PROMPT_BYTES,
+                 namespace: Callable[[], dict[str, Any]] | None = None) -> None:
         from mxclaw_nb.provider.client import context_window_for, resolve_provider
         from mxclaw_nb.store.writer import Store
 
@@ -161,7 +162,7 @@ class Agent:
         self._deltas = StreamRedactor()
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
-        self.tools = default_registry()
+        self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
         self._subscribers: list[Subscriber] = []
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)

@@ -17,7 +17,7 @@ from mxclaw_nb.settings import CONFIG_KEYS, LIMITS, SETTING, SETTINGS, describe_
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 # Agent(...) arguments that are not settings: objects and per-call wiring, or a setting's other form
-NOT_SETTINGS = {"session_id", "provider", "approver", "home", "env", "summarize", "api_key", "shell_env"}
+NOT_SETTINGS = {"session_id", "provider", "approver", "home", "env", "summarize", "api_key", "shell_env", "namespace"}
 
 
 def _section(title: str) -> list[str]:

@@ -127,10 +127,15 @@ class AgentMagics(Magics, AgentSettings):
                          session_id=session_id, call_deadline=self.call_deadline,
                          sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
                          shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
-                         approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout))
+                         approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout),
+                         namespace=self._user_namespace if self.shell is not None else None)
         except ValueError as exc:
             raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "
                              "or the environment variable).") from None
+
+    def _user_namespace(self) -> dict[str, Any]:
+        """The kernel's user namespace, for the K1 tools (read at each call: the user may rebind it)."""
+        return self.shell.user_ns  # type: ignore[no-any-return]
 
     def new_session(self) -> Agent:
         """Start a new session; on the demo model with no configured workspace, in a fresh sample copy.

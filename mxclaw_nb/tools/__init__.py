@@ -8,6 +8,9 @@ required arguments are public: the demo model and users' prompts rely on them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from mxclaw_nb.tools.artifact_tool import ARTIFACT_TOOL
 from mxclaw_nb.tools.base import APPROVAL_MODES, ArtifactStore, ToolContext, ToolError, ToolResult
 from mxclaw_nb.tools.files import FILE_TOOLS, resolve_in_workspace
@@ -30,6 +33,10 @@ __all__ = [
 ]
 
 
-def default_registry() -> ToolRegistry:
-    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact."""
-    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL])
+def default_registry(namespace: Callable[[], dict[str, Any]] | None = None) -> ToolRegistry:
+    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact; with a
+    `namespace` (the kernel's user namespace, K1) also python and kernel_variables."""
+    from mxclaw_nb.tools.kernel_tools import kernel_tools
+
+    extra = kernel_tools(namespace) if namespace is not None else []
+    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL, *extra])
