@@ -117,6 +117,7 @@ def test_n1_percent_config_env_fallback_and_ipython_config(ip: InteractiveShell,
     assert m.keep_recent_tokens == 1234
     table, cap = agent(ip, "config")
     assert isinstance(table, pd.DataFrame) and set(table["setting"]) >= {"model", "db", "api_key_env", "live"}
+    assert "python tool: runs in this kernel, outside the OS sandbox" in cap.stdout  # K1 said where it is set
     source = dict(zip(table["setting"], table["source"], strict=True))
     assert source["keep_recent_tokens"] == "config" and source["threshold_ratio"] == "config"
     assert source["context_window_tokens"] == "env $MXCLAW_CONTEXT_WINDOW" and source["approval"] == "default"

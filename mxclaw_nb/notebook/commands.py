@@ -263,6 +263,8 @@ def cmd_config(m: CommandHost, args: argparse.Namespace) -> Any:
     print(m.caption(f"window {agent.policy.context_window_tokens:,} · threshold {agent.policy.threshold:,} est. · "
                     f"db {m.store().path} · workspace {agent.workspace}"))
     print(("⚠ " if not agent.sandbox.confined else "") + agent.sandbox_status)
+    if "python" in agent.tools.names():
+        print("python tool: runs in this kernel, outside the OS sandbox (K1); the approval policy applies")
     import pandas as pd  # lazy: %load_ext must not import pandas (bench/import_bench.py)
 
     return pd.DataFrame(rows)
