@@ -115,34 +115,47 @@ def _dicts(messages: Sequence[Any]) -> Sequence[Message]:
     return messages if all(map(isinstance, messages, repeat(dict))) else [m for m in messages if isinstance(m, dict)]
 
 
-def _kernel_state(messages: Sequence[Message]) -> list[str]:
-    """SPEC K3: the live variables the summarized history created, from recorded facts (last record wins)."""
-    seen: dict[str, str] = {}
+def _kernel_update(seen: dict[str, str], messages: Sequence[Message]) -> bool:
+    """SPEC K3: add the variables `messages` created to `seen` (last record wins); True when any had facts."""
+    any_facts = False
     for m in messages:
-        facts = m.get("facts") if m.get("role") == "tool" else None
-        if not isinstance(facts, dict) or m.get("is_error"):
+        facts = m.get("facts")
+        if not facts:
+            continue
+        any_facts = True
+        if m.get("role") != "tool" or not isinstance(facts, dict) or m.get("is_error"):
             continue
         described = type_facts({k: v for k, v in facts.items() if k != "variables"})
         for name in facts.get("variables") or []:
             seen[str(name)] = described
+    return any_facts
+
+
+def _kernel_lines(seen: dict[str, str]) -> list[str]:
     return [clip(f"{name}: {what}" if what else name, STATE_CHARS) for name, what in sorted(seen.items())]
 
 
-def _text(old: Sequence[Message], paths: list[str], failures: list[str]) -> str:
+def _kernel_state(messages: Sequence[Message]) -> list[str] | None:
+    """The live variables the summarized history created, or None when no kernel tool recorded facts."""
+    seen: dict[str, str] = {}
+    return _kernel_lines(seen) if _kernel_update(seen, messages) else None
+
+
+def _text(old: Sequence[Message], paths: list[str], failures: list[str], kernel: list[str] | None) -> str:
     lines = [SUMMARY_PREFIX, "Older transcript messages were summarized."]
     lines += _section("Goals:", _goals(old))
     lines += _section("Files and tools touched:", paths)
     lines += _section("Failures to avoid:", failures)
     lines += _section("Last useful assistant state:", _last_state(old))
-    if any(m.get("facts") for m in old):  # K3: only when kernel tools ran, so C6 texts stay byte-identical
-        lines += _section("Kernel state:", _kernel_state(old))
+    if kernel is not None:  # K3: only when kernel tools ran, so C6 texts stay byte-identical
+        lines += _section("Kernel state:", kernel)
     return "\n".join(lines)
 
 
 def build_structured_summary(old_messages: Sequence[Message]) -> str:
     """SPEC C6: the `[compressed conversation context]` text for messages before the safe tail."""
     old = _dicts(old_messages)
-    return _text(old, _paths(old), _failures(old))
+    return _text(old, _paths(old), _failures(old), _kernel_state(old))
 
 
 def _snapshot(messages: Sequence[Message], keys: tuple[str, ...]) -> tuple[list[Any], ...]:
@@ -164,6 +177,8 @@ class StructuredSummaryState:
         self._snap: tuple[list[Any], ...] = ()
         self._paths: dict[str, None] = {}
         self._failures: list[str] = []
+        self._kernel: dict[str, str] = {}
+        self._any_facts = False
 
     def summary(self, old_messages: Sequence[Message], *, unchanged_content: bool = False,
                 trusted: bool = False) -> str:
@@ -179,7 +194,7 @@ class StructuredSummaryState:
             old = cast("list[dict[str, Any]]", old_messages)  # read-only here: no copy of a long history
             snap: tuple[list[Any], ...] = ()
             if len(old) < n or self._snap or (n and old[n - 1] is not self._messages[n - 1]):
-                n, self._paths, self._failures = 0, {}, []
+                n, self._paths, self._failures, self._kernel, self._any_facts = 0, {}, [], {}, False
         else:
             old = list(_dicts(old_messages))
             keys = ("is_error",) if unchanged_content else ("content", "tool_calls", "is_error")
@@ -187,10 +202,12 @@ class StructuredSummaryState:
             if (len(old) < n or len(snap) != len(self._snap) or not all(map(is_, old[:n], self._messages))
                     or not all(all(map(is_, now[:n], before))
                                for now, before in zip(snap, self._snap, strict=True))):
-                n, self._paths, self._failures = 0, {}, []
+                n, self._paths, self._failures, self._kernel, self._any_facts = 0, {}, [], {}, False
         added = old[n:]
         for path in _paths(added):
             self._paths.setdefault(path, None)
         self._failures = (self._failures + _failures(added))[-FAILURES_MAX:]
+        self._any_facts = _kernel_update(self._kernel, added) or self._any_facts
         self._messages, self._snap = old, snap
-        return _text(old, list(self._paths), list(self._failures))
+        return _text(old, list(self._paths), list(self._failures),
+                     _kernel_lines(self._kernel) if self._any_facts else None)
