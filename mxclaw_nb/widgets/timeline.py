@@ -114,6 +114,12 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
         if y.notna().any():
             handles += ax.step(x, y, where="mid", color=color, lw=1, ls=":" if col == "window_tokens" else "-",
                                label=label)
+    turns = df["turn"].tolist()
+    starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
+    if starts:  # before the compaction markers (they stay on top); one collection, not an axvline per turn
+        bounds = ax.vlines([i + 0.5 for i in starts], 0, 1, transform=ax.get_xaxis_transform(), colors=ink,
+                           alpha=0.35, lw=0.8, linestyles="--")
+        bounds.set_gid("turn-boundaries")
     comp = df[df["compacted"]]
     if len(comp):
         before, after = _num(comp["before_tokens"]), sent[comp.index]
@@ -127,11 +133,6 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
             if stage in set(comp["stage"]):
                 handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=ink,
                                       label=f"compaction: {stage} (before → sent)"))
-    turns = df["turn"].tolist()
-    starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
-    if starts:  # one collection for all turn boundaries (an axvline each cost ~1 ms per turn)
-        ax.vlines([i + 0.5 for i in starts], 0, 1, transform=ax.get_xaxis_transform(), colors=ink, alpha=0.35,
-                  lw=0.8, linestyles="--")
     firsts = [0, *starts]
     step = -(-len(firsts) // MAX_TURN_LABELS)  # label at most MAX_TURN_LABELS turns (text is the costly artist)
     for i in firsts[::step]:
