@@ -274,6 +274,8 @@ def test_c10_timeline_lines_markers_and_turns():
     boundaries = [c for c in ax.collections if c.get_gid() == "turn-boundaries"]  # one collection (N2: fast)
     assert sum(len(c.get_segments()) for c in boundaries) == len(set(turns)) - 1
     assert tl.png.startswith(b"\x89PNG") and "currentColor" in tl.svg and "#010203" not in tl.svg
+    # no <text> in the SVG: a sanitizer that drops <svg> (untrusted notebook) would leave its words loose (N2)
+    assert "<text" not in tl.svg
     assert f"{len(views)} model calls" in tl.caption_html() and "<svg" in tl.to_html()
     assert "application/vnd.jupyter.widget-view+json" not in tl._repr_mimebundle_()
     assert all(float(t).is_integer() for t in ax.get_xticks())

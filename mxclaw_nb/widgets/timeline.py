@@ -157,9 +157,9 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
 def figure_svg(fig: Figure) -> str:
     """The figure as inline SVG markup whose ink is `currentColor` (it follows the page's text colour)."""
     buf = io.StringIO()
-    # text as <text> (the page's font, selectable) rather than glyph paths: a third of the render time
-    with rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format="svg", transparent=True)
+    # text stays glyph paths: as <text> it would leak as loose words when an untrusted notebook's
+    # sanitizer drops the <svg> (seen in the untrusted-copy screenshot)
+    fig.savefig(buf, format="svg", transparent=True)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
