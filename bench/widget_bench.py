@@ -139,6 +139,29 @@ def per_call(sizes: tuple[int, ...] = (100, 10_000)) -> None:
               f"closed); opening the inspector {opened:.0f} ms", flush=True)
 
 
+def timeline_ms(calls: int = 1000, runs: int = 5) -> float:
+    """Median ms to build a TokenTimeline (SVG + PNG fallback + caption) of `calls` model calls (N2)."""
+    import pandas as pd
+
+    from mxclaw_nb.widgets.timeline import TokenTimeline
+
+    rows = []
+    for i in range(calls):
+        compacted = i % 37 == 36
+        rows.append({"seq": i, "turn": i // 7 + 1, "iteration": i % 7 + 1, "estimate_tokens": 20_000 + 300 * (i % 37),
+                     "after_tokens": 12_000 if compacted else 20_000 + 300 * (i % 37),
+                     "before_tokens": 31_000 if compacted else None, "threshold": 30_000, "window_tokens": 40_000,
+                     "stage": "summary" if compacted else "unchanged", "counter": "calibrated",
+                     "calibrated_tokens": 20_500 + 300 * (i % 37)})
+    df = pd.DataFrame(rows)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        TokenTimeline(df).close()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print one line per configuration (and JSON with --json)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -149,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
                              "0.004: the interactive demo's pace)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--per-call", action="store_true", help="also time the view per model call in-process")
+    parser.add_argument("--timeline", action="store_true", help="only time the timeline on 1,000 calls")
     args = parser.parse_args(argv)
+    if args.timeline:
+        print(f"timeline of 1,000 calls: median {timeline_ms():.0f} ms to build (SVG + PNG + caption)", flush=True)
+        return 0
     if args.per_call:
         per_call()
     configs = [True, False] if args.only is None else [args.only == "on"]

@@ -97,7 +97,7 @@ def show_dry_run(m: CommandHost, prompt: str | None) -> Any:
 
     view = m.get_agent().dry_run(prompt)
     unit = counter_label(view.counter)
-    print(m.caption(f"dry run, no model call: next request view {len(view.messages)} messages · "
+    print(m.caption(f"dry run, no model call: next request view {counted(len(view.messages), 'message')} · "
                     f"{fmt_int(view.after_tokens)} {unit} / {fmt_int(view.threshold)} threshold / "
                     f"{fmt_int(view.window)} window · {view.stage}"))
     return CompactionInspector(view)

@@ -18,7 +18,7 @@ from mxclaw_nb.analysis.compare import summarize_policies
 from mxclaw_nb.analysis.plots import plot_comparison
 from mxclaw_nb.analysis.replay import as_requests
 from mxclaw_nb.widgets.static import StaticReprMixin
-from mxclaw_nb.widgets.style import FONT, MUTED, esc
+from mxclaw_nb.widgets.style import FONT, MUTED, counted, esc
 from mxclaw_nb.widgets.timeline import TokenTimeline, figure_svg
 
 
@@ -45,7 +45,7 @@ class ComparisonView(StaticReprMixin, widgets.VBox):
         self.svg = figure_svg(fig)
         self.table = summarize_policies(df).round(3)
         timing = df.attrs.get("timing", {})
-        self.caption = (f"{timing.get('sessions', df['session_id'].nunique())} sessions · "
+        self.caption = (f"{counted(timing.get('sessions', df['session_id'].nunique()), 'session')} · "
                         f"{timing.get('ms_per_session_policy', float('nan')):.1f} ms per session and policy")
         self.static_display = True
         table = self.table.to_html(index=False, classes="mx-table", border=0)

@@ -34,6 +34,7 @@ from mxclaw_nb.widgets.style import (
     THEME_STYLE,
     chip,
     color_of,
+    counted,
     counter_label,
     esc,
     fmt_int,
@@ -162,8 +163,8 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         summary = widgets.HTML(self.summary_html())
         self.tabs = widgets.Tab(children=[self._before, self._after, summary])
         before_title = "Before (transcript, " if data.transcript_relative else "Before ("
-        self.tabs.titles = (f"{before_title}{len(self.before_df):,} msgs)",
-                            f"After (sent, {len(self.after_df):,} msgs)", "Summary")
+        self.tabs.titles = (f"{before_title}{counted(len(self.before_df), 'msg')})",
+                            f"After (sent, {counted(len(self.after_df), 'msg')})", "Summary")
         children: list[widgets.Widget] = [self._header, widgets.HBox([self.role_filter, self.action_filter]),
                                           self.tabs]
         if data.inputs is not None:
@@ -220,7 +221,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         carries = _carries(d)
         carried = f" · {esc(carries)}" if carries else ""
         stored = (f'<div style="color:{MUTED}">Before: the stored transcript up to this call, '
-                  f'{len(self.before_df):,} msgs, {fmt_int(int(self.before_df["tokens_before"].sum()))} '
+                  f'{counted(len(self.before_df), "msg")}, {fmt_int(int(self.before_df["tokens_before"].sum()))} '
                   f'{esc(row_unit)}; actions are relative to it across the turn (SPEC N3)</div>'
                   if d.transcript_relative else "")
         rows = (f'<div class="mx-unit-note" style="color:{MUTED}">rows: {esc(row_unit)}, the C1 estimate of each '
@@ -296,9 +297,9 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         return (f'{THEME_STYLE}{_filter_style(uid, self.before_df, self.after_df)}'
                 f'<div class="mx-inspector" id="{uid}" style="{FONT}">{self.header_html()}'
                 f'{_filter_html(uid, self.before_df, self.after_df)}'
-                f'<details open><summary {head}>Before (transcript, {len(self.before_df):,} msgs)</summary>'
+                f'<details open><summary {head}>Before (transcript, {counted(len(self.before_df), "msg")})</summary>'
                 f'{self._table("before", self.before_df)}</details>'
-                f'<details><summary {head}>After (sent, {len(self.after_df):,} msgs)</summary>'
+                f'<details><summary {head}>After (sent, {counted(len(self.after_df), "msg")})</summary>'
                 f'{self._table("after", self.after_df)}</details>'
                 f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
@@ -313,7 +314,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         lines = [f"Stage: {stage}    before {fmt_int(d.before_tokens)} {unit}  →  after {fmt_int(d.after_tokens)} "
                  f"{unit}   threshold {fmt_int(d.threshold)}{tail}",
                  f"Before (transcript): {shown_count(len(self.before_df), len(self.before_df), 'msgs')} · {acts}",
-                 f"After (sent): {len(self.after_df):,} msgs"]
+                 f"After (sent): {counted(len(self.after_df), 'msg')}"]
         if d.summaries:
             lines += [f"{_summary_title(d, call)}: " + preview_text(text, 300) for call, text in d.summaries]
         elif d.summary:

@@ -89,7 +89,10 @@ def sent_unit(df: pd.DataFrame) -> str:
 
 
 def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
-    fig = Figure(figsize=(8.5, 3.4), dpi=100, layout="constrained")
+    fig = Figure(figsize=(8.5, 3.4), dpi=100)
+    # fixed margins (room for the y unit, the title over the turn labels and the legend on the right):
+    # a constrained layout cost more than drawing the lines of a 1,000-call session (N2)
+    fig.subplots_adjust(left=0.115, right=0.71, bottom=0.15, top=0.85)
     ax = fig.add_subplot()
     x = df["call"]
     handles: list[Any] = []
@@ -114,6 +117,12 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
         if y.notna().any():
             handles += ax.step(x, y, where="mid", color=color, lw=1, ls=":" if col == "window_tokens" else "-",
                                label=label)
+    turns = df["turn"].tolist()
+    starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
+    if starts:  # before the compaction markers (they stay on top); one collection, not an axvline per turn
+        bounds = ax.vlines([i + 0.5 for i in starts], 0, 1, transform=ax.get_xaxis_transform(), colors=ink,
+                           alpha=0.35, lw=0.8, linestyles="--")
+        bounds.set_gid("turn-boundaries")
     comp = df[df["compacted"]]
     if len(comp):
         before, after = _num(comp["before_tokens"]), sent[comp.index]
@@ -127,10 +136,6 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
             if stage in set(comp["stage"]):
                 handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=ink,
                                       label=f"compaction: {stage} (before → sent)"))
-    turns = df["turn"].tolist()
-    starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
-    for i in starts:
-        ax.axvline(i + 0.5, color=ink, alpha=0.35, lw=0.8, ls="--")
     firsts = [0, *starts]
     step = -(-len(firsts) // MAX_TURN_LABELS)  # label at most MAX_TURN_LABELS turns (text is the costly artist)
     for i in firsts[::step]:
@@ -152,6 +157,8 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
 def figure_svg(fig: Figure) -> str:
     """The figure as inline SVG markup whose ink is `currentColor` (it follows the page's text colour)."""
     buf = io.StringIO()
+    # text stays glyph paths: as <text> it would leak as loose words when an untrusted notebook's
+    # sanitizer drops the <svg> (seen in the untrusted-copy screenshot)
     fig.savefig(buf, format="svg", transparent=True)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
@@ -183,10 +190,12 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         self.data = timeline_frame(requests)
         self.title = title or (f"session {str(session_id)[:8]} · prompt tokens per model call" if session_id
                                else "prompt tokens per model call")
-        self.figure = draw_timeline(self.data, self.title)
+        # drawn once in PLOT_INK (a grey that reads on light and dark): the SVG turns it into currentColor,
+        # the PNG beside it (for sanitized outputs: an untrusted notebook drops <svg>; CSS hides it otherwise)
+        # keeps it — one figure for both halves the cost of a long session's timeline (N2)
+        self.figure = draw_timeline(self.data, self.title, ink=PLOT_INK)
         self.svg = figure_svg(self.figure)
-        # a PNG beside the SVG for sanitized outputs (an untrusted notebook drops <svg>); CSS hides it otherwise
-        self._png_b64 = base64.b64encode(figure_png(draw_timeline(self.data, self.title, ink=PLOT_INK))).decode()
+        self._png_b64 = base64.b64encode(figure_png(self.figure)).decode()
         self.static_display = True  # it never changes once drawn: static HTML survives a reopen
         self._caption = widgets.HTML(self.caption_html())
         self._plot = widgets.HTML(f'<div class="mx-timeline-plot" style="color:{MUTED}">{self.svg}</div>')
