@@ -543,3 +543,24 @@ def test_n2_theme_swatches_keep_a_plain_colour_for_sanitized_html() -> None:
     assert "background:#808080;" in themed and f"background:{WINDOW_CSS}" in themed
     assert themed.index("#808080") < themed.index("var(")  # the themed value wins where var() is kept
     assert "#808080" not in swatch("#e53935")
+
+
+def test_n2_live_gauge_shows_the_current_call_before_a_tool_that_may_wait(view):
+    """The gauge's pushes are throttled; a shell command (which may wait for Approve/Deny) shows the current call."""
+    import ipywidgets as widgets
+
+    first = build_request_view(worked_example()[:20], POLICY)
+    live = LiveTurnView()
+
+    def shown() -> str:  # what the frontend has: the synced value of the gauge's HTML child
+        return next(c for c in live.gauge.children if isinstance(c, widgets.HTML)).value
+
+    live.handle("turn.started", {"session_id": "3f2a9c", "turn": 1, "prompt": "fix", "model_label": "demo model"})
+    live.handle("request.built", {"turn": 1, "iteration": 1, "view": first, "counter_tokens": None})
+    assert "call 1" in shown()
+    live.handle("request.built", {"turn": 1, "iteration": 2, "view": view, "counter_tokens": None})
+    live.handle("tool.started", {"call_id": "c1", "name": "read_file", "arguments": '{"path": "a.py"}'})
+    assert "call 1" in shown()  # throttled: a quick tool does not cost a push
+    live.handle("request.built", {"turn": 1, "iteration": 3, "view": view, "counter_tokens": None})
+    live.handle("tool.started", {"call_id": "c2", "name": "bash", "arguments": '{"command": "pytest -q"}'})
+    assert "call 3" in shown()  # shown before the command, which may wait for a person

@@ -54,6 +54,7 @@ from mxclaw_nb.widgets.style import (
 
 STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
 GAUGE_INTERVAL = 1.0  # seconds between gauge pushes (~7 KB each); the last state is always pushed
+WAITING_TOOLS = frozenset({"bash", "python"})  # tools that may wait for a person: the gauge is pushed first
 SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
 FINISHED = ("done", "failed", "interrupted", "stopped")
 
@@ -236,6 +237,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         self._add(LogLine("tool", head, "running", call_id=str(p.get("call_id")), iteration=self._iteration,
                           arguments=pretty_arguments(p.get("arguments") or "")))
         self._set_activity(f"running {p.get('name') or 'a tool'}")
+        if p.get("name") in WAITING_TOOLS:  # it may wait for an approval or run long: show the current call now
+            self._push_gauge(force=True)
 
     def _on_tool_finished(self, p: dict[str, Any]) -> None:
         call_id = str(p.get("call_id"))
