@@ -53,3 +53,24 @@ def test_kernel_variables_manifest_has_no_values(tmp_path: Path) -> None:
     res = kernel_variables({}, ctx, lambda: ns)
     assert "df: type=DataFrame, shape=[1, 1]" in res.content and "secret_col" in res.content
     assert "123456789" not in res.content and "_hidden" not in res.content
+
+
+def test_k1_notebook_cells_previews_inputs_and_results_bounded(tmp_path: Path) -> None:
+    from mxclaw_nb.tools.kernel_tools import MAX_CELLS, notebook_cells
+
+    ctx, _ = _ctx(tmp_path)
+    ns = {"In": ["", "import pandas as pd", "df = pd.DataFrame({'a': range(3)})", "df", "x = 'y' * 5000\nx"],
+          "Out": {3: pd.DataFrame({"a": range(3)}), 4: "y" * 5000}}
+    res = notebook_cells({}, ctx, lambda: ns)
+    assert not res.is_error and res.content.startswith("4 of 4 cells")
+    assert "In [2]:\ndf = pd.DataFrame" in res.content and "Out[3]:" in res.content
+    assert "(5,002 characters; str)" in res.content and len(res.content) < 3_000  # the long result is previewed
+    assert res.meta["facts"] == {"kind": "cells", "count": 4}
+    only = notebook_cells({"range": "2-3"}, ctx, lambda: ns)
+    assert "In [1]" not in only.content and "In [2]" in only.content and "In [4]" not in only.content
+    assert notebook_cells({"range": "x"}, ctx, lambda: ns).is_error
+    many = {"In": [""] + [f"c{i}" for i in range(1, 51)], "Out": {}}
+    assert notebook_cells({}, ctx, lambda: many).content.startswith(f"{MAX_CELLS} of 50 cells")
+    assert notebook_cells({}, ctx, lambda: {}).content.startswith("(no cells")
+    assert placeholder_for({"role": "tool", "content": "z" * 400, "facts": res.meta["facts"]}) == \
+        "[old tool output compacted: 400 characters; 4 cells]"

@@ -20,6 +20,7 @@ def test_k1_k3_agent_uses_the_users_dataframe_in_a_real_kernel(tmp_path: Path) -
         # turn 1, approval=ask in a headless kernel: the python call is asked for and denied
         srv.enqueue_tool_calls([("kernel_variables", {"filter": "df"})])
         srv.enqueue_tool_calls([("python", {"code": "df_sales.shape"})])
+        srv.enqueue_tool_calls([("notebook_cells", {"range": "1-2"})])
         srv.enqueue_text("The python call was not approved.")
         # turn 2, approval=allow: code beside the user's frame, two large outputs, then a small one
         srv.enqueue_tool_calls([("python", {"code": MAKE})])
@@ -52,6 +53,10 @@ def test_k1_k3_agent_uses_the_users_dataframe_in_a_real_kernel(tmp_path: Path) -
     first_tool = next(m for m in requests[1]["messages"] if m["role"] == "tool")
     assert "df_sales" in first_tool["content"] and "DataFrame" in first_tool["content"]
     assert "5000" in first_tool["content"] and "price" in first_tool["content"]
+    # K1: notebook_cells read the cells run so far (IPython's In), bounded to the range asked for
+    cells = [m["content"] for r in requests for m in r["messages"] if m["role"] == "tool"
+             and str(m["content"]).startswith("2 of ")]
+    assert cells and "In [1]:\nimport pandas as pd" in cells[0] and "In [3]" not in cells[0]
     # an approval was asked for python: denied headless, then allowed by policy
     decisions = "".join(texts(nb.cells[6]))
     assert "deny" in decisions and "allow" in decisions and "df_sales.shape" in decisions

@@ -72,6 +72,52 @@ def kernel_variables(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Na
     return ToolResult(text[:MAX_OUTPUT], meta={"facts": {"kind": "manifest", "count": len(rows)}})
 
 
+CELL_CHARS, OUT_CHARS, MAX_CELLS = 600, 300, 20
+
+
+def _cell_range(spec: str, last: int) -> range:
+    """`"3-7"` -> cells 3..7, `"5"` -> cell 5, `""` -> the last MAX_CELLS cells (1-based execution counts)."""
+    spec = spec.strip()
+    if not spec:
+        return range(max(1, last - MAX_CELLS + 1), last + 1)
+    low, _, high = spec.partition("-")
+    try:
+        a = int(low)
+        b = int(high) if high.strip() else a
+    except ValueError:
+        raise ValueError(f"range must look like 3-7 or 5 (got {spec!r})") from None
+    a, b = max(1, min(a, b)), min(last, max(a, b))
+    return range(a, b + 1)
+
+
+def notebook_cells(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
+    """K1: the cells run so far in this kernel (IPython's `In`) and their results (`Out`), bounded and previewed."""
+    space = ns()
+    inputs = space.get("In")
+    outputs = space.get("Out")
+    if not isinstance(inputs, list) or len(inputs) < 2:
+        return ToolResult("(no cells have run in this kernel yet)", meta={"facts": {"kind": "cells", "count": 0}})
+    outputs = outputs if isinstance(outputs, dict) else {}
+    try:
+        wanted = _cell_range(str(args.get("range") or ""), len(inputs) - 1)
+    except ValueError as exc:
+        return ToolResult(f"Tool failed: {exc}", is_error=True)
+    shown = list(wanted)[-MAX_CELLS:]
+    parts = []
+    for n in shown:
+        source = str(inputs[n])
+        clipped = source if len(source) <= CELL_CHARS else f"{source[:CELL_CHARS]}… ({len(source):,} characters)"
+        parts.append(f"In [{n}]:\n{clipped}")
+        if n in outputs:
+            text = repr(outputs[n])
+            parts.append(f"Out[{n}]: " + (text if len(text) <= OUT_CHARS else f"{text[:OUT_CHARS]}… "
+                                          f"({len(text):,} characters; {type(outputs[n]).__name__})"))
+    more = len(wanted) - len(shown)
+    head = f"{len(shown)} of {len(inputs) - 1} cells" + (f" (the first {more} of the range left out)" if more else "")
+    return ToolResult((head + "\n\n" + "\n".join(parts))[:MAX_OUTPUT],
+                      meta={"facts": {"kind": "cells", "count": len(shown)}})
+
+
 def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
     """K1: run code in the user's namespace after approval; stdout/stderr, value facts, exception."""
     code = str(args.get("code") or "")
@@ -118,7 +164,9 @@ def kernel_tools(ns: Callable[[], Namespace]) -> list[Tool]:
     the tool layer never imports IPython: tests/test_architecture.py)."""
     return [Tool(PYTHON_TOOL.name, PYTHON_TOOL.description, PYTHON_TOOL.parameters, partial(run_python, ns=ns)),
             Tool(KERNEL_VARIABLES_TOOL.name, KERNEL_VARIABLES_TOOL.description, KERNEL_VARIABLES_TOOL.parameters,
-                 partial(kernel_variables, ns=ns))]
+                 partial(kernel_variables, ns=ns)),
+            Tool(NOTEBOOK_CELLS_TOOL.name, NOTEBOOK_CELLS_TOOL.description, NOTEBOOK_CELLS_TOOL.parameters,
+                 partial(notebook_cells, ns=ns))]
 
 
 PYTHON_TOOL = Tool("python", "Run Python code in the user's kernel namespace (approval required; not OS-sandboxed). "
@@ -129,3 +177,7 @@ KERNEL_VARIABLES_TOOL = Tool("kernel_variables", "List the user's kernel variabl
                              "columns, length, memory (no values). Optional substring filter.",
                              {"type": "object", "properties": {"filter": {"type": "string"}}},
                              lambda a, c: kernel_variables(a, c, dict))
+NOTEBOOK_CELLS_TOOL = Tool("notebook_cells", "The cells run so far in this kernel and their results, previewed and "
+                           "bounded (at most 20 cells). Optional range like '3-7' or '5'; default the last cells.",
+                           {"type": "object", "properties": {"range": {"type": "string"}}},
+                           lambda a, c: notebook_cells(a, c, dict))
