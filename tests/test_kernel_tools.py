@@ -74,3 +74,16 @@ def test_k1_notebook_cells_previews_inputs_and_results_bounded(tmp_path: Path) -
     assert notebook_cells({}, ctx, lambda: {}).content.startswith("(no cells")
     assert placeholder_for({"role": "tool", "content": "z" * 400, "facts": res.meta["facts"]}) == \
         "[old tool output compacted: 400 characters; 4 cells]"
+
+
+def test_k1_python_stops_at_its_time_limit_and_lets_an_interrupt_through(tmp_path: Path) -> None:
+    import pytest
+
+    ctx, _ = _ctx(tmp_path, approval="allow")
+    ctx.shell_timeout = 0.3
+    res = run_python({"code": "import time\ntime.sleep(5)"}, ctx, lambda: {})
+    assert res.is_error and "longer than 0.3 s (shell_timeout)" in res.content
+    assert res.meta["facts"]["exc_type"] == "PythonTimeout"
+    assert not run_python({"code": "1 + 1"}, ctx, lambda: {}).is_error  # the timer was cancelled
+    with pytest.raises(KeyboardInterrupt):  # an interrupt of the kernel ends the turn, not just the tool
+        run_python({"code": "raise KeyboardInterrupt"}, ctx, lambda: {})

@@ -12,9 +12,11 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from functools import partial
 from typing import Any
 
@@ -118,6 +120,30 @@ def notebook_cells(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Name
                       meta={"facts": {"kind": "cells", "count": len(shown)}})
 
 
+class PythonTimeout(Exception):
+    """The agent's code ran past its time limit (the shell_timeout setting)."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise PythonTimeout in the code after `seconds` (a real-time timer: the kernel runs cells in its main thread;
+    elsewhere, e.g. a worker thread, there is no limit)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise PythonTimeout(f"the code ran longer than {seconds:g} s (shell_timeout) and was stopped")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
     """K1: run code in the user's namespace after approval; stdout/stderr, value facts, exception."""
     code = str(args.get("code") or "")
@@ -132,10 +158,12 @@ def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespac
     try:
         tree = ast.parse(code, "<agent-python>")
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _time_limit(ctx.shell_timeout):
             exec(compile(tree, "<agent-python>", "exec"), space)  # noqa: S102 - K1: the user's kernel, approved
             if last is not None:
                 value = eval(compile(ast.Expression(last.value), "<agent-python>", "eval"), space)  # noqa: S307
+    except KeyboardInterrupt:
+        raise  # the user interrupted the kernel: the turn ends as interrupted (L4), not as a tool failure
     except BaseException as exc:  # noqa: BLE001 - reported to the model as a failure, never raised
         frames = [f for f in traceback.extract_tb(sys.exc_info()[2]) if f.filename == "<agent-python>"]
         frame = f"line {frames[-1].lineno}: {frames[-1].line or ''}".strip() if frames else ""
