@@ -31,7 +31,6 @@ row), format 2 (rows as lists) and the records form (row dicts) are read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import groupby
 from typing import Any
 
 from mxclaw_nb.context.lineage import KEPT, SEQ_ACTIONS, Lineage, Made, State
@@ -49,13 +48,8 @@ PLACEHOLDERS = "placeholders"  # a run of C5's placeholders (see the module doc)
 def encode_lineage(lineage: Lineage, transcript: Sequence[Message] | None = None) -> dict[str, Any]:
     """The stored form of a lineage (format 2). With the stored `transcript` (default: the one a live lineage
     carries), C5's placeholders over a range are one `placeholders` run."""
-    runs: list[list[Any]] = []
-    at = 0
-    for st, group in groupby(lineage.states):
-        n = sum(1 for _ in group)
-        runs.append([at, at + n, st.action, *([st.call, st.ref] if st.ref is not None else
-                                              [st.call] if st.call is not None else [])])
-        at += n
+    runs = [[start, stop, st.action, *([st.call, st.ref] if st.ref is not None else [st.call] if st.call is not None
+                                       else [])] for start, stop, st in _state_runs(lineage.states)]
     referenced = {st.ref for st in lineage.made_state if st.ref is not None}
     referenced |= {r[4] for r in runs if len(r) > 4}
     transcript = transcript if transcript is not None else lineage.transcript
@@ -69,17 +63,28 @@ def encode_lineage(lineage: Lineage, transcript: Sequence[Message] | None = None
             "sent": _ranges(lineage.sent)}
 
 
+def _state_runs(states: Sequence[State]) -> list[tuple[int, int, State]]:
+    """(start, stop, state) of each run of equal states (runs share one State object, so `is` decides fast)."""
+    out: list[tuple[int, int, State]] = []
+    if not states:
+        return out
+    start, prev = 0, states[0]
+    for i, st in enumerate(states):
+        if st is not prev and st != prev:
+            out.append((start, i, prev))
+            start, prev = i, st
+    out.append((start, len(states), prev))
+    return out
+
+
 def _compacts(message: Any) -> bool:
+    """True for a message C5 would replace by a placeholder (a successful tool result longer than it)."""
     return isinstance(message, dict) and message.get("role") == "tool" and placeholder_for(message) is not None
 
 
 def _quiet(transcript: Sequence[Message], start: int, stop: int) -> bool:
     """No message of start..stop-1 is one C5 would compact (so `kept` is what a `placeholders` run says)."""
-    for s in range(start, stop):
-        m = transcript[s]
-        if isinstance(m, dict) and m.get("role") == "tool" and placeholder_for(m) is not None:
-            return False
-    return True
+    return not any(map(_compacts, transcript[start:stop]))
 
 
 def _fold_placeholders(runs: list[list[Any]], transcript: Sequence[Message]) -> list[list[Any]]:
@@ -106,7 +111,8 @@ def _fold_placeholders(runs: list[list[Any]], transcript: Sequence[Message]) -> 
             if group and group[0][3] != run[3]:
                 close()
             group.append(run)
-        elif action == "kept" and group and _quiet(transcript, run[0], run[1]):
+        elif action == "kept" and group and (_quiet(transcript, run[0], run[1]) if run[1] - run[0] > 1 else
+                                             not _compacts(transcript[run[0]])):
             group.append(run)
         else:
             if group:
