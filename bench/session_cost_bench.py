@@ -6,14 +6,18 @@ notebook uses (`requests()`, `%agent view`, `%agent timeline`) fast because they
 show. This script drives the real loop (Agent + DuckDB store) with an in-process scripted provider
 (no HTTP: the figures are the store's and the loop's, not the network's), then measures:
 
-* stored bytes per call in the first and the last 100 calls (requests.extra, provenance, messages);
-* the session file vs a file holding only its transcript;
+* stored bytes per call (requests.extra + provenance + summary) by history length: the mean over calls
+  200-299, 500-599 and 900-999, in two sessions whose compaction is stable — `summary` (a small window:
+  each turn's first call summarizes, the others carry it) and `micro` (a larger window in which C5's
+  placeholders keep the session under the threshold for all its calls);
+* each session file vs a file holding only its transcript;
 * `Store.requests()`, the `%agent view` reader (last record + transcript) and the `%agent timeline`
   reader (`Store.requests(columns=TIMELINE_COLUMNS)`), medians of several runs;
 * the store's write time per call (inserts and commits);
 * `%agent replay` (analysis.replay under the session's policy) over its first 500 calls.
 
     .venv/bin/python bench/session_cost_bench.py [--calls 1000] [--runs 5] [--path BASELINE_CHECKOUT]
+        [--only summary|micro]
 """
 
 from __future__ import annotations
@@ -58,12 +62,13 @@ class ScriptedProvider:
         return Completion(msg, Usage(None, None), "stop", 0.0, self.model)
 
 
-def build_session(root: Path, calls: int, per_turn: int = 10, window: int = 16_000) -> tuple[Path, str, float]:
+def build_session(root: Path, calls: int, per_turn: int = 10, window: int = 16_000, name: str = "session"
+                  ) -> tuple[Path, str, float]:
     """Run `calls` model calls through the real loop; return (db, session id, store ms per call)."""
     ws = root / "ws"
     ws.mkdir(exist_ok=True)
     (ws / "notes.txt").write_text("a line of notes about the inventory tool\n" * 40)
-    db = root / "session.duckdb"
+    db = root / f"{name}.duckdb"
     agent = Agent(workspace=ws, db=str(db), provider=ScriptedProvider(per_turn), approval="allow",
                   context_window_tokens=window, keep_recent_tokens=window // 4, approver=None)
     store_s = 0.0
@@ -101,14 +106,23 @@ def transcript_only(src: Path, sid: str, dst: Path) -> int:
     return file_bytes(dst)
 
 
-def per_call_bytes(store: Store, sid: str) -> dict[str, float]:
-    df = store.sql("SELECT seq, coalesce(strlen(CAST(extra AS VARCHAR)), 0) AS extra, "
+WINDOWS = ((200, 300), (500, 600), (900, 1000))  # calls whose mean record size is compared (history grows)
+
+
+def per_call_bytes(store: Store, sid: str) -> dict[str, Any]:
+    """Mean request-record bytes (extra + provenance + summary) over each of WINDOWS, and the stages there."""
+    df = store.sql("SELECT seq, stage, coalesce(strlen(CAST(extra AS VARCHAR)), 0) AS extra, "
                    "coalesce(strlen(CAST(provenance AS VARCHAR)), 0) AS prov, "
                    "coalesce(strlen(summary), 0) AS summary FROM requests WHERE session_id = ? ORDER BY seq",
                    [sid])
     total = df["extra"] + df["prov"] + df["summary"]
-    return {"first100": float(total.head(100).mean()), "last100": float(total.tail(100).mean()),
-            "extra_last100": float(df["extra"].tail(100).mean()), "prov_last100": float(df["prov"].tail(100).mean())}
+    out: dict[str, Any] = {}
+    for a, b in WINDOWS:
+        if len(df) >= b:
+            out[f"{a}-{b - 1}"] = float(total.iloc[a:b].mean())
+            out[f"stages {a}-{b - 1}"] = ", ".join(f"{k} {v}" for k, v in df["stage"].iloc[a:b].value_counts().items())
+    out["all"] = float(total.mean())
+    return out
 
 
 def timed_median(fn: Any, runs: int) -> float:
@@ -121,8 +135,9 @@ def timed_median(fn: Any, runs: int) -> float:
 
 
 def readers(db: Path, sid: str, runs: int) -> dict[str, float]:
-    """The three readers, as the magics call them (magics_views): medians in ms."""
+    """The three readers, as the magics call them (notebook/shown.py): medians in ms."""
     from mxclaw_nb.widgets.data import from_request
+    from mxclaw_nb.widgets.inspector import CompactionInspector
     from mxclaw_nb.widgets.timeline import TokenTimeline, timeline_frame
 
     try:
@@ -138,11 +153,16 @@ def readers(db: Path, sid: str, runs: int) -> dict[str, float]:
             last = store.requests(sid, last=1) if TIMELINE_COLUMNS else store.requests(sid)
             from_request(last.iloc[-1], transcript=store.load_transcript(sid))
 
+        def inspector() -> None:  # what `%agent view` shows: the inspector of the last call, as static HTML
+            last = store.requests(sid, last=1) if TIMELINE_COLUMNS else store.requests(sid)
+            CompactionInspector(last.iloc[-1], transcript=store.load_transcript(sid)).to_html()
+
         def load_timeline() -> Any:
             return store.requests(sid, columns=TIMELINE_COLUMNS) if TIMELINE_COLUMNS else store.requests(sid)
 
         df = load_timeline()
-        return {"requests()": full, "%agent view": timed_median(view, runs),
+        return {"requests()": full, "%agent view (record + rows)": timed_median(view, runs),
+                "  with the inspector's HTML": timed_median(inspector, runs),
                 "%agent timeline": timed_median(lambda: TokenTimeline(load_timeline(), session_id=sid[:8]), runs),
                 "  of which load": timed_median(load_timeline, runs),
                 "  of which frame": timed_median(lambda: timeline_frame(df), runs)}
@@ -161,33 +181,44 @@ def replay_ms(db: Path, sid: str, runs: int, calls: int = 500) -> float:
     return timed_median(lambda: replay((sid, messages), policy), runs)
 
 
+SCENARIOS = {"summary": 16_000, "micro": 128_000}  # context window of each session (keep_recent = window / 4)
+
+
 def main() -> None:
-    """Build one long session and print its storage and reader figures."""
+    """Build the long sessions and print their storage and reader figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", choices=sorted(SCENARIOS), help="one of the two sessions")
     ap.add_argument("--path", help="run against another checkout (e.g. the baseline) instead of this one")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mxclaw-cost-") as tmp:
-        root = Path(tmp)
-        t = time.perf_counter()
-        db, sid, store_ms = build_session(root, args.calls)
-        built = time.perf_counter() - t
-        size = file_bytes(db)
-        bare = transcript_only(db, sid, root / "bare.duckdb")
-        with Store(db) as store:
-            per = per_call_bytes(store, sid)
-        times = readers(db, sid, args.runs)
-        times["%agent replay, 500 calls"] = replay_ms(db, sid, args.runs)
-    print(f"session_cost_bench: {args.calls} calls built in {built:.1f} s; store writes {store_ms:.2f} ms per call "
-          f"(mean; inserts and commits)")
-    print(f"file {size / 1e6:.2f} MB vs transcript-only {bare / 1e6:.2f} MB: {size / bare:.2f}x (target <= 2x)")
-    print(f"request-record bytes per call (extra+provenance+summary): first 100 calls {per['first100']:.0f}, "
-          f"last 100 calls {per['last100']:.0f} (extra {per['extra_last100']:.0f}, provenance "
-          f"{per['prov_last100']:.0f}); last/first {per['last100'] / max(per['first100'], 1):.2f}")
-    for name, ms in times.items():
-        target = "500 ms" if "replay" in name else "100 ms"
-        print(f"{name:<26} {ms:8.1f} ms (median of {args.runs}; target < {target})")
+    for name, window in SCENARIOS.items():
+        if args.only and name != args.only:
+            continue
+        with tempfile.TemporaryDirectory(prefix="mxclaw-cost-") as tmp:
+            root = Path(tmp)
+            t = time.perf_counter()
+            db, sid, store_ms = build_session(root, args.calls, window=window, name=name)
+            built = time.perf_counter() - t
+            size = file_bytes(db)
+            bare = transcript_only(db, sid, root / "bare.duckdb")
+            with Store(db) as store:
+                per = per_call_bytes(store, sid)
+            times = readers(db, sid, args.runs)
+            if name == "summary":
+                times["%agent replay, 500 calls"] = replay_ms(db, sid, args.runs)
+        print(f"== {name}-stable session (window {window:,}): {args.calls} calls built in {built:.1f} s; store writes "
+              f"{store_ms:.2f} ms per call (mean; encoding, inserts and commits)")
+        print(f"file {size / 1e6:.2f} MB vs transcript-only {bare / 1e6:.2f} MB: {size / bare:.2f}x (target <= 2x)")
+        windows = [k for k in per if k[0].isdigit()]
+        print("request-record bytes per call (extra+provenance+summary), mean over calls "
+              + ", ".join(f"{k}: {per[k]:.0f}" for k in windows)
+              + (f"; last/first {per[windows[-1]] / max(per[windows[0]], 1):.2f}" if len(windows) > 1 else ""))
+        for k in windows:
+            print(f"  stages of calls {k}: {per['stages ' + k]}")
+        for label, ms in times.items():
+            target = "500 ms" if "replay" in label else "100 ms"
+            print(f"{label:<30} {ms:8.1f} ms (median of {args.runs}; target < {target})")
 
 
 if __name__ == "__main__":

@@ -29,11 +29,11 @@ from mxclaw_nb.context import (
     build_request_view,
     build_structured_summary,
     compose_lineage,
-    estimate_messages,
 )
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.events import Subscriber
 from mxclaw_nb.messages import Message, tool_call_name
+from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
 STORED_EVENTS = events.STORED  # kept for callers of the old name; the declarations live in events.py
@@ -45,7 +45,7 @@ class StoreLike(Protocol):
     def append_message(self, session_id: str, message: Message, *, turn: int, iteration: int | None = None) -> int: ...
     def append_event(self, session_id: str, type: str, payload: dict[str, Any], *, turn: int | None = None,
                      iteration: int | None = None) -> None: ...
-    def append_request(self, session_id: str, record: dict[str, Any]) -> None: ...
+    def append_request(self, session_id: str, record: RequestRecord) -> None: ...
     def load_transcript(self, session_id: str) -> list[Message]: ...
     def batch(self) -> Any: ...
     def deferred(self) -> Any: ...
@@ -142,33 +142,14 @@ def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any],
     events.record(ctx.store, ctx.emit, session_id, kind, payload, turn=turn, iteration=iteration)
 
 
-def _c1_estimate(view: RequestView) -> int:
-    """The C1 estimate of what is sent (T3 stores it beside the calibrated count); the engine carries it."""
-    if view.counter == "estimate":
-        return view.after_tokens
-    return view.after_estimate if view.after_estimate is not None else estimate_messages(view.messages)
-
-
-def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, seqs: list[int | None], *,
-                    usage: Any = None, latency_ms: float | None = None, error: str | None = None,
-                    retry: bool = False) -> dict[str, Any]:
-    calibrated = view.after_tokens if view.counter != "estimate" else None
-    return {
-        "turn": turn, "iteration": iteration, "model": provider.model, "base_url": provider.base_url,
-        "counter": view.counter, "estimate_tokens": _c1_estimate(view),
-        "calibrated_tokens": calibrated, "before_tokens": view.before_tokens, "after_tokens": view.after_tokens,
-        "threshold": view.threshold, "window_tokens": view.window, "stage": view.stage,
-        "prompt_tokens_reported": getattr(usage, "prompt_tokens", None) if usage else None,
-        "completion_tokens_reported": getattr(usage, "completion_tokens", None) if usage else None,
-        "latency_ms": latency_ms, "error": error, "summary": view.summary,
-        # N3: with a lineage the rows are rebuilt from it and the stored transcript, so the view's own O(input)
-        # table is not stored again (bytes per call stay flat as the session grows)
-        "provenance": view.provenance.to_columns() if view.lineage is None else None, "retry": retry,
-        # SPEC N3: what happened to each stored message up to this call, across the turn's C7 iterations
-        "lineage": view.lineage.to_record() if view.lineage is not None else None,
-        # kept in `extra`: where the safe tail started (input position; the lineage has it as a stored seq)
-        "tail_start": view.tail_start,
-    }
+def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, *, usage: Any = None,
+                    latency_ms: float | None = None, error: str | None = None, retry: bool = False) -> RequestRecord:
+    """The call's record (T3: estimate, calibrated count and reported usage, each labelled; N3: its lineage)."""
+    return record_of_view(
+        view, turn=turn, iteration=iteration, model=provider.model, base_url=provider.base_url, retry=retry,
+        error=error, latency_ms=latency_ms,
+        prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
+        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None)
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
@@ -299,7 +280,7 @@ def _with_lineage(view: RequestView, seqs: Sequence[int | None], carried: tuple[
 
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None], turn: int,
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
-                ) -> tuple[RequestView, Any, dict[str, Any]]:
+                ) -> tuple[RequestView, Any, RequestRecord]:
     """C0 + provider call, with the single C9 retry per turn."""
     view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
                          carried, it)
@@ -319,7 +300,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             completion = ctx.provider.complete(view.messages, ctx.tools.schemas(),
                                                on_delta=lambda text: ctx.emit("model.delta", {"text": text}))
         except KeyboardInterrupt:
-            record = _request_record(view, ctx.provider, turn, it, seqs, error="interrupted", retry=retry)
+            record = _request_record(view, ctx.provider, turn, it, error="interrupted", retry=retry)
             ctx.store.append_request(session_id, record)
             raise
         except Exception as exc:
@@ -327,7 +308,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             known = isinstance(exc, ClassifiedFailure) and isinstance(getattr(exc, "kind", None), str)
             reason = str(exc) if known else failure_reason(exc, f"calling the model (call {it})")
             note = _store_failed_request(ctx, session_id, _request_record(
-                view, ctx.provider, turn, it, seqs, latency_ms=latency, error=reason, retry=retry))
+                view, ctx.provider, turn, it, latency_ms=latency, error=reason, retry=retry))
             if known and exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
                 view = _with_lineage(build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}"),
@@ -336,7 +317,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
-        record = _request_record(view, ctx.provider, turn, it, seqs, usage=usage, latency_ms=latency, retry=retry)
+        record = _request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency, retry=retry)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         ctx.emit("model.completed", {"usage": None if usage is None else {
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
@@ -356,7 +337,7 @@ def _skip_tools(ctx: TurnContext, session_id: str, calls: list[dict[str, Any]], 
     return list(zip(messages, seqs, strict=True))
 
 
-def _store_failed_request(ctx: TurnContext, session_id: str, record: dict[str, Any]) -> str:
+def _store_failed_request(ctx: TurnContext, session_id: str, record: RequestRecord) -> str:
     """Store a failed call's request record (with `error`); '' or a note when the store refused it."""
     try:
         ctx.store.append_request(session_id, record)

@@ -106,6 +106,16 @@ def test_context_and_messages_import_only_the_standard_library_and_themselves() 
     assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
 
 
+def test_the_request_record_is_engine_data() -> None:
+    """S1/N3: the one request record (mxclaw_nb.records) that flows loop -> store -> widgets -> replay imports the
+    pure core and the standard library only, so every side can use it; its stored form lives in store/."""
+    found = [i for i in all_imports() if i.module == "mxclaw_nb.records"]
+    assert found
+    bad = [i for i in found if not (within(i.target, (*CORE, "__future__"))
+                                    or i.target.split(".")[0] in sys.stdlib_module_names)]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
 def test_core_does_not_do_io_or_read_the_clock() -> None:
     """DESIGN: the context engine has no clock and no I/O (pure functions: messages in, view out)."""
     forbidden = ("os", "io", "pathlib", "time", "datetime", "socket", "subprocess", "random", "sqlite3", "shutil",
@@ -204,5 +214,5 @@ def test_l1_the_loop_depends_on_protocols_not_on_adapters() -> None:
             imported |= {a.name for a in node.names}
     ours = {m for m in imported if m.startswith("mxclaw_nb")}
     allowed = {"mxclaw_nb.events", "mxclaw_nb.context", "mxclaw_nb.context.lineage", "mxclaw_nb.messages",
-               "mxclaw_nb.tools.base"}
+               "mxclaw_nb.tools.base", "mxclaw_nb.records"}
     assert ours <= allowed, f"loop.py imports adapters: {sorted(ours - allowed)}"

@@ -47,7 +47,7 @@ def _view(shell: InteractiveShell) -> tuple[CompactionInspector, str]:
 
 def _check_later_call(insp: CompactionInspector, stored: list[dict]) -> None:
     d = insp.data
-    assert d.stage == "unchanged" and d.transcript_relative
+    assert d.record.stage == "unchanged" and d.transcript_relative
     assert " · carries the summar" in d.carried  # the stage header names what the call carries
     head = insp.header_html()
     assert "carries the summar" in head and "stored transcript up to this call" in head
@@ -85,9 +85,9 @@ def test_n3_demo_view_of_a_later_call_names_what_it_carries(ip: InteractiveShell
     _check_later_call(from_store, stored)
     pd.testing.assert_frame_equal(live.before_df, from_store.before_df)
     pd.testing.assert_frame_equal(live.after_df, from_store.after_df)
-    assert lineage_messages(stored_lineage(requests.iloc[-1]), stored) == live_view.messages
+    assert lineage_messages(stored_lineage(requests.iloc[-1], stored), stored) == live_view.messages
     for _, row in requests.iterrows():  # every stored call of the session resolves to stored rows
-        lin = stored_lineage(row)
+        lin = stored_lineage(row, stored)
         assert lin is not None and lin.upto <= len(stored)
         lineage_messages(lin, stored)
 
@@ -112,7 +112,7 @@ def test_n3_long_turn_on_the_test_server_every_record_reproduces_the_request(tes
     assert len(requests) == len(test_server.requests) == 12
     carried = 0
     for (_, row), sent, view in zip(requests.iterrows(), test_server.requests, result.views, strict=True):
-        lin = stored_lineage(row)
+        lin = stored_lineage(row, stored)
         rebuilt = lineage_messages(lin, stored)
         assert rebuilt == view.messages
         assert json.loads(json.dumps(rebuilt)) == sent["messages"]

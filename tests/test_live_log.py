@@ -133,7 +133,7 @@ def test_live_turn_view_order_spinner_lazy_inspector_and_release() -> None:
               "mx-answer", "All green now.")
     assert view._activity.value == ""  # no spinner once done
     opened = view.open_inspector(1)
-    assert opened is not None and opened.data.iteration == 1 and opened.comm is not None
+    assert opened is not None and opened.data.record.iteration == 1 and opened.comm is not None
     replaced = view.open_inspector(2)
     assert replaced is not opened and opened.comm is None and opened.tabs.comm is None  # closed, children too
     shown = [view, view._log, view.gauge, view.gauge.layout, replaced, replaced.tabs, *view._log.children]

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from mxclaw_nb import Agent
-from mxclaw_nb.context import Lineage, lineage_messages, lineage_rows
+from mxclaw_nb.context import lineage_messages, lineage_rows
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.messages import FALLBACK_PREFIX, SUMMARY_PREFIX
+from mxclaw_nb.store.provenance import decode_lineage
 from mxclaw_nb.store.writer import Store
 
 
@@ -110,7 +111,7 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
     for _, row in agent.store.requests(agent.session_id).iterrows():
         extra = json.loads(row["extra"]) if isinstance(row["extra"], str) else row["extra"]
         assert row["provenance"] is None  # the lineage replaces the view's own O(input) table (bytes per call flat)
-        lineage = Lineage.from_record(extra["lineage"])
+        lineage = decode_lineage(extra["lineage"], stored)
         for rec in lineage_rows(lineage, stored)["before"]:
             if rec["position"] is not None and rec["action"] in ("placeholder", "summarized") and rec["role"] == "tool":
                 assert stored[rec["position"]]["content"] == "x" * 6_000

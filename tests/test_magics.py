@@ -242,7 +242,7 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     _, cap = agent(ip, "view")
     assert "no model call in this session yet" in cap.stdout
     gauge, _ = agent(ip, "gauge")
-    assert isinstance(gauge, ContextGauge) and gauge.data.stage == "unchanged"
+    assert isinstance(gauge, ContextGauge) and gauge.data.record.stage == "unchanged"
     ip.run_line_magic("agent", "config approval=deny")
     with capture_output():
         ip.run_cell_magic("agent", "", "fix the failing tests")
@@ -259,12 +259,14 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     stored_rows = len(m.store().transcript(sid))
     assert stored_rows == len(before) + 1  # the last view plus the final answer
     unchanged, cap = agent(ip, "compact")
-    assert unchanged.data.stage == "unchanged" and "fits in the safe tail (keep_recent_tokens=8,000)" in cap.stdout
+    assert unchanged.data.record.stage == "unchanged"
+    assert "fits in the safe tail (keep_recent_tokens=8,000)" in cap.stdout
     ip.run_line_magic("agent", "config keep_recent_tokens=300")
     compacted, cap = agent(ip, "compact")
-    assert compacted.data.stage in ("micro", "summary", "fallback") and "Nothing is stored" in cap.stdout
+    assert compacted.data.record.stage in ("micro", "summary", "fallback") and "Nothing is stored" in cap.stdout
     policy = m.get_agent().current_policy()  # the forced run still reports the session's real limits
-    assert (compacted.data.threshold, compacted.data.window) == (policy.threshold, policy.context_window_tokens)
+    rec = compacted.data.record
+    assert (rec.threshold, rec.window_tokens) == (policy.threshold, policy.context_window_tokens)
     assert len(m.store().transcript(sid)) == stored_rows  # the transcript is unchanged
     dry, _ = agent(ip, "dry-run and then?")
     assert dry.data.after[-1]["preview"] == "and then?"
@@ -290,7 +292,7 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     stored_counters = set(m.store().requests(sid)["counter"].dropna())
     assert "calibrated" in stored_counters and "calibrated" in sent_unit(timeline.data)
     gauge, _ = agent(ip, "gauge")
-    assert gauge.data.after_tokens == m.last_view.after_tokens
+    assert gauge.data.record.after_tokens == m.last_view.after_tokens
     sessions, _ = agent(ip, "sessions")
     assert sessions.loc[sessions["current"], "id"].tolist() == [sid[:8]]
     _, cap = agent(ip, "new")

@@ -209,8 +209,11 @@ def test_s4_dataframes_and_counts(store: Store) -> None:
     store.append_event(sid, "context.compacted", {"saved": 1}, turn=2)
     store.append_event(sid, "turn.started", {}, turn=2)
     store.append_event(other, "turn.started", {}, turn=1)
+    from mxclaw_nb.context import ContextPolicy, build_request_view
+
+    rows = build_request_view(MESSAGES[:3], ContextPolicy()).provenance.to_records()  # a view's own rows (C10)
     store.append_request(sid, {"turn": 1, "iteration": 0, "before_tokens": 900, "after_tokens": 300, "stage": "summary",
-                               "provenance": [{"seq": 0, "fate": "kept"}], "latency_ms": 12.5, "custom": 1})
+                               "provenance": rows, "latency_ms": 12.5, "custom": 1})
     store.append_request(sid, {"turn": 2, "iteration": 0, "before_tokens": 100, "after_tokens": 100, "retry": True})
     sessions = store.sessions().set_index("id")
     assert list(sessions.columns) == ["created_at", "workspace", "model", "source", "title", "turns", "messages",
@@ -224,8 +227,9 @@ def test_s4_dataframes_and_counts(store: Store) -> None:
     assert list(store.events(type="turn.started").session_id) == [sid, other]
     reqs = store.requests(sid)
     assert list(reqs.seq) == [0, 1] and list(reqs.retry) == [False, True]
-    assert reqs.provenance[0] == '[{"seq": 0, "fate": "kept"}]' and reqs.extra[0] == '{"custom": 1}'
-    assert store.sql("SELECT provenance->>'$[0].fate' AS f FROM requests WHERE seq = 0").f[0] == "kept"
+    assert reqs.extra[0] == '{"custom": 1}'  # unknown keys of a record given as a dict are kept in `extra`
+    assert store.sql("SELECT provenance->>'$.format' AS f, provenance->'$.before.action'->>0 AS a FROM requests "
+                     "WHERE seq = 0").iloc[0].tolist() == ["3", "kept"]  # stored in its one form, readable by SQL
 
 
 def test_s1_clock_injection_sets_created_at(tmp_path: Path) -> None:

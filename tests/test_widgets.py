@@ -232,8 +232,8 @@ def test_s4_inspector_from_stored_request_matches_live(tmp_path, view):
     live, stored = CompactionInspector(view), CompactionInspector.from_request(store, sid, 2, 3)
     pd.testing.assert_frame_equal(live.before_df, stored.before_df)
     pd.testing.assert_frame_equal(live.after_df, stored.after_df)
-    assert stored.data.tail_start == view.tail_start and stored.data.summary == view.summary
-    assert stored.data.reported_prompt_tokens == view.after_tokens + 10
+    assert stored.data.tail_start == view.tail_start and stored.data.record.summary == view.summary
+    assert stored.data.record.prompt_tokens_reported == view.after_tokens + 10
     assert "turn 2, call 3" in stored.header_html()
     gauge = ContextGauge.from_request(store.requests(sid).iloc[0])
     assert gauge.layers("after") == ContextGauge(view).layers("after")
@@ -309,10 +309,10 @@ def test_n2_session_browser_over_real_store(tmp_path):
     assert SessionBrowser(store).session_picker.value is not None  # no current: the newest session
     assert browser.timeline is not None and len(browser.timeline.data) == len(views)
     last_compacted = max(i for i, v in enumerate(views) if v.compacted)
-    assert browser.inspector.data.stage == views[last_compacted].stage
+    assert browser.inspector.data.record.stage == views[last_compacted].stage
     browser.select_call(turns[0], 1)
-    assert browser.inspector.data.after_tokens == views[0].after_tokens
-    assert browser.gauge.data.reported_prompt_tokens == views[0].after_tokens + 5
+    assert browser.inspector.data.record.after_tokens == views[0].after_tokens
+    assert browser.gauge.data.record.prompt_tokens_reported == views[0].after_tokens + 5
     assert "tokens saved (est.)" in browser.to_html() and sid[:8] in browser.to_text()
     browser.session_picker.value = empty  # a click on its row
     assert browser.session_id == empty and browser.timeline is None and browser.inspector is None
@@ -328,9 +328,9 @@ def test_c10_live_turn_view_scripted_events(view):
     live = LiveTurnView()
     live.handle("turn.started", {"session_id": "3f2a9c", "turn": 2, "prompt": "fix", "model_label": "demo model"})
     live.handle("request.built", {"turn": 2, "iteration": 1, "view": first, "counter_tokens": None})
-    assert live.gauge.data.after_tokens == first.after_tokens
+    assert live.gauge.data.record.after_tokens == first.after_tokens
     live.handle("model.completed", {"usage": {"prompt_tokens": 9_999, "completion_tokens": 5}, "latency_ms": 3})
-    assert live.gauge.data.reported_prompt_tokens == 9_999 and "9,999 tokens (reported" in live.gauge.to_html()
+    assert live.gauge.data.record.prompt_tokens_reported == 9_999 and "9,999 tokens (reported" in live.gauge.to_html()
     live.handle("tool.started", {"call_id": "c1", "name": "read_file", "arguments": '{"path": "src/io.py"}'})
     live.handle("tool.finished", {"call_id": "c1", "name": "read_file", "is_error": False, "content": "x",
                                   "chars": 18_440, "artifact_id": None})
@@ -352,12 +352,13 @@ def test_c10_live_turn_view_scripted_events(view):
         f"{fmt_int(second.after_tokens)} est. tokens",
     ]
     assert live.text == "The test now passes: 修好了" and "修好了" in live._text.value
-    assert live.gauge.data.after_tokens == second.after_tokens and live.gauge.data.calibrated_tokens == 20_000
+    assert live.gauge.data.record.after_tokens == second.after_tokens
+    assert live.gauge.data.record.calibrated_tokens == 20_000
     assert live.inspector is None  # built only when its section is opened
-    assert live.open_inspector() is live.inspector and live.inspector.data.stage == second.stage
+    assert live.open_inspector() is live.inspector and live.inspector.data.record.stage == second.stage
     assert [v for _, v in live.call_picker.options] == [1, 2]
     live.call_picker.value = 1
-    assert live.inspector.data.after_tokens == first.after_tokens
+    assert live.inspector.data.record.after_tokens == first.after_tokens
     assert live.header_text() == "demo model · session 3f2a9c · turn 2 · done · 2 model calls"
     text, html = live.to_text(), live.to_html()
     assert "failed (exit 1)" in text and f"· {second.stage}]" in text and text.endswith("修好了")
@@ -400,15 +401,16 @@ def test_c10_live_view_on_a_real_turn_agrees_with_the_stored_records(test_server
     assert live.text == "read it all" and live.status == f"done · {result.iterations} model calls"
     assert sorted(live.calls) == list(range(1, result.iterations + 1))
     stored = agent.store.requests(agent.session_id)
-    assert live.gauge.data.reported_prompt_tokens == stored.iloc[-1]["prompt_tokens_reported"]
+    assert live.gauge.data.record.prompt_tokens_reported == stored.iloc[-1]["prompt_tokens_reported"]
     for it, data in live.calls.items():
         from_db = CompactionInspector.from_request(agent.store, agent.session_id, 1, it)
         pd.testing.assert_frame_equal(CompactionInspector(data).before_df, from_db.before_df)
-        assert from_db.data.stage == data.stage and from_db.data.after_tokens == data.after_tokens
+        assert from_db.data.record.stage == data.record.stage
+        assert from_db.data.record.after_tokens == data.record.after_tokens
     browser = SessionBrowser(agent.store)
     browser.select(agent.session_id)
     assert len(browser.timeline.compactions) == len(result.compactions)
-    assert browser.inspector.data.stage == result.compactions[-1]["stage"]
+    assert browser.inspector.data.record.stage == result.compactions[-1]["stage"]
 
 
 def test_n2_exported_notebook_shows_the_numbers_without_widget_state(tmp_path, monkeypatch):
@@ -462,7 +464,8 @@ def test_n2_inspector_rows_open_the_whole_message(view):
     assert ":has(" in html and 'type="radio"' in html
     from dataclasses import replace
 
-    stored = CompactionInspector(replace(insp.data, sent=None, summaries=((1, view.summary),), summary=None))
+    carried = replace(insp.data, sent=None, summaries=((1, view.summary),)).with_record(summary=None)
+    stored = CompactionInspector(carried)
     row = stored.after_df[stored.after_df["action"] == "summary"].iloc[0].to_dict()
     assert stored.full_text("after", row) == view.summary  # a carried summary opens in full
     assert "application/vnd.jupyter.widget-view+json" in CompactionInspector(view, live=True)._repr_mimebundle_()
@@ -471,12 +474,12 @@ def test_n2_inspector_rows_open_the_whole_message(view):
 def test_t3_rows_in_est_say_so_beside_calibrated_totals(tmp_path):
     """N3 rows are C1 estimates; with a calibrated counter the views label both units and the gauge and the
     inspector of one stored call show one number for the system prompt."""
-    from mxclaw_nb.widgets.data import CallData
+    from dataclasses import replace
 
     base = CompactionInspector(build_request_view(worked_example(), POLICY)).data
-    data = CallData(**{**base.__dict__, "counter": "calibrated", "transcript_relative": True,
-                       "after_tokens": round(base.after_tokens * 1.1),
-                       "before_tokens": round(base.before_tokens * 1.1)})
+    data = replace(base, transcript_relative=True).with_record(
+        counter="calibrated", after_tokens=round(base.record.after_tokens * 1.1),
+        before_tokens=round(base.record.before_tokens * 1.1))
     insp, gauge = CompactionInspector(data), ContextGauge(data)
     head, shown = visible(insp.header_html()), visible(gauge.to_html())
     assert "tokens (calibrated)" in head and "rows: tokens (est.)" in head

@@ -13,6 +13,8 @@ per input row: a message summarised in an earlier call of the same turn stays ``
 placeholder carried over stays ``placeholder``. So the four always add up to ``n_messages``.
 ``synthetic`` counts repair-made tool results sent in the view. ``full_tokens`` is the policy's count of
 the whole transcript so far (what an uncompacted request would cost); ``saved_tokens = full - after``.
+Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
+the call sends, whatever the counter (T3), as in a stored request record.
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
+from mxclaw_nb.records import RequestRecord, c1_estimate
+from mxclaw_nb.store.records import opt_int, records_frame
 
 COMPACTED = ("placeholder", "summarized", "dropped")
 COLUMNS = [
     "session_id", "call", "turn", "n_messages", "n_input", "rebuilt", "full_tokens", "before_tokens", "after_tokens",
-    "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept", "placeholder",
-    "summarized", "dropped", "synthetic", "n_sent", "summary_chars", "over_threshold",
+    "estimate_tokens", "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept",
+    "placeholder", "summarized", "dropped", "synthetic", "n_sent", "summary_chars", "over_threshold",
 ]
 FACT_COLUMNS = ["facts_total", "facts_visible", "fact_survival", *(f"survival_{k}" for k in FACT_KINDS)]
 EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
@@ -278,7 +282,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         row: dict[str, Any] = {
             "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
             "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
-            "after_tokens": view.after_tokens, "saved_tokens": prefix[i] - view.after_tokens,
+            "after_tokens": view.after_tokens, "estimate_tokens": c1_estimate(view),
+            "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
             "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
@@ -334,15 +339,26 @@ def exact_o200k() -> Any:
 
 
 def as_requests(df: pd.DataFrame, session_id: str | None = None) -> pd.DataFrame:
-    """Replay rows of one session in the shape of ``store.requests()`` (e.g. for ``widgets.TokenTimeline``)."""
+    """Replay rows of one session in the shape of ``store.requests()`` (e.g. for ``widgets.TokenTimeline``).
+
+    Each row becomes the request record a stored call would have (`mxclaw_nb.records.RequestRecord`), laid out
+    by the store's codec: `after_tokens` in the policy's counter, `estimate_tokens` the C1 estimate (T3
+    `est.`), `calibrated_tokens` only under the calibrated counter."""
     if session_id is not None:
         df = df[df["session_id"] == session_id]
     if df["session_id"].nunique() > 1 or ("policy" in df and df["policy"].nunique() > 1):
         raise ValueError("as_requests takes the rows of one session and one policy; filter the frame first")
-    out = pd.DataFrame({
-        "session_id": df["session_id"], "seq": df["call"] - 1, "turn": df["turn"], "iteration": None,
-        "counter": df["counter"], "estimate_tokens": df["after_tokens"], "before_tokens": df["before_tokens"],
-        "after_tokens": df["after_tokens"], "threshold": df["threshold"], "window_tokens": df["window"],
-        "stage": df["stage"], "summary": None, "retry": False,
-    })
-    return out.reset_index(drop=True)
+    records, last_turn, it = [], None, 0
+    for row in df.to_dict("records"):
+        counter = str(row.get("counter") or "estimate")
+        after = int(row["after_tokens"])
+        estimate = opt_int(row.get("estimate_tokens"))
+        it = it + 1 if row["turn"] == last_turn else 1
+        last_turn = row["turn"]
+        records.append(RequestRecord(
+            turn=int(row["turn"]), iteration=it, counter=counter,
+            estimate_tokens=estimate if estimate is not None else after if counter == "estimate" else None,
+            calibrated_tokens=after if counter == "calibrated" else None, before_tokens=int(row["before_tokens"]),
+            after_tokens=after, threshold=int(row["threshold"]), window_tokens=int(row["window"]),
+            stage=str(row["stage"]), session_id=str(row["session_id"]), seq=int(row["call"]) - 1))
+    return records_frame(records)

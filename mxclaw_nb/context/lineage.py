@@ -6,16 +6,16 @@ call 2 and a placeholder made at call 1 is a `kept` tool result at call 2. A use
 the *stored* messages. `compose_lineage` folds each call's decision into what the earlier calls of the
 turn did (the loop carries the previous lineage), giving every stored seq up to the call exactly one
 action and the call that made it, and every sent message its origin (a stored seq or an engine-made
-message). The stored form is small (run-length ranges over seqs plus the engine-made messages);
-`lineage_rows` and `lineage_messages` rebuild the before/after rows and the exact sent list from the
-stored transcript and that record. Pure: no I/O, no clock.
+message). What it records is small (one action per seq, in long runs, plus the engine-made messages), so
+the store keeps it as run-length ranges (`mxclaw_nb.store.provenance`, the only reader and writer of that
+form); `lineage_rows` and `lineage_messages` rebuild the before/after rows and the exact sent list from the
+stored transcript and the lineage. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
 from typing import Any, NamedTuple, cast
 
 from mxclaw_nb.context.micro import placeholder_for
@@ -24,8 +24,7 @@ from mxclaw_nb.context.tokens import estimate_sent
 from mxclaw_nb.context.view import PREVIEW_CHARS, RequestView
 from mxclaw_nb.messages import Message, content_text, is_failure, sanitize, tool_call_list, tool_call_name
 
-LINEAGE_FORMAT = 1
-SEQ_ACTIONS = ("kept", "placeholder", "summarized", "dropped")
+SEQ_ACTIONS = ("kept", "placeholder", "summarized", "dropped")  # what can happen to a stored message
 
 
 class State(NamedTuple):
@@ -94,63 +93,6 @@ class Lineage:
         """(call, text) of every summary or fallback note this call sends, oldest first."""
         return [(m.call, content_text(m.message.get("content"))) for o in self.sent if o < 0
                 for m in (self.made[-1 - o],) if m.kind in ("summary", "fallback")]
-
-    def to_record(self) -> dict[str, Any]:
-        """Compact JSON-able form (stored in the request record's `extra.lineage`)."""
-        runs: list[list[Any]] = []
-        at = 0
-        for st, group in groupby(self.states):
-            n = len(list(group))
-            runs.append([at, at + n, st.action, *([st.call, st.ref] if st.ref is not None else
-                                                  [st.call] if st.call is not None else [])])
-            at += n
-        referenced = {st.ref for st in self.made_state if st.ref is not None}
-        referenced |= {r[4] for r in runs if len(r) > 4}
-        sent_keys = {-1 - o for o in self.sent if o < 0}
-        made = [[m.key, m.call, m.kind, m.after, m.message, *self.made_state[m.key]] for m in self.made
-                if m.key in sent_keys or m.key in referenced or m.kind == "synthetic"]
-        return {"format": LINEAGE_FORMAT, "call": self.call, "stage": self.stage, "tail_start": self.tail_start,
-                "upto": self.upto, "runs": runs, "made": made, "sent": _ranges(self.sent),
-                "carried": self.describe()}
-
-    @classmethod
-    def from_record(cls, stored: Any) -> Lineage:
-        """The lineage of a stored record (`to_record` output); raises ValueError when it is not one."""
-        try:
-            if not isinstance(stored, dict) or stored.get("format") != LINEAGE_FORMAT:
-                raise ValueError(f"not a format {LINEAGE_FORMAT} lineage")
-            states: list[State] = []
-            for run in stored["runs"]:
-                start, stop, action, *rest = run
-                if start != len(states) or stop < start or action not in SEQ_ACTIONS:
-                    raise ValueError(f"bad run {run!r}")
-                st = State(action, *rest) if rest else KEPT if action == "kept" else State(action)
-                states.extend([st] * (stop - start))
-            keys = max((int(m[0]) for m in stored["made"]), default=-1) + 1
-            made: list[Made | None] = [None] * keys
-            made_state: list[State] = [State("dropped")] * keys
-            for key, call, kind, after, message, *st in stored["made"]:
-                made[key] = Made(int(key), int(call), str(kind), dict(message), after)
-                made_state[key] = State(*st)
-            filled = tuple(m if m is not None else Made(k, 0, "dropped", {}, None) for k, m in enumerate(made))
-            sent: list[int] = []
-            for r in stored["sent"]:
-                sent.extend(range(r[0], r[1]) if len(r) == 2 else [int(r[0])])
-            return cls(int(stored["call"]), str(stored["stage"]), stored.get("tail_start"), states, filled,
-                       tuple(made_state), sent)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise ValueError(f"the stored lineage cannot be read ({type(exc).__name__}: {exc})") from None
-
-
-def _ranges(origins: Sequence[int]) -> list[list[int]]:
-    """[a, b] for a run of consecutive seqs a..b-1, [o] for an engine-made origin (o < 0)."""
-    out: list[list[int]] = []
-    for o in origins:
-        if o >= 0 and out and len(out[-1]) == 2 and out[-1][1] == o:
-            out[-1][1] = o + 1
-        else:
-            out.append([o, o + 1] if o >= 0 else [o])
-    return out
 
 
 def describe_carried(stage: str, carried: Sequence[tuple[str, int, int]]) -> str:

@@ -67,10 +67,10 @@ class Provenance:
     """Before (transcript) and after (sent) rows of one request view.
 
     Held as columns (one list per field) and turned into rows only when someone reads `before` or
-    `after`: the loop stores every model call's provenance, and per-row tuples for a long session are
-    tens of thousands of objects that only make the garbage collector work (a full collection of a
-    large kernel heap costs ~100 ms). `derived[k]` is the before row that the after row k repeats
-    exactly (a message sent as it was), else None: the stored form keeps just that index.
+    `after`: per-row tuples for a long session are tens of thousands of objects that only make the
+    garbage collector work (a full collection of a large kernel heap costs ~100 ms). `derived[k]` is the
+    before row that the after row k repeats exactly (a message sent as it was), else None: a stored form
+    (`mxclaw_nb.store.provenance`, format 3) keeps just that index.
     """
 
     before_columns: tuple[list[Any], ...]
@@ -83,7 +83,7 @@ class Provenance:
         b = tuple(map(list, zip(*before, strict=True))) if before else tuple([] for _ in BEFORE_FIELDS)
         a = tuple(map(list, zip(*after, strict=True))) if after else tuple([] for _ in AFTER_FIELDS)
         index = {r.sent_position: k for k, r in enumerate(before) if r.sent_position is not None}
-        derived = [k if (k := index.get(r.position)) is not None and r == _sent_from(before[k]) else None
+        derived = [k if (k := index.get(r.position)) is not None and r == sent_from(before[k]) else None
                    for r in after]
         return cls(b, a, derived)
 
@@ -101,64 +101,11 @@ class Provenance:
         """JSON-able form: `before` and `after` lists of row dicts."""
         return {"before": [r._asdict() for r in self.before], "after": [r._asdict() for r in self.after]}
 
-    def to_columns(self) -> dict[str, Any]:
-        """Compact JSON-able form stored in `requests.provenance` (format 3): one list per field.
 
-        ``{"format": 3, "before": {field: [...]}, "after_from_before": [...], "after": {field: [...]}}``:
-        `after_from_before[k]` is the before row that sent message k repeats exactly (a message sent as it
-        was: same role, tool, tokens, action, length and preview), else null; `after` holds the columns of
-        the other sent messages only, in order. `provenance_rows` turns this (and the older row forms)
-        back into row dicts, so readers never see the difference.
-        """
-        own = [k for k, d in enumerate(self.derived) if d is None]
-        before = {f: list(col) for f, col in zip(BEFORE_FIELDS, self.before_columns, strict=True)}
-        after = {f: [col[k] for k in own] for f, col in zip(AFTER_FIELDS, self.after_columns, strict=True)}
-        return {"format": 3, "before": before, "after_from_before": list(self.derived), "after": after}
-
-
-def _sent_from(before: MessageRecord) -> SentRecord:
-    """The after row of a message sent exactly as it was (see Provenance.to_columns)."""
+def sent_from(before: MessageRecord) -> SentRecord:
+    """The after row of a message sent exactly as it was (`Provenance.derived` points at its before row)."""
     return SentRecord(before.sent_position, before.position, before.role, before.tool_name,  # type: ignore[arg-type]
                       before.tokens_after, before.action, before.chars, before.preview)
-
-
-def provenance_rows(stored: Any) -> dict[str, list[dict[str, Any]]]:
-    """Row dicts (`before`, `after`) from a stored provenance: format 3 (columns), format 2 (rows as lists,
-    an index for an after row that repeats its before row) or the records form (row dicts)."""
-    if not isinstance(stored, dict):
-        raise ValueError("a provenance must be a JSON object with 'before' and 'after'")
-    if stored.get("format") == 3:
-        return _rows_from_columns(stored)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for side in ("before", "after"):
-        rows = stored.get(side) or []
-        columns = stored.get(f"{side}_columns")
-        if not isinstance(rows, list):
-            raise ValueError(f"the provenance's {side!r} must be a list")
-        if not columns:
-            out[side] = [dict(r) for r in rows]
-            continue
-        if side == "after" and any(isinstance(row, int) for row in rows):  # index k: the row of before row k
-            before = [MessageRecord._make(row.get(f) for f in BEFORE_FIELDS) for row in out["before"]]
-            rows = [list(_sent_from(before[row])) if isinstance(row, int) else row for row in rows]
-        out[side] = [dict(zip(columns, row, strict=False)) for row in rows]
-    return out
-
-
-def _rows_from_columns(stored: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    try:
-        before_cols = [stored["before"][f] for f in BEFORE_FIELDS]
-        derived = stored["after_from_before"]
-        own_cols = [stored["after"][f] for f in AFTER_FIELDS]
-        before = [MessageRecord._make(row) for row in zip(*before_cols, strict=True)]
-        own = iter([SentRecord._make(row) for row in zip(*own_cols, strict=True)])
-        after = [next(own) if k is None else _sent_from(before[k]) for k in derived]
-        if next(own, None) is not None:
-            raise ValueError("more after columns than rows without a before row")
-    except (KeyError, TypeError, IndexError, StopIteration) as exc:
-        raise ValueError(f"a format 3 provenance needs 'before' and 'after' columns and 'after_from_before' "
-                         f"({type(exc).__name__}: {exc})") from None
-    return {"before": [r._asdict() for r in before], "after": [r._asdict() for r in after]}
 
 
 BEFORE_FIELDS = MessageRecord._fields

@@ -57,10 +57,10 @@ def cmd_view(m: CommandHost, args: argparse.Namespace) -> Any:
     if isinstance(last[0], pd.Series):  # a stored record: its rows are rebuilt from the stored transcript (N3)
         transcript = m.store().load_transcript(m.get_agent().session_id)
     inspector = CompactionInspector(last[0], transcript=transcript)
-    data = inspector.data
-    unit = counter_label(data.counter)
-    print(m.caption(f"request view of the last model call (what the model saw) · {data.carried or data.stage} · "
-                    f"{fmt_int(data.before_tokens)} → {fmt_int(data.after_tokens)} {unit} tokens · the stored "
+    data, rec = inspector.data, inspector.data.record
+    unit = counter_label(rec.counter)
+    print(m.caption(f"request view of the last model call (what the model saw) · {data.carried or rec.stage} · "
+                    f"{fmt_int(rec.before_tokens)} → {fmt_int(rec.after_tokens)} {unit} tokens · the stored "
                     "transcript is unchanged (%agent transcript)"))
     if args.before or args.after:
         from mxclaw_nb.notebook.frames import view_frame

@@ -23,7 +23,7 @@ import contextlib
 import os
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,22 +32,19 @@ from typing import Any
 import duckdb
 import platformdirs
 
+from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.secrets import redact, redact_obj
 from mxclaw_nb.store.codec import MESSAGE_COLUMNS, dumps_text, message_to_row, text
 from mxclaw_nb.store.errors import StoreError, translate
 from mxclaw_nb.store.lease import Lease, transaction
 from mxclaw_nb.store.reader import StoreReads
+from mxclaw_nb.store.records import REQUEST_FIELDS, as_record, row_values
 from mxclaw_nb.store.schema import MIGRATIONS, current_version, migrate
 from mxclaw_nb.store.turnlock import turn_lock
 from mxclaw_nb.text_policy import display
 
 __all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]
 
-REQUEST_FIELDS = (
-    "turn", "iteration", "model", "base_url", "counter", "estimate_tokens", "calibrated_tokens",
-    "before_tokens", "after_tokens", "threshold", "window_tokens", "stage", "prompt_tokens_reported",
-    "completion_tokens_reported", "latency_ms", "error", "summary", "provenance", "retry",
-)
 # Every append SQL lists created_at last: _insert fills it from the clock unless given.
 _MSG_SQL = (
     f"INSERT INTO messages (session_id, seq, turn, iteration, {', '.join(MESSAGE_COLUMNS)}, created_at) "
@@ -390,19 +387,16 @@ class Store(StoreReads):
         row = [turn, iteration, text(type), payload_json, None]
         self._insert("events", session_id, "append an event", _EVENT_SQL, [row])
 
-    def append_request(self, session_id: str, record: dict[str, Any]) -> None:
-        """Append one model-call record; unknown keys are kept in the `extra` JSON column."""
+    def append_request(self, session_id: str, record: RequestRecord | Mapping[str, Any]) -> None:
+        """Append one model-call record (a RequestRecord; a mapping of its fields is taken too, unknown keys
+        kept in the `extra` JSON column). Provenance is stored as what happened (store.provenance, N3)."""
         try:
-            record = redact_obj(record)
-            values = [text(record.get(k)) for k in REQUEST_FIELDS]
-            prov = record.get("provenance")
-            values[REQUEST_FIELDS.index("provenance")] = None if prov is None else dumps_text(prov, "provenance")
-            values[REQUEST_FIELDS.index("retry")] = bool(record.get("retry", False))
-            extra = {k: v for k, v in record.items() if k not in REQUEST_FIELDS and k != "created_at"}
-            values.append(dumps_text(extra, "extra request fields") if extra else None)
+            rec = as_record(record)
+            row = row_values(rec, redact=redact_obj)
         except ValueError as exc:
             raise self._bad_input(exc, "append a request record") from exc
-        self._insert("requests", session_id, "append a request record", _REQ_SQL, [[*values, record.get("created_at")]])
+        values = [row[k] for k in REQUEST_FIELDS] + [row["extra"], rec.created_at]
+        self._insert("requests", session_id, "append a request record", _REQ_SQL, [values])
 
     def put_artifact(self, session_id: str, text: str) -> str:
         """Store a whole tool result for this session; return its id ("artifact-<12 hex>")."""

@@ -190,7 +190,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         if self.timeline is not None:
             parts.append(self.timeline.to_html())
         if self.inspector is not None:
-            d = self.inspector.data
+            d = self.inspector.data.record
             parts.append(f"<div>call: turn {d.turn}, call {d.iteration} {chip(d.stage, color_of('stage', d.stage))}"
                          "</div>")
             parts += [self.gauge.to_html(), self.inspector.to_html()]

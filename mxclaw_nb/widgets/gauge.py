@@ -11,7 +11,6 @@ classic Notebook, VS Code, exported HTML and GitHub alike; figures say which cou
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -44,11 +43,19 @@ BAR_CHARS = 18
 def _as_data(view: RequestView | CallData | None, reported: int | None, calibrated: int | None) -> CallData | None:
     if view is None or isinstance(view, CallData):
         if view is not None and (reported is not None or calibrated is not None):
-            return replace(view, reported_prompt_tokens=reported if reported is not None
-                           else view.reported_prompt_tokens,
-                           calibrated_tokens=calibrated if calibrated is not None else view.calibrated_tokens)
+            rec = view.record
+            return view.with_record(
+                prompt_tokens_reported=reported if reported is not None else rec.prompt_tokens_reported,
+                calibrated_tokens=calibrated if calibrated is not None else rec.calibrated_tokens)
         return view
     return from_view(view, reported_prompt_tokens=reported, calibrated_tokens=calibrated)
+
+
+def totals(data: CallData) -> tuple[int, int, int, int]:
+    """(after, before, threshold, window) tokens of the call, 0 where the record does not say (before: after)."""
+    rec = data.record
+    after = rec.after_tokens or 0
+    return after, rec.before_tokens or after, rec.threshold or 0, rec.window_tokens or 0
 
 
 def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str,
@@ -64,7 +71,8 @@ def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int
         segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {row_unit} '
                     f'({100.0 * n / rows:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
     lines = ""
-    for value, color, name in ((data.threshold, THRESHOLD_COLOR, "threshold"), (data.window, WINDOW_CSS, "window")):
+    _, _, threshold, window = totals(data)
+    for value, color, name in ((threshold, THRESHOLD_COLOR, "threshold"), (window, WINDOW_CSS, "window")):
         if value:
             left = min(100.0, 100.0 * value / scale)
             # plain values first: a sanitizer (an untrusted notebook) drops var()/calc() but keeps these
@@ -82,21 +90,20 @@ def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int
 
 def secondary_figures(data: CallData) -> list[str]:
     """The labelled extra figures: est. (when the view used another counter), calibrated, reported."""
-    out = []
-    if data.counter != "estimate" and data.estimate_tokens is not None:
-        out.append(f"{fmt_int(data.estimate_tokens)} tokens (est.)")
-    if data.calibrated_tokens is not None and data.counter != "calibrated":
-        out.append(f"{fmt_int(data.calibrated_tokens)} tokens (calibrated)")
-    if data.reported_prompt_tokens is not None:
-        out.append(f"{fmt_int(data.reported_prompt_tokens)} tokens (reported by the provider)")
+    out, rec = [], data.record
+    if rec.counter != "estimate" and rec.estimate_tokens is not None:
+        out.append(f"{fmt_int(rec.estimate_tokens)} tokens (est.)")
+    if rec.calibrated_tokens is not None and rec.counter != "calibrated":
+        out.append(f"{fmt_int(rec.calibrated_tokens)} tokens (calibrated)")
+    if rec.prompt_tokens_reported is not None:
+        out.append(f"{fmt_int(rec.prompt_tokens_reported)} tokens (reported by the provider)")
     return out
 
 
 def room(data: CallData) -> dict[str, Any]:
     """Share of the window used, free tokens and tokens until compaction (negative: over the threshold)."""
-    window = max(int(data.window or 0), 1)
-    return {"percent": 100.0 * data.after_tokens / window, "free": int(data.window or 0) - data.after_tokens,
-            "until_compaction": int(data.threshold or 0) - data.after_tokens}
+    after, _, threshold, window = totals(data)
+    return {"percent": 100.0 * after / max(window, 1), "free": window - after, "until_compaction": threshold - after}
 
 
 def _stat(value: str, label: str, cls: str) -> str:
@@ -120,30 +127,32 @@ def gauge_html(data: CallData | None) -> str:
     """The gauge as self-contained HTML (used by the widget and by the static fallback)."""
     if data is None:
         return f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}color:{MUTED}">context · no model call yet</div>'
-    unit, row_unit = unit_label(data.counter), unit_label(data.row_counter)
+    rec = data.record
+    after_tokens, before_tokens, threshold, window = totals(data)
+    unit, row_unit = unit_label(rec.counter), unit_label(data.row_counter)
     sent = layer_split(data.after, "tokens")
     before = layer_split(data.before, "tokens_before")
     # N3 rows: the second bar is the stored transcript up to the call (est.), not this call's input
     stored = sum(before.values()) if data.transcript_relative else None
-    scale = max(data.window, data.before_tokens, data.after_tokens, stored or 0, 1)
+    scale = max(window, before_tokens, after_tokens, stored or 0, 1)
     r = room(data)
-    until = (_stat(fmt_int(r["until_compaction"]), f"until compaction (threshold {fmt_int(data.threshold)})",
+    until = (_stat(fmt_int(r["until_compaction"]), f"until compaction (threshold {fmt_int(threshold)})",
                    "mx-until") if r["until_compaction"] >= 0 else
-             _stat(fmt_int(-r["until_compaction"]), f"over the compaction threshold ({fmt_int(data.threshold)})",
+             _stat(fmt_int(-r["until_compaction"]), f"over the compaction threshold ({fmt_int(threshold)})",
                    "mx-until"))
     pct = f"{r['percent']:.0f}%"
     carried = data.carried.split(" · ", 1)[1] if data.carried and " · " in data.carried else ""
     carries = f" · {esc(carried)}" if carried else ""
-    where = f' <span style="color:{MUTED}">· turn {data.turn}, call {data.iteration}</span>' if data.turn else ""
+    where = f' <span style="color:{MUTED}">· turn {rec.turn}, call {rec.iteration}</span>' if rec.turn else ""
     head = (f'<div style="margin-bottom:3px"><b>context of one model call</b> · every total in '
-            f'<b>{esc(unit)}</b> · stage {chip(data.stage, color_of("stage", data.stage))}{carries}{where}</div>'
-            f'{_stat(fmt_int(data.after_tokens), "sent", "mx-sent")}'
-            f'{_stat(pct, f"of the {fmt_int(data.window)} window", "mx-percent")}'
+            f'<b>{esc(unit)}</b> · stage {chip(rec.stage, color_of("stage", rec.stage))}{carries}{where}</div>'
+            f'{_stat(fmt_int(after_tokens), "sent", "mx-sent")}'
+            f'{_stat(pct, f"of the {fmt_int(window)} window", "mx-percent")}'
             f'{_stat(fmt_int(r["free"]), "free", "mx-free")}{until}')
     extra = secondary_figures(data)
     other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary style="cursor:pointer">'
              f'other counts of this call</summary>{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
-    bars = _bar("request view (sent)", fmt_int(data.after_tokens), data.after_tokens, sent, scale, data, unit,
+    bars = _bar("request view (sent)", fmt_int(after_tokens), after_tokens, sent, scale, data, unit,
                 row_unit)
     if stored is not None:
         before_title = "stored transcript"
@@ -151,23 +160,25 @@ def gauge_html(data: CallData | None) -> str:
                      stored, before, scale, data, unit, row_unit)
     else:
         before_title = "before compaction"
-        bars += _bar("before compaction", fmt_int(data.before_tokens), data.before_tokens, before, scale, data, unit,
+        bars += _bar("before compaction", fmt_int(before_tokens), before_tokens, before, scale, data, unit,
                      row_unit)
     units = (f"sent, threshold and window in {unit}; stored transcript in {row_unit}" if stored is not None
              else f"bars and totals in {unit}")
     lines = (f'<div style="color:{MUTED};margin-top:2px">{swatch(THRESHOLD_COLOR)}threshold '
-             f'{fmt_int(data.threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(data.window)} · {esc(units)}</div>')
+             f'{fmt_int(threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(window)} · {esc(units)}</div>')
     note = ""
     if row_unit != unit:
         note = (f'<div class="mx-unit-note" style="color:{MUTED}">per layer: {esc(row_unit)}, the C1 estimate of each '
                 f'message (as in the inspector); the totals are {esc(unit)}, the count the threshold was checked '
                 'against, so the layers do not add up to them</div>')
     warn = ""
-    if data.after_tokens > data.threshold:
+    if after_tokens > threshold:
         warn = (f'<div style="color:{FAIL_CSS}">still over the threshold after every allowed step '
-                f'({fmt_int(data.after_tokens)} &gt; {fmt_int(data.threshold)} {esc(unit)})</div>')
-    if data.error:
-        warn += f'<div style="color:{FAIL_CSS}">compactor error: {esc(data.error)}</div>'
+                f'({fmt_int(after_tokens)} &gt; {fmt_int(threshold)} {esc(unit)})</div>')
+    if rec.compactor_error:
+        warn += f'<div style="color:{FAIL_CSS}">compactor error: {esc(rec.compactor_error)}</div>'
+    if rec.error:
+        warn += f'<div style="color:{FAIL_CSS}">the call failed: {esc(rec.error)}</div>'
     table = _layer_table(sent, before, row_unit, before_title)
     return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
             f'{lines}<div class="mx-legend">{table}</div>{note}{other}{warn}</div>')
@@ -177,15 +188,17 @@ def gauge_text(data: CallData | None) -> str:
     """The one-line text gauge of UX.md: `[ctx ▓▓▓░░ 41,210 est. / 51,200 threshold / 64,000 window · stage]`."""
     if data is None:
         return "[ctx · no model call yet]"
-    filled = min(BAR_CHARS, round(BAR_CHARS * data.after_tokens / data.window)) if data.window else 0
+    rec = data.record
+    after_tokens, before_tokens, threshold, window = totals(data)
+    filled = min(BAR_CHARS, round(BAR_CHARS * after_tokens / window)) if window else 0
     bar = "▓" * filled + "░" * (BAR_CHARS - filled)
     r = room(data)
-    line = (f"[ctx {bar} {fmt_int(data.after_tokens)} {counter_label(data.counter)} / {fmt_int(data.threshold)} "
-            f"threshold / {fmt_int(data.window)} window · {data.stage}] {r['percent']:.0f}% of window · "
+    line = (f"[ctx {bar} {fmt_int(after_tokens)} {counter_label(rec.counter)} / {fmt_int(threshold)} "
+            f"threshold / {fmt_int(window)} window · {rec.stage}] {r['percent']:.0f}% of window · "
             f"{fmt_int(r['free'])} free · {fmt_int(r['until_compaction'])} until compaction")
     extra = secondary_figures(data)
-    if data.stage != "unchanged":
-        extra.insert(0, f"before {fmt_int(data.before_tokens)} {counter_label(data.counter)}")
+    if rec.stage != "unchanged":
+        extra.insert(0, f"before {fmt_int(before_tokens)} {counter_label(rec.counter)}")
     return line + ("  " + " · ".join(extra) if extra else "")
 
 

@@ -213,11 +213,12 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
 
     def header_html(self) -> str:
         """`Stage: summary · before 72,060 → after 17,391 tokens (est.) · threshold 51,200 · tail starts at #37`."""
-        d, unit, row_unit = self.data, unit_label(self.data.counter), unit_label(self.data.row_counter)
+        d, r = self.data, self.data.record
+        unit, row_unit = unit_label(r.counter), unit_label(d.row_counter)
         tail = f" · tail starts at #{d.tail_start}" if d.tail_start is not None else ""
-        where = f" · turn {d.turn}, call {d.iteration}" if d.turn is not None else ""
-        retry = " · prompt-too-long retry" if d.retry else ""
-        err = f'<div style="color:{FAIL_CSS}">{esc(d.error)}</div>' if d.error else ""
+        where = f" · turn {r.turn}, call {r.iteration}" if r.turn is not None else ""
+        retry = " · prompt-too-long retry" if r.retry else ""
+        err = "".join(f'<div style="color:{FAIL_CSS}">{esc(e)}</div>' for e in (r.compactor_error, r.error) if e)
         carries = _carries(d)
         carried = f" · {esc(carries)}" if carries else ""
         stored = (f'<div style="color:{MUTED}">Before: the stored transcript up to this call, '
@@ -226,25 +227,25 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
                   if d.transcript_relative else "")
         rows = (f'<div class="mx-unit-note" style="color:{MUTED}">rows: {esc(row_unit)}, the C1 estimate of each '
                 f'message; the stage was decided on {esc(unit)} (the totals above)</div>' if row_unit != unit else "")
-        return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(d.stage, color_of("stage", d.stage))}'
-                f'{carried} · before {fmt_int(d.before_tokens)} → after <b>{fmt_int(d.after_tokens)}</b> '
-                f'<b>{esc(unit)}</b> · threshold {fmt_int(d.threshold)}{tail}{where}{retry}'
+        return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(r.stage, color_of("stage", r.stage))}'
+                f'{carried} · before {fmt_int(r.before_tokens)} → after <b>{fmt_int(r.after_tokens)}</b> '
+                f'<b>{esc(unit)}</b> · threshold {fmt_int(r.threshold)}{tail}{where}{retry}'
                 f'<div style="color:{MUTED}">request view: what the model saw — the stored transcript is unchanged'
                 f'</div>{stored}{rows}{err}</div>')
 
     def summary_html(self) -> str:
         """The summary (or micro/fallback note) text, in full; carried summaries name the call that made them."""
-        d = self.data
+        d, summary = self.data, self.data.record.summary
         if d.summaries:
-            mine = d.summary and all(text != d.summary for _, text in d.summaries)
-            own = [(d.iteration, d.summary)] if mine else []
+            mine = summary and all(text != summary for _, text in d.summaries)
+            own = [(d.record.iteration, summary)] if mine else []
             parts = [f'<div style="color:{MUTED}">{esc(_summary_title(d, call))}</div>'
                      f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(text)}</pre>'
                      for call, text in [*own, *d.summaries]]
             return "".join(parts)
-        if not self.data.summary:
+        if not summary:
             return f'<div class="mx-summary" style="{FONT}color:{MUTED}">no summary: nothing was compacted</div>'
-        return (f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(self.data.summary)}</pre>')
+        return (f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(summary)}</pre>')
 
     def message_text(self, position: int) -> str:
         """Full text of transcript message `position` (live views, and stored records read with their transcript)."""
@@ -267,7 +268,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
             text = _message_text(d.sent[int(pos)])
         elif which == "after" and rec.get("action") == "summary":
             head = " ".join(str(rec.get("preview") or "").split())[:40]
-            text = next((t for _, t in d.summaries if " ".join(t.split()).startswith(head)), d.summary)
+            text = next((t for _, t in d.summaries if " ".join(t.split()).startswith(head)), d.record.summary)
         elif d.inputs is not None:
             at = pos if which == "before" else src
             if _ok(at) and int(at) < len(d.inputs):
@@ -305,20 +306,21 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
 
     def to_text(self) -> str:
         """Header, action counts and the summary preview as text."""
-        d, unit = self.data, counter_label(self.data.counter)
+        d, r = self.data, self.data.record
+        unit = counter_label(r.counter)
         counts = self.before_df["action"].value_counts()
         acts = ", ".join(f"{a} {int(counts[a])}" for a in ACTIONS if a in counts)
         tail = f"   tail starts at #{d.tail_start}" if d.tail_start is not None else ""
         carries = _carries(d)
-        stage = d.stage + (" · " + carries if carries else "")
-        lines = [f"Stage: {stage}    before {fmt_int(d.before_tokens)} {unit}  →  after {fmt_int(d.after_tokens)} "
-                 f"{unit}   threshold {fmt_int(d.threshold)}{tail}",
+        stage = r.stage + (" · " + carries if carries else "")
+        lines = [f"Stage: {stage}    before {fmt_int(r.before_tokens)} {unit}  →  after {fmt_int(r.after_tokens)} "
+                 f"{unit}   threshold {fmt_int(r.threshold)}{tail}",
                  f"Before (transcript): {shown_count(len(self.before_df), len(self.before_df), 'msgs')} · {acts}",
                  f"After (sent): {counted(len(self.after_df), 'msg')}"]
         if d.summaries:
             lines += [f"{_summary_title(d, call)}: " + preview_text(text, 300) for call, text in d.summaries]
-        elif d.summary:
-            lines.append("Summary: " + preview_text(d.summary, 300))
+        elif r.summary:
+            lines.append("Summary: " + preview_text(r.summary, 300))
         return "\n".join(lines)
 
 
@@ -366,6 +368,6 @@ def _carries(d: CallData) -> str:
 
 
 def _summary_title(d: CallData, call: int | None) -> str:
-    if call is not None and d.iteration is not None and call != d.iteration:
+    if call is not None and d.record.iteration is not None and call != d.record.iteration:
         return f"summary made by call {call} of this turn, carried (pinned, SPEC C7)"
     return f"summary made by this call (call {call})" if call is not None else "summary"

@@ -18,7 +18,7 @@ request view alive in the kernel — only the strings it shows.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
@@ -183,9 +183,9 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         data = from_view(view, turn=opt_int(p.get("turn")) or self.turn, iteration=it,
                          calibrated_tokens=opt_int(p.get("counter_tokens")))
         if p.get("retry"):  # C9: the same call resent with the fallback window
-            data = replace(data, retry=True)
+            data = data.with_record(retry=True)
         self.calls[it] = data
-        self.call_summaries[it] = CallSummary(data.stage, data.after_tokens, data.retry)
+        self.call_summaries[it] = CallSummary(data.record.stage, data.record.after_tokens or 0, data.record.retry)
         self.gauge.data, self._gauge_stale = data, True
         self._push_gauge()
         self._picking = True  # one inspector build per call, not one per trait change
@@ -224,8 +224,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         it = opt_int(p.get("iteration")) or self._iteration
         if reported is not None and it in self.calls:
             # the reported figure joins the call's data; the gauge shows it with its next (throttled) push
-            self.calls[it] = replace(self.calls[it], reported_prompt_tokens=reported)
-            if self.gauge.data is not None and self.gauge.data.iteration == it:
+            self.calls[it] = self.calls[it].with_record(prompt_tokens_reported=reported)
+            if self.gauge.data is not None and self.gauge.data.record.iteration == it:
                 self.gauge.data, self._gauge_stale = self.calls[it], True
         self._flush_text()
         self._push_gauge()

@@ -32,6 +32,7 @@ from mxclaw_nb.context import (
 )
 from mxclaw_nb.context.lineage import SEQ_ACTIONS
 from mxclaw_nb.messages import content_text, sanitize
+from mxclaw_nb.store.provenance import decode_lineage, encode_lineage
 
 from .test_properties import call_block, short_text, step, tool_output
 
@@ -149,7 +150,7 @@ def test_n3_every_call_of_a_turn_resolves_to_stored_rows(turn):
           else "nothing carried")
     for view, lineage, stored in calls:
         check_call(view, lineage, stored)
-        stored_form = Lineage.from_record(json.loads(json.dumps(lineage.to_record())))
+        stored_form = decode_lineage(json.loads(json.dumps(encode_lineage(lineage))), stored)  # N3: as stored
         check_call(view, stored_form, stored)
         assert stored_form.describe() == lineage.describe()
         assert lineage.describe().split(" · ")[0] == view.stage  # the stage keeps its C10 meaning
@@ -223,4 +224,4 @@ def test_n3_first_call_needs_stored_seqs_and_records_are_checked():
     with pytest.raises(ValueError, match="stored seq"):
         compose_lineage(view, [None])
     with pytest.raises(ValueError, match="cannot be read"):
-        Lineage.from_record({"format": 1, "runs": [[3, 1, "kept"]]})
+        decode_lineage({"format": 1, "runs": [[3, 1, "kept"]]})

@@ -250,35 +250,3 @@ def test_layers_of_a_view_add_up_to_its_tokens() -> None:
     totals = layer_tokens(view.messages, [r.tokens for r in view.provenance.after])
     assert set(totals) == set(LAYERS) and sum(totals.values()) == view.after_tokens
     assert totals["summaries"] == view.provenance.after[4].tokens
-
-
-def test_provenance_columns_form_round_trips_to_the_records_form():
-    """C10 storage: the compact columns form stored per request expands to exactly the records form."""
-    import json
-
-    from mxclaw_nb.context import provenance_rows
-    from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
-
-    view = build_request_view(worked_example(), ContextPolicy(**WORKED_EXAMPLE_POLICY))
-    records = view.provenance.to_records()
-    columns = json.loads(json.dumps(view.provenance.to_columns()))
-    assert provenance_rows(columns) == json.loads(json.dumps(records))
-    assert provenance_rows(records) == records
-    assert len(json.dumps(columns)) < len(json.dumps(records)) * 0.7
-    unchanged = build_request_view(worked_example(), ContextPolicy(1_000_000, 0.8, 8_000))
-    compact = unchanged.provenance.to_columns()
-    # every message sent as it was: after rows are indices of before rows, no after columns of their own
-    assert all(isinstance(k, int) for k in compact["after_from_before"]) and compact["after"]["position"] == []
-    assert provenance_rows(json.loads(json.dumps(compact))) == json.loads(json.dumps(unchanged.provenance.to_records()))
-    # files written by earlier versions: rows as lists (format 2, an index for a repeated after row)
-    b, a = view.provenance.before, view.provenance.after
-    index = {r.sent_position: k for k, r in enumerate(b) if r.sent_position is not None}
-    old = {"format": 2, "before_columns": list(b[0]._fields), "before": [list(r) for r in b],
-           "after_columns": list(a[0]._fields),
-           "after": [index[r.position] if r.action == "kept" and r.position in index else list(r) for r in a]}
-    assert provenance_rows(json.loads(json.dumps(old))) == json.loads(json.dumps(records))
-    for broken in ({"format": 3, "before": {}}, {"format": 3, **compact, "after_from_before": [99]}):
-        with pytest.raises(ValueError, match="format 3"):
-            provenance_rows(broken)
-    with pytest.raises(ValueError):
-        provenance_rows(["not", "a", "dict"])

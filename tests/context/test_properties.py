@@ -307,18 +307,18 @@ def test_c1_cjk_count_matches_the_one_character_class(text: str) -> None:
 def test_c10_stored_provenance_expands_to_exactly_the_live_rows(case: tuple[list, ContextPolicy]) -> None:
     """C10 storage: the compact form stored per request (after rows that repeat their before row kept as an
     index) expands, after a JSON round trip, to exactly the records form of the live view."""
-    from mxclaw_nb.context import provenance_rows
-
     messages, policy = case
     if not has_usable(messages):
         return
     from mxclaw_nb.context.view import Provenance
+    from mxclaw_nb.store.provenance import decode_provenance, encode_provenance, provenance_rows
 
     view = build_request_view(messages, policy)
-    stored = json.loads(json.dumps(view.provenance.to_columns(), ensure_ascii=False))
+    stored = json.loads(json.dumps(encode_provenance(view.provenance), ensure_ascii=False))
     assert provenance_rows(stored) == json.loads(json.dumps(view.provenance.to_records(), ensure_ascii=False))
     rebuilt = Provenance.from_rows(view.provenance.before, view.provenance.after)  # rows -> the same columns
-    assert rebuilt == view.provenance and rebuilt.to_columns() == view.provenance.to_columns()
+    assert rebuilt == view.provenance and encode_provenance(rebuilt) == encode_provenance(view.provenance)
+    assert decode_provenance(stored).to_records() == provenance_rows(stored)
 
 
 @FAST
@@ -377,7 +377,7 @@ def _same_view(warm, cold) -> None:
             warm.over_threshold, warm.repaired) == (cold.stage, cold.before_tokens, cold.after_tokens,
                                                     cold.after_estimate, cold.tail_start, cold.summary,
                                                     cold.over_threshold, cold.repaired)
-    assert warm.provenance.to_columns() == cold.provenance.to_columns()
+    assert warm.provenance == cold.provenance
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

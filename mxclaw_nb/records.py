@@ -1,0 +1,97 @@
+"""The request record: one model call as the loop stores it and every reader shows it (SPEC S1, T3, C10, N3).
+
+Why one form: the loop, the store, the widgets, `%agent view`, the replay timeline and
+`requests_from_views` all speak about the same call. Each used to carry its own dict or dataclass with
+the same fields, and they drifted (a replay wrote its policy's count into the C1 estimate column, a
+widget re-estimated what the view already carried). `RequestRecord` is the one shape; `record_of_view`
+is the one place that turns a RequestView into it, so the three T3 figures are labelled the same way
+everywhere: `estimate_tokens` is always the C1 estimate of what was sent (`est.`), `calibrated_tokens`
+is the calibrated count (only when the calibrated counter decided), `prompt_tokens_reported` is what the
+provider reported. `after_tokens`/`before_tokens` are in the unit of `counter` (what the threshold was
+checked on).
+
+Provenance travels as engine data: `lineage` (SPEC N3, transcript-relative, `context.lineage.Lineage`)
+or, for a view without one (a dry run, a replay, records of older files), `provenance` (the view's own
+rows, `context.view.Provenance`). How they are stored is the store's business (`store/provenance.py`).
+Pure: the engine and `messages` only, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from mxclaw_nb.context.lineage import Lineage
+from mxclaw_nb.context.tokens import estimate_messages
+from mxclaw_nb.context.view import Provenance, RequestView
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One model call: what was sent (tokens, stage, summary), what the provider said, and why (provenance).
+
+    Column for column the `requests` table (README "The store: tables and columns"); `tail_start`,
+    `lineage` and any other key a file carries travel in its `extra` JSON column.
+    """
+
+    turn: int | None = None
+    iteration: int | None = None
+    model: str | None = None
+    base_url: str | None = None
+    counter: str = "estimate"  # the counter `before_tokens`/`after_tokens`/`threshold` are in (T2)
+    estimate_tokens: int | None = None  # T3 `est.`: the C1 estimate of the messages sent
+    calibrated_tokens: int | None = None  # T3 `calibrated`: set when the calibrated counter decided
+    before_tokens: int | None = None
+    after_tokens: int | None = None
+    threshold: int | None = None
+    window_tokens: int | None = None
+    stage: str = "unchanged"
+    prompt_tokens_reported: int | None = None  # T3 `reported`: what the provider said it read
+    completion_tokens_reported: int | None = None
+    latency_ms: float | None = None
+    error: str | None = None  # why the call failed (provider, interrupt), else None
+    summary: str | None = None
+    retry: bool = False
+    compactor_error: str | None = None  # C8: why the compactor raised, on the fallback path
+    tail_start: int | None = None  # input position of the first safe-tail message (the lineage has it as a seq)
+    lineage: Lineage | None = field(default=None, repr=False, compare=False)  # N3, transcript-relative
+    provenance: Provenance | None = field(default=None, repr=False, compare=False)  # the view's own rows
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)  # other keys a stored record carries
+    session_id: str | None = None  # set when read back from the store
+    seq: int | None = None
+    created_at: datetime | None = None  # None: the store's clock when appended
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+
+
+def c1_estimate(view: RequestView) -> int:
+    """T3 `est.`: the C1 estimate of what the view sends (the engine carries it; counted only for old views)."""
+    if view.counter == "estimate":
+        return view.after_tokens
+    return view.after_estimate if view.after_estimate is not None else estimate_messages(view.messages)
+
+
+def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int | None = None,
+                   model: str | None = None, base_url: str | None = None, retry: bool = False,
+                   error: str | None = None, latency_ms: float | None = None,
+                   prompt_tokens_reported: int | None = None, completion_tokens_reported: int | None = None,
+                   calibrated_tokens: int | None = None) -> RequestRecord:
+    """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
+    its figures. A view with a lineage (N3) carries it; a view without one carries its own provenance."""
+    if calibrated_tokens is None and view.counter == "calibrated":
+        calibrated_tokens = view.after_tokens
+    lineage = view.lineage if isinstance(view.lineage, Lineage) else None
+    return RequestRecord(
+        turn=turn, iteration=iteration, model=model, base_url=base_url, counter=view.counter,
+        estimate_tokens=c1_estimate(view), calibrated_tokens=calibrated_tokens, before_tokens=view.before_tokens,
+        after_tokens=view.after_tokens, threshold=view.threshold, window_tokens=view.window, stage=view.stage,
+        prompt_tokens_reported=prompt_tokens_reported, completion_tokens_reported=completion_tokens_reported,
+        latency_ms=latency_ms, error=error, summary=view.summary, retry=retry, compactor_error=view.error,
+        tail_start=view.tail_start, lineage=lineage, provenance=None if lineage is not None else _provenance(view))
+
+
+def _provenance(view: RequestView) -> Provenance | None:
+    return view.provenance if view.trace is not None else None
