@@ -186,12 +186,17 @@ def encode_provenance(provenance: Provenance) -> dict[str, Any]:
     return {"format": 3, "before": before, "after_from_before": list(provenance.derived), "after": after}
 
 
+def _fields(row: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The named fields of a stored row (checked by the record's constructor)."""
+    return {f: row.get(f) for f in names}
+
+
 def decode_provenance(stored: Any) -> Provenance:
     """The Provenance of a stored `requests.provenance` (format 3, format 2 or the records form)."""
     rows = provenance_rows(stored)
     try:
-        before = [MessageRecord(**{f: r.get(f) for f in BEFORE_FIELDS}) for r in rows["before"]]
-        after = [SentRecord(**{f: r.get(f) for f in AFTER_FIELDS}) for r in rows["after"]]
+        before = [MessageRecord(**_fields(r, BEFORE_FIELDS)) for r in rows["before"]]
+        after = [SentRecord(**_fields(r, AFTER_FIELDS)) for r in rows["after"]]
     except (TypeError, AttributeError) as exc:
         raise ValueError(f"the stored provenance's rows cannot be read ({exc})") from None
     return Provenance.from_rows(before, after)

@@ -165,8 +165,9 @@ def record_from_row(row: Mapping[str, Any] | pd.Series, transcript: Sequence[Mes
             extra.setdefault(str(key), value)
     retry = get("retry")
     created = get("created_at")
+    given: dict[str, Any] = {k: opt_int(get(k)) for k in _INTS} | {k: _opt_text(get(k)) for k in _TEXTS}
     return RequestRecord(
-        **{k: opt_int(get(k)) for k in _INTS}, **{k: _opt_text(get(k)) for k in _TEXTS},
+        **given,
         counter=str(get("counter") or "estimate"), stage=str(get("stage") or "unchanged"),
         latency_ms=_opt_float(get("latency_ms")), retry=False if _missing(retry) else bool(retry),
         compactor_error=_opt_text(moved["compactor_error"]), tail_start=opt_int(moved["tail_start"]),
