@@ -161,11 +161,12 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert f"background-color: {ACTION_COLORS['summarized']}" in styled
     insp.action_filter.value = "kept"
     assert set(insp.filtered("before")["action"]) == {"kept"}
-    assert insp._before.value.count('class="mx-row"') == len(insp.filtered("before"))
+    before_tab = insp.tabs.children[0]  # what the Before tab shows
+    assert before_tab.value.count('class="mx-row"') == len(insp.filtered("before"))
     insp.role_filter.value = "tool"
     assert set(insp.filtered("before")["role"]) == {"tool"} and set(insp.filtered("after")["role"]) == {"tool"}
     insp.open_position.value = 4
-    assert "#4: " + "t" * 100 in insp._message.value
+    assert "#4: " + "t" * 100 in insp.children[-1].children[1].value  # the message opened under "open #"
     assert insp.to_text().startswith(f"Stage: {view.stage}")
 
 
