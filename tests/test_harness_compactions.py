@@ -20,6 +20,7 @@ from mxclaw_nb.analysis import (
     import_codex,
     parse_claude_code,
     parse_codex,
+    summarize_harness,
 )
 from mxclaw_nb.analysis.compare import HARNESS
 from mxclaw_nb.store.writer import Store
@@ -115,6 +116,11 @@ def test_compare_harness_pins_the_claude_code_fixture(store: Store) -> None:
     parsed = compare_harness(parse_claude_code(CLAUDE)[0], POLICIES)
     pd.testing.assert_frame_equal(parsed.drop(columns="session_id"), df.drop(columns="session_id"))
     assert len(compare_harness(store, POLICIES)) == 6
+    summary = summarize_harness(df).set_index("policy")
+    assert list(summary.index) == [HARNESS, "tight", "roomy"] and set(summary["points"]) == {2}
+    assert summary.loc[HARNESS, "fact_survival"] == pytest.approx(13 / 56)
+    assert summary.loc["tight", "fact_survival"] == pytest.approx(31 / 56)
+    assert summary.loc["roomy", "saved_share"] == pytest.approx(431 / 2470)
 
 
 def test_codex_compacted_records_import_with_their_replacement_history(store: Store, tmp_path: Path) -> None:

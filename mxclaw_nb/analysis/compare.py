@@ -305,3 +305,21 @@ def compare_harness(sessions: Any, policies: Sequence[ContextPolicy | dict[str, 
     df["policy"] = pd.Categorical(df["policy"], [HARNESS, *(label for label, _ in pols)], ordered=True)
     df.attrs["labels"] = dict(HARNESS_LABELS)
     return df
+
+
+def summarize_harness(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per policy (``harness`` first) over all harness compaction points of a ``compare_harness`` table."""
+    rows = []
+    for label, d in df.groupby("policy", observed=True, sort=True):
+        row: dict[str, Any] = {
+            "policy": label, "points": len(d), "sessions": d["session_id"].nunique(),
+            "tokens_basis": ", ".join(sorted(set(d["tokens_basis"]))),
+            "mean_before_tokens": float(d["before_tokens"].mean()),
+            "mean_after_tokens": float(d["after_tokens"].mean()),
+            "saved_share": _share(d["saved_tokens"], d["full_tokens"]),
+            "fact_survival": _share(d["facts_visible"], d["facts_total"]),
+        }
+        for kind in FACT_KINDS:
+            row[f"survival_{kind}"] = float(d[f"survival_{kind}"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
