@@ -10,6 +10,11 @@ Cost: per session, the replay rebuilds one request view per assistant message; p
 counts, extracted facts and exact o200k counts are cached per session (shared by all policies with the
 same counter), so a call costs little more than the pipeline itself. ``df.attrs["timing"]`` records the
 measured cost per session and policy; ``bench/replay_bench.py`` prints it for the shared transcripts.
+
+``compare_harness`` answers the next question for imported Claude Code / Codex sessions: where that harness
+compacted (its ``harness.compaction`` events), what did it keep, and what would each policy have kept at the
+same model call? One row per (session, point, policy) with a ``harness`` row first; harness tokens are C1
+estimates of what it sent, its own reported counts sit apart in ``reported_*`` columns.
 """
 
 from __future__ import annotations
