@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.analysis.jsonl import read_jsonl
+from mxclaw_nb.events import record
 from mxclaw_nb.store.errors import StoreError
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -42,6 +43,7 @@ class Conversation:
     title: str | None = None
     workspace: str | None = None
     model: str | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (declared stored event, payload)
 
 
 @dataclass
@@ -185,6 +187,10 @@ def _deferred(store: Any) -> Any:
     return deferred() if callable(deferred) else contextlib.nullcontext()
 
 
+def _quiet(kind: str, payload: dict[str, Any]) -> None:
+    """Imported events have no live subscribers."""
+
+
 def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
                         *, progress: bool = True) -> ImportReport:
     """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped."""
@@ -206,6 +212,8 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
                 with _deferred(store):  # the runs of a conversation go in as multi-row INSERTs, not a row each
                     for turn, iteration, run in turn_plan(conv.messages):
                         store.append_messages(sid, run, turn=turn, iteration=iteration)
+                    for kind, payload in conv.events:  # e.g. harness.compaction (S4), with the session or not at all
+                        record(store, _quiet, sid, kind, payload, turn=payload.get("turn"))
         except (StoreError, ValueError) as exc:
             report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
             continue
