@@ -190,13 +190,15 @@ def _first_number(text: str) -> str | None:
 
 
 def _number_line(text: str) -> tuple[str, str] | None:
-    """(line with the number blanked as ___, the number) for the first line showing one fact number once."""
+    """(line with the number blanked as ___, the number) for the first line showing one fact number once.
+
+    The number must stand as a whole word (not "105th", not the start of a hex id), as scoring matches it."""
     for raw in text.splitlines():
         line = normalize(raw)
         if sum(c.isalpha() for c in line) < 3:
             continue
         for number in sorted(number_tokens(line, facts_only=True), key=line.find):
-            spots = [m.start() for m in re.finditer(rf"(?<![\w.,]){re.escape(number)}(?![\d]|[.,]\d)", line)]
+            spots = [m.start() for m in re.finditer(rf"(?<![\w.,]){re.escape(number)}(?!\w|[.,]\d)", line)]
             if len(spots) != 1:
                 continue
             at = spots[0]
@@ -391,7 +393,7 @@ def _provider(spec: Any, **kw: Any) -> Any:
     return resolve_provider(**kw)
 
 
-def _ask(provider: Any, messages: list[dict]) -> tuple[str | None, str | None]:
+def _ask(provider: Any, messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
     """(reply text, error message): a failed call is recorded, not scored as wrong."""
     from mxclaw_nb.provider.client import ProviderError
 
