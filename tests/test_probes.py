@@ -186,6 +186,20 @@ def test_s4_judge_is_optional_and_labelled_and_failed_calls_are_not_wrong() -> N
     assert summarize_probes(failed).set_index("type").loc["all", "errors"] == 1
 
 
+def test_s4_parallel_asks_score_the_same_and_a_missing_model_is_an_error() -> None:
+    script = {k: v for k, v in ANSWERS.items() if isinstance(v, str) or callable(v)}
+    script["What number stood where ___ is"] = "48213"
+    with TestServer(answers=script) as srv:
+        one = evaluate_probes([TRANSCRIPT], [SMALL], base_url=srv.base_url, model="test-model")
+        four = evaluate_probes([TRANSCRIPT], [SMALL], base_url=srv.base_url, model="test-model", workers=4)
+        url = srv.base_url
+    cols = ["policy", "probe_id", "present", "reply", "correct"]
+    pd.testing.assert_frame_equal(one[cols], four[cols])
+    assert one.attrs["model"] == f"test-model @ {url}"
+    with pytest.raises(ValueError, match="no model is configured"):
+        evaluate_probes([TRANSCRIPT], [SMALL])
+
+
 def test_s4_server_scripts_answers_by_question_text(test_server: TestServer) -> None:
     from mxclaw_nb.provider.client import OpenAIProvider
 

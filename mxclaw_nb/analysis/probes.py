@@ -386,11 +386,16 @@ def policy_view(messages: Sequence[Message], policy: ContextPolicy | dict[str, A
 def _provider(spec: Any, **kw: Any) -> Any:
     if hasattr(spec, "complete"):
         return spec
-    from mxclaw_nb.provider.client import resolve_provider
+    from mxclaw_nb.provider.client import DEMO_MODEL, resolve_provider
 
-    if isinstance(spec, dict):
-        return resolve_provider(**{**kw, **spec})
-    return resolve_provider(**kw)
+    settings = {**kw, **spec} if isinstance(spec, dict) else kw
+    provider = resolve_provider(**settings)
+    if getattr(provider, "is_demo", False) and settings.get("model") != DEMO_MODEL:
+        # resolve_provider falls back to the offline demo model; its "recall" would measure nothing
+        raise ValueError("no model is configured for the probes: pass base_url=/api_key=/model= (or provider=), "
+                         f"or set OPENAI_API_KEY / OPENAI_BASE_URL / MXCLAW_MODEL (model={DEMO_MODEL!r} asks the "
+                         "offline demo model on purpose)")
+    return provider
 
 
 def _ask(provider: Any, messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
@@ -442,8 +447,9 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary) -> pd.DataFrame:
     """Ask every probe of every transcript against every policy's view; one row per answer.
 
-    ``transcripts``: anything ``compare`` takes. The model: ``provider`` (an ``OpenAIProvider``), else
-    ``model``/``base_url``/``api_key`` (else the environment, as ``resolve_provider`` reads it).
+    ``transcripts``: anything ``compare`` takes; ``at`` (an assistant message's index) suits one transcript.
+    The model: ``provider`` (an ``OpenAIProvider``), else ``model``/``base_url``/``api_key`` (else the
+    environment, as ``resolve_provider`` reads it; none at all is an error, not the demo model).
     ``full=True`` adds the uncompacted view (label ``"full"``) as the model's ceiling. ``judge``: None
     (default, no judge), True (the same model) or a provider / dict of provider settings; adds
     ``judge_reply`` and ``judge_correct``. ``workers > 1`` asks in parallel threads (scripted answers
