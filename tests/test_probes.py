@@ -79,6 +79,26 @@ def test_s4_probes_are_derived_deterministically_with_their_sources() -> None:
         derive_probes(TRANSCRIPT, at=3)
 
 
+def test_s4_probes_of_ids_and_of_parallel_calls() -> None:
+    two = {"role": "assistant", "content": None, "tool_calls": [
+        _call("a", "bash", {"command": "ls"}), _call("b", "bash", {"command": "wc -l notes"})]}
+    msgs = [
+        {"role": "system", "content": "You are an airline agent."},
+        {"role": "user", "content": "Please cancel reservation MDCLVA for user emma_kim_9957."},
+        _asst("c1", "get_reservation_details", {"reservation_id": "MDCLVA"}),
+        _tool("c1", '{"status": "ok"}'),
+        two, _tool("a", "notes"), _tool("b", "lines counted: 3141 in notes"),
+        _asst("c2", "cancel_reservation", {"reservation_id": "MDCLVA"}),
+    ]
+    got = {p.id: p for p in derive_probes(msgs)}
+    assert got["recall/tool_value"].expected == "MDCLVA"
+    assert "`reservation_id`" in got["recall/tool_value"].question
+    assert got["continuation/last_request"].expected == "MDCLVA"
+    assert got["continuation/next_step"].expected == "MDCLVA"
+    number = got["artifact/number"]
+    assert (number.expected, number.source) == ("3141", 6) and "2nd call to the `bash` tool" in number.question
+
+
 def test_s4_score_is_a_normalised_whole_word_match() -> None:
     assert score_answer("It was  `docs/changes.md`.", "docs/CHANGES.md")
     assert score_answer("bash: git diff\n  --stat", "git diff --stat")

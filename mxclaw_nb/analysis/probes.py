@@ -103,6 +103,7 @@ class _Call:
     tool: str
     nth: int  # 1 for the first call of this tool in the transcript, ...
     args: dict[str, Any]
+    id: str | None  # the tool call's id (its result's tool_call_id)
 
 
 def _calls(messages: Sequence[Any], start: int, end: int) -> list[_Call]:
@@ -115,7 +116,8 @@ def _calls(messages: Sequence[Any], start: int, end: int) -> list[_Call]:
             name = tool_call_name(call) or "?"
             seen[name] = seen.get(name, 0) + 1
             if i >= start:
-                out.append(_Call(i, name, seen[name], tool_call_args(call) or {}))
+                call_id = call.get("id") if isinstance(call, dict) else None
+                out.append(_Call(i, name, seen[name], tool_call_args(call) or {}, call_id))
     return out
 
 
@@ -278,21 +280,15 @@ def derive_probes(messages: Sequence[Message], *, at: int | None = None) -> list
         add("recall", "tool_value", f"What `{key}` did the {_ordinal(c.nth)} call to the `{c.tool}` tool in this "
             "conversation use? Answer with the value only.", value, c.index)
     # artifact: a number a tool's output showed, a file a tool created
-    names = {}
-    for m in msgs[:at]:
-        if isinstance(m, dict) and m.get("role") == "assistant":
-            for call in m.get("tool_calls") or []:
-                if isinstance(call, dict) and call.get("id"):
-                    names[call["id"]] = tool_call_name(call) or "?"
+    by_id = {c.id: c for c in calls if c.id}
     for i, m in enumerate(msgs[:at]):
         if not isinstance(m, dict) or m.get("role") != "tool":
             continue
         found = _number_line(content_text(m.get("content")))
         if found:
             line, number = found
-            tool = names.get(m.get("tool_call_id") or "", "?")
-            owner = next((c for c in reversed(calls) if c.index < i and c.tool == tool), None)
-            which = f"the {_ordinal(owner.nth)} call to the `{tool}` tool" if owner else f"a `{tool}` call"
+            owner = by_id.get(m.get("tool_call_id") or "")
+            which = f"the {_ordinal(owner.nth)} call to the `{owner.tool}` tool" if owner else "a tool call"
             add("artifact", "number", f'The output of {which} in this conversation had a line reading "{line}". '
                 "What number stood where ___ is? Answer with the number only.", number, i)
             break
