@@ -122,7 +122,7 @@ def test_s4_policy_view_is_the_view_replay_measures(shared_transcripts: list[dic
 
 def _reader(messages: list[dict]) -> str:
     """A model that answers the last-error probe only when its view still shows the error."""
-    seen = view_text(messages[:-1])
+    seen = view_text(messages)  # the probe's own question does not name the error
     return "ZeroDivisionError" if "ZeroDivisionError" in seen else "I don't know"
 
 
@@ -215,6 +215,11 @@ def test_s4_parallel_asks_score_the_same_and_a_missing_model_is_an_error() -> No
         url = srv.base_url
     cols = ["policy", "probe_id", "present", "reply", "correct"]
     pd.testing.assert_frame_equal(one[cols], four[cols])
+    with TestServer(answers=script) as srv:  # the same views sent as plain text: same answers, one message each
+        text = evaluate_probes([TRANSCRIPT], [SMALL], base_url=srv.base_url, model="test-model", as_text=True)
+        sent = [r["messages"] for r in srv.requests]
+    pd.testing.assert_frame_equal(one[cols], text[cols])
+    assert {len(m) for m in sent} == {1} and "-> edit_file(" in sent[0][0]["content"]
     assert one.attrs["model"] == f"test-model @ {url}"
     with pytest.raises(ValueError, match="no model is configured"):
         evaluate_probes([TRANSCRIPT], [SMALL])

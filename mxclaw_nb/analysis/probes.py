@@ -345,6 +345,23 @@ def view_text(messages: Sequence[Message]) -> str:
     return "\n".join(message_text(m) for m in messages if isinstance(m, dict))
 
 
+def transcript_text(messages: Sequence[Message]) -> str:
+    """A view as plain text, one block per message (``[role]`` headers; tool calls as ``-> name(args)``)."""
+    blocks = []
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        role = str(m.get("role") or "?")
+        head = f"[{role} {m['name']}]" if role == "tool" and m.get("name") else f"[{role}]"
+        lines = [content_text(m.get("content"))]
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            args = fn.get("arguments") if isinstance(fn, dict) else ""
+            lines.append(f"-> {tool_call_name(call) or '?'}({args if isinstance(args, str) else args!r})")
+        blocks.append(head + "\n" + "\n".join(line for line in lines if line))
+    return "Conversation so far:\n\n" + "\n\n".join(blocks)
+
+
 # -- views ---------------------------------------------------------------------------------------------------------
 def _turns(messages: Sequence[Any]) -> list[int]:
     turn, out = 0, []
@@ -439,7 +456,7 @@ ANSWER_COLUMNS = ["session_id", "policy", "run", "probe_id", "type", "kind", "at
 def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[str, Any]] | Any, *,
                     model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                     provider: Any = None, runs: int = 1, judge: Any = None, full: bool = True,
-                    at: int | None = None, store: Any = None, workers: int = 1,
+                    at: int | None = None, store: Any = None, workers: int = 1, as_text: bool = False,
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary) -> pd.DataFrame:
     """Ask every probe of every transcript against every policy's view; one row per answer.
 
@@ -448,9 +465,10 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
     environment, as ``resolve_provider`` reads it; none at all is an error, not the demo model).
     ``full=True`` adds the uncompacted view (label ``"full"``) as the model's ceiling. ``judge``: None
     (default, no judge), True (the same model) or a provider / dict of provider settings; adds
-    ``judge_reply`` and ``judge_correct``. ``workers > 1`` asks in parallel threads (scripted answers
-    that vary per ask then arrive in no fixed order). A failed call leaves ``correct`` empty (NaN) and
-    its message in ``error``.
+    ``judge_reply`` and ``judge_correct``. ``as_text=True`` sends each view as one user message of plain
+    text (``transcript_text``), for endpoints that refuse tool-call history without tool definitions.
+    ``workers > 1`` asks in parallel threads (scripted answers that vary per ask then arrive in no fixed
+    order). A failed call leaves ``correct`` empty (NaN) and its message in ``error``.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -476,8 +494,12 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
 
     def one(task: dict[str, Any]) -> dict[str, Any]:
         view, probe = task["view"], task["probe"]
-        question = {"role": "user", "content": PROBE_PROMPT.format(question=probe.question)}
-        reply, error = _ask(asker, [*view.messages, question])
+        prompt = PROBE_PROMPT.format(question=probe.question)
+        if as_text:
+            request = [{"role": "user", "content": f"{transcript_text(view.messages)}\n\n{prompt}"}]
+        else:
+            request = [*view.messages, {"role": "user", "content": prompt}]
+        reply, error = _ask(asker, request)
         row = {"session_id": task["session_id"], "policy": view.policy, "run": task["run"], "probe_id": probe.id,
                "type": probe.type, "kind": probe.kind, "at": probe.at, "source": probe.source,
                "question": probe.question, "expected": probe.expected,
