@@ -158,6 +158,8 @@ def test_s4_probe_recall_end_to_end_over_http_with_scripted_answers() -> None:
     assert [by[(FULL, r, "number")] for r in (1, 2, 3)] == [1.0, 1.0, 0.0]
     assert [by[("3k", r, "number")] for r in (1, 2, 3)] == [1.0, 0.0, 0.0]
     assert by[(FULL, 1, "last_error")] == 1.0 and by[("3k", 1, "last_error")] == 0.0
+    first = answers[answers["run"] == 1].groupby("policy", observed=True)
+    assert first["compacted"].max().to_dict() == {FULL: 0, "3k": 2}  # the two long outputs became placeholders
     present = answers[answers["run"] == 1].set_index(["policy", "kind"])["present"]
     assert not present[(FULL, "next_step")] and by[(FULL, 1, "next_step")] == 1.0  # recall without presence
 

@@ -45,7 +45,7 @@ from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.analysis.replay import SessionCaches, replay_messages
 from mxclaw_nb.analysis.sources import conversations
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
-from mxclaw_nb.messages import Message, content_text, sanitize, tool_call_args, tool_call_name
+from mxclaw_nb.messages import Message, content_text, tool_call_args, tool_call_name
 
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
 PROBE_KINDS = {
@@ -55,6 +55,7 @@ PROBE_KINDS = {
     "decision": ("last_error", "error_action"),
 }
 FULL = "full"  # label of the uncompacted baseline view (the whole transcript up to the probed call)
+FULL_POLICY = ContextPolicy(context_window_tokens=2**62, threshold_ratio=1.0)  # a window no transcript reaches
 PROBE_PROMPT = ("Answer from the conversation above only; do not call tools.\n"
                 "Question: {question}\nGive the answer only, as briefly as possible.")
 JUDGE_PROMPT = ("You grade an answer to a question about an earlier conversation.\n"
@@ -428,29 +429,32 @@ class _View:
     messages: list[Message]
     text: str
     stage: str
-    after_tokens: int | None
+    after_tokens: int
+    compacted: int  # transcript messages summarized, replaced by a placeholder or dropped in this view
     fact_survival: float
 
 
 def _views(sid: str, msgs: list[Message], pols: list[tuple[str, ContextPolicy]], at: int, full: bool,
            summarize: Callable[[list[Message]], str] | None) -> list[_View]:
     out = []
-    if full:
-        sent = [sanitize(m) for m in msgs[:at] if isinstance(m, dict)]
-        out.append(_View(FULL, sent, _norm(view_text(sent)), "full", None, 1.0))
+    if full:  # the whole transcript so far, repaired (C4) but never compacted: a window nothing reaches
+        whole = build_request_view(msgs[:at], FULL_POLICY, None)
+        out.append(_View(FULL, whole.messages, _norm(view_text(whole.messages)), whole.stage, whole.after_tokens, 0,
+                         1.0))
     caches = SessionCaches()
     for label, pol in pols:
         view = policy_view(msgs, pol, at, summarize=summarize, cache=caches.token_cache(pol))
         row = replay_messages(msgs[:at + 1], pol, session_id=sid, summarize=summarize, caches=caches)[-1]
         total = row.get("facts_total") or 0
         survival = row["facts_visible"] / total if total else 1.0  # nothing compacted held a fact: nothing lost
+        compacted = sum(int(row[k]) for k in ("summarized", "placeholder", "dropped"))
         out.append(_View(label, view.messages, _norm(view_text(view.messages)), view.stage, view.after_tokens,
-                         survival))
+                         compacted, survival))
     return out
 
 
 ANSWER_COLUMNS = ["session_id", "policy", "run", "probe_id", "type", "kind", "at", "source", "question", "expected",
-                  "present", "reply", "correct", "error", "stage", "after_tokens", "fact_survival"]
+                  "present", "reply", "correct", "error", "stage", "after_tokens", "compacted", "fact_survival"]
 
 
 def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[str, Any]] | Any, *,
@@ -505,7 +509,8 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
                "question": probe.question, "expected": probe.expected,
                "present": score_answer(view.text, probe.expected), "reply": reply,
                "correct": math.nan if error else float(score_answer(reply, probe.expected)), "error": error,
-               "stage": view.stage, "after_tokens": view.after_tokens, "fact_survival": view.fact_survival}
+               "stage": view.stage, "after_tokens": view.after_tokens, "compacted": view.compacted,
+               "fact_survival": view.fact_survival}
         if grader is not None:
             verdict, jerr = (None, "no reply to grade") if reply is None else _ask(grader, [{
                 "role": "user", "content": JUDGE_PROMPT.format(question=probe.question, expected=probe.expected,
