@@ -19,6 +19,7 @@ from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, extract_facts, fact_survi
 from mxclaw_nb.analysis.honesty import content_kind, estimate_honesty, honesty_table, reported_honesty
 from mxclaw_nb.analysis.importers import Conversation, ImportReport, import_openai_jsonl, read_openai_jsonl
 from mxclaw_nb.analysis.policies import as_policy, policy_label
+from mxclaw_nb.analysis.probes import Probe, derive_probes, evaluate_probes, score_answer, summarize_probes
 from mxclaw_nb.analysis.replay import as_requests, replay
 from mxclaw_nb.analysis.sources import conversations
 
@@ -28,4 +29,5 @@ __all__ = [
     "conversations", "estimate_honesty", "extract_facts", "fact_survival", "honesty_table", "import_claude_code",
     "import_codex", "import_openai_jsonl", "parse_claude_code", "parse_codex", "policy_label", "read_openai_jsonl",
     "replay", "reported_honesty", "summarize_comparison", "summarize_harness", "summarize_policies",
+    "Probe", "derive_probes", "evaluate_probes", "score_answer", "summarize_probes",
 ]
