@@ -105,7 +105,7 @@ def row_values(record: RequestRecord, *, redact: Callable[[Any], Any] | None = N
     if record.compactor_error is not None:
         extra["compactor_error"] = record.compactor_error
     if record.engine_ms is not None:
-        extra["engine_ms"] = round(record.engine_ms, 3)
+        extra["engine_ms"] = record.engine_ms
     if record.lineage is not None:
         extra["lineage"] = encode_lineage(record.lineage)
     provenance = (encode_provenance(record.provenance)
