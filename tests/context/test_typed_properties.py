@@ -134,3 +134,22 @@ def test_example_typed_placeholder_before_tail_and_failure_kept() -> None:
                        "still in the kernel as df_sales]")
     assert sent[1] == messages[5]["content"]  # C5
     assert view.messages[-2:] == [sanitize(m) for m in messages[-2:]]  # C3
+
+
+def test_c7_next_input_keeps_a_placeholders_facts_for_the_kernel_state() -> None:
+    """K3 across C7: a placeholder fed back keeps its result's facts (stored-only), so a later summary names it."""
+    big = "x" * 20_000
+    df = {"kind": "value", "type": "DataFrame", "shape": [360, 5], "columns": ["date", "region"],
+          "variables": ["sales"]}
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function", "function": {
+        "name": "python", "arguments": "{}"}}]}
+    first = [{"role": "user", "content": "load"}, call, {"role": "tool", "tool_call_id": "a", "content": big,
+                                                          "facts": df}, {"role": "assistant", "content": "ok"}]
+    pol = ContextPolicy(context_window_tokens=6_000, threshold_ratio=0.8, keep_recent_tokens=100)
+    view = build_request_view(first, pol)
+    assert view.stage == "micro" and "facts" not in view.messages[2]
+    fed = view.next_input([{"role": "user", "content": "more " * 4_000}])
+    assert fed[2]["facts"] == df and fed[2]["content"].startswith(PREFIX)  # stored-only, rides along
+    later = build_request_view(fed, pol)
+    assert later.stage == "summary" and later.summary is not None
+    assert "Kernel state:\n- sales: DataFrame 360x5 (date, region)" in later.summary
