@@ -107,3 +107,14 @@ def test_data_plan_only_when_the_request_offers_python() -> None:
     # other prompts keep their plans when python is offered
     assert plans.choose("fix the failing tests", [], kernel=True)[0] == "fix"  # type: ignore[index]
     assert plans.choose("look at the build log", [], kernel=True)[0] == "logs"  # type: ignore[index]
+
+
+def test_denied_python_ends_the_data_turn_with_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """approval=deny: the demo's first python call is refused; the turn ends saying what failed and how to allow it."""
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    ns: dict = {}
+    agent = Agent(db=str(tmp_path / "s.duckdb"), home=tmp_path / "home", approval="deny", namespace=lambda: ns)
+    result = agent.run(PROMPTS[0])
+    assert result.status == "ok" and "sales" not in ns
+    assert "The call python(" in result.text and "Python code run in your kernel need approval" in result.text

@@ -179,8 +179,9 @@ def failure_answer(failure: Done, ctx: Ctx) -> str:
     """Answer when a tool failed unexpectedly: say what failed and stop the turn."""
     first = (failure.result or "").strip().splitlines()[0][:300]
     hint = ""
-    if first.lower().startswith("permission denied") and failure.name == "bash":
-        hint = (" Shell commands need approval: answer the approval prompt when it appears, or set "
+    if first.lower().startswith("permission denied") and failure.name in ("bash", "python"):
+        what = "Shell commands" if failure.name == "bash" else "Python code run in your kernel"
+        hint = (f" {what} need approval: answer the approval prompt when it appears, or set "
                 "%agent config approval=allow (Agent(approval='allow') from Python).")
     elif "no such" in first.lower():
         hint = (" This workspace does not look like the demo's sample project; copy it with "
