@@ -3,7 +3,7 @@
 Usage: .venv/bin/python bench/typed_micro_bench.py
 Rows: the demo model's data-notebook task (three offline turns of the real agent with the ``python`` tool on
 the shipped sales.csv: load, describe, find the anomaly, weekly sums, plot), and the three shared transcripts
-with the largest tool outputs. Tail = last 4 messages (never compacted).
+with the largest compactable tool outputs (successful, before the tail). Tail = last 4 messages (never compacted).
 Fact survival = share of facts (paths, numbers, identifiers) of the compacted outputs still in the view;
 K1 = share of the facts the kernel tools recorded per output (variable names, type, shape, first columns) that
 the output's own placeholder keeps (n/a for transcripts without kernel tools).
@@ -51,7 +51,8 @@ def _shared() -> list[tuple[str, list[dict[str, Any]]]]:
             rec = json.loads(line)
             if all(r[0] != f"{f.stem}:{rec['id'][-30:]}" for r in rows):
                 rows.append((f"{f.stem}:{rec['id'][-30:]}", rec["messages"]))
-    size = lambda m: sum(len(content_text(x.get("content"))) for x in m if x.get("role") == "tool")  # noqa: E731
+    size = lambda m: sum(len(content_text(x.get("content"))) for x in m[:-TAIL]  # noqa: E731 - compactable only
+                         if x.get("role") == "tool" and not is_failure(x))
     return sorted(rows, key=lambda r: -size(r[1]))[:3]
 
 
