@@ -116,6 +116,8 @@ def summarize_comparison(df: pd.DataFrame) -> pd.DataFrame:
         full_tokens=("full_tokens", "sum"), over_threshold=("over_threshold", "sum"),
     )
     out["saved_share"] = out["saved_tokens"] / out["full_tokens"].where(out["full_tokens"] > 0)
+    if "typed_placeholders" in df:  # K2: the most typed placeholders one call sent
+        out["max_typed_placeholders"] = g["typed_placeholders"].max()
     if "fact_survival" in df:
         out["fact_survival"] = g["fact_survival"].mean()
         out["fact_survival_min"] = g["fact_survival"].min()

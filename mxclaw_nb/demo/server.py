@@ -225,7 +225,8 @@ class TestServer:
             if text is not None:
                 item = Reply(text=text)
         if item is None:
-            item = demo_model.next_reply(body.get("messages") or []) if self.demo else Reply(text="ok")
+            item = (demo_model.next_reply(body.get("messages") or [], body.get("tools")) if self.demo
+                    else Reply(text="ok"))
         return delay, item  # type: ignore[return-value]
 
     def answer_for(self, messages: list[dict]) -> str | None:

@@ -160,7 +160,9 @@ def _layer_of(rec: Mapping[str, Any]) -> str:
     # Frozen-context layers announce themselves on their first line, which the preview keeps.
     if rec.get("action") == "summary":
         return "summaries"
-    return message_layer({"role": rec.get("role"), "content": str(rec.get("preview") or "")})
+    tool = rec.get("tool_name")  # K1: kernel outputs are told apart by their call's tool name
+    return message_layer({"role": rec.get("role"), "content": str(rec.get("preview") or "")},
+                         str(tool) if tool is not None else None)
 
 
 def layer_split(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]:
