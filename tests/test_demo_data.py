@@ -81,6 +81,19 @@ def test_k2_k3_demo_data_task_reaches_a_typed_compaction_offline(ip: Interactive
     assert summaries and all(STATE in s for s in summaries)  # K3: the Kernel state section names it
     assert "- anomalies: DataFrame 1x5" in summaries[-1] and "- fig: plot: Daily revenue" in summaries[-1]
     assert not any(k in s for s in summaries for k in ("- pd:", "- matplotlib:"))  # modules are no results
+    # N2: the inspector of those stored calls shows the typed placeholder as sent and the Kernel state section
+    from html import escape
+
+    from mxclaw_nb.widgets.inspector import CompactionInspector
+    k = next(j for j, view in enumerate(sent) if any(m.get("content") == TYPED for m in view))
+    row = requests.iloc[k]
+    shown = CompactionInspector.from_request(agent.store, agent.session_id, int(row.turn), int(row.iteration))
+    assert escape(TYPED, quote=False)[:60] in shown.tabs.children[1].value  # the After tab's preview
+    assert escape(TYPED, quote=False) in shown.to_html()  # the row opens the whole placeholder
+    last = requests.iloc[max(j for j, stage in enumerate(stages) if stage == "summary")]
+    summary_tab = CompactionInspector.from_request(agent.store, agent.session_id, int(last.turn),
+                                                   int(last.iteration)).tabs.children[2].value
+    assert "Kernel state" in summary_tab and escape(STATE, quote=False) in summary_tab
     # S2: the stored transcript keeps the full printout
     assert any(str(m.get("content")).startswith("stdout:\n") and "2026-08-17" in str(m.get("content"))
                and len(str(m.get("content"))) == 18_419 for m in stored if m.get("role") == "tool")
