@@ -3,11 +3,11 @@
 The loop is glue between the pure engine and three adapters it only knows through small Protocols
 (provider, store, tools), so tests can run it against the real DuckDB store and the real `openai`
 client talking to the shipped test server. Its one rule is L4: everything is stored the moment it
-happens — the user message before the first model call, each assistant message (with its request
-record and events, one commit) before its tools run, the tool results (with their events, one commit)
-before the next model call; an interrupt still writes what was done — so a kernel interrupt loses
-nothing already done, a crash at most the tool work in flight, and the next turn's repair pass (C4)
-heals a half-finished tool block. The request view is rebuilt before
+happens — the user message before the first model call, then one commit per iteration (the request
+record, the assistant message, its tool results and their events) before the next model call; an
+interrupt or failure inside still writes what was done — so a kernel interrupt loses nothing already
+done, a crash at most the iteration in flight, and the next turn's repair pass (C4) heals a
+half-finished tool block. The request view is rebuilt before
 every model call (C7) from the previous view plus what was appended, never by re-reading the store
 inside a turn; at most one prompt-too-long retry per turn uses the fallback window (C9).
 """
@@ -186,7 +186,8 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             result.iterations += 1
             it = result.iterations
             doing = f"building the request view for model call {it}"
-            # L4, S1: the call's events, record and answer in one commit, made before its tools run
+            # L4, S1: one commit per iteration (record, answer, tool results, events), written before the next
+            # model call; an interrupt or failure inside still writes what was done (Store.deferred)
             with ctx.store.deferred():
                 view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
                                                        (lineage, stored))
@@ -196,13 +197,15 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 assistant.setdefault("role", "assistant")
                 ctx.store.append_request(session_id, record)
                 new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
-            calls = assistant.get("tool_calls") or []
-            if not calls:
-                result.text = assistant.get("content") or ""
-                break
-            appended = [assistant]
-            bound = ctx.tool_context.max_tool_calls
-            with ctx.store.deferred():  # the results and tool events in one commit, before the next call (L4)
+                calls = assistant.get("tool_calls") or []
+                if not calls:
+                    result.text = assistant.get("content") or ""
+                    doing = "finishing the turn"
+                    _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
+                                                             "status": result.status}, turn, result.iterations)
+                    break
+                appended = [assistant]
+                bound = ctx.tool_context.max_tool_calls
                 for n, call in enumerate(calls[:bound], 1):
                     doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
                     message, seq = _run_tool(ctx, session_id, call, turn, it)
@@ -221,9 +224,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 else:
                     stored = None
             seqs = _carried_seqs(view, seqs, new_seqs)
-        doing = "finishing the turn"
-        _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
-                                                 "status": result.status}, turn, result.iterations)
+        if result.status == "max_iterations":  # an answer's turn.finished went in with its iteration's commit
+            doing = "finishing the turn"
+            _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
+                                                     "status": result.status}, turn, result.iterations)
     except KeyboardInterrupt:
         result.status = "interrupted"
         _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)
