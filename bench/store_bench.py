@@ -288,11 +288,20 @@ def iteration_table(runs: int) -> None:
     modes = ("old", "rows", "two", "one")
     got: dict[tuple[str, str], list[float]] = {}
     for _ in range(runs):
-        for mode in modes:
-            for kind in ("duckdb", "sqlite"):
-                with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
-                    ms = iteration_ms(kind, Path(tmp), mode=mode, sync="FULL")
-                got.setdefault((kind, mode), []).append(ms)
+        for mode in modes:  # the two engines alternate iteration by iteration: the machine's noise hits both
+            with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
+                stores = {"duckdb": Store(db_path(Path(tmp), "duckdb")),
+                          "sqlite": SqliteStore(db_path(Path(tmp), "sqlite"), "FULL")}
+                sids = {k: new_session(k, st, "loop") for k, st in stores.items()}
+                times: dict[str, list[float]] = {k: [] for k in stores}
+                for i in range(200):
+                    for kind, st in stores.items():
+                        start = time.perf_counter()
+                        _iteration(st, sids[kind], i, mode)
+                        times[kind].append(time.perf_counter() - start)
+                for kind, st in stores.items():
+                    st.close()
+                    got.setdefault((kind, mode), []).append(statistics.median(times[kind]) * 1e3)
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"iteration writes (request + answer + tool.started + tool result + tool.finished), medians of {runs} "
           "runs x 200 iterations; sqlite3 WAL synchronous=FULL\n")
@@ -307,6 +316,50 @@ def iteration_table(runs: int) -> None:
           f"with the same one commit (target <= 3x), {d / med[('sqlite', 'rows')]:.2f}x sqlite row by row; the loop's "
           f"two commits: {med[('duckdb', 'two')]:.2f} ms = {med[('duckdb', 'two')] / d:.2f}x now; before deferred(): "
           f"{med[('duckdb', 'old')]:.2f} ms = {med[('duckdb', 'old')] / d:.2f}x now")
+    parts = iteration_breakdown()
+    print("\nwhere the DuckDB iteration's time goes (one run, medians of 200 iterations):")
+    for name, ms in parts.items():
+        print(f"  {name:<36} {ms:7.2f} ms")
+
+
+def iteration_breakdown(iterations: int = 200) -> dict[str, float]:
+    """DuckDB only: median ms of each part of one iteration's commit (the `Store.deferred()` flush)."""
+    import mxclaw_nb.store.writer as writer
+
+    parts: dict[str, list[float]] = {}
+    insert_rows, transaction = writer._insert_rows, writer.transaction
+
+    def timed_insert(con: Any, sql: str, rows: list[list[Any]]) -> None:
+        t = time.perf_counter()
+        insert_rows(con, sql, rows)
+        parts.setdefault(f"INSERT {sql.split()[2]} ({len(rows)} rows)", []).append(time.perf_counter() - t)
+
+    @contextlib.contextmanager
+    def timed_transaction(con: Any) -> Any:
+        t = time.perf_counter()
+        con.execute("BEGIN TRANSACTION")
+        parts.setdefault("BEGIN", []).append(time.perf_counter() - t)
+        yield con
+        t = time.perf_counter()
+        con.execute("COMMIT")
+        parts.setdefault("COMMIT (WAL write + fsync)", []).append(time.perf_counter() - t)
+
+    writer._insert_rows, writer.transaction = timed_insert, timed_transaction  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
+            store = Store(Path(tmp) / "parts.duckdb")
+            sid = store.create_session()
+            total = []
+            for i in range(iterations):
+                t = time.perf_counter()
+                _iteration(store, sid, i, "one")
+                total.append(time.perf_counter() - t)
+            store.close()
+    finally:
+        writer._insert_rows, writer.transaction = insert_rows, transaction  # type: ignore[assignment]
+    out = {k: statistics.median(v) * 1e3 for k, v in parts.items()}
+    out["total (incl. encoding, queueing)"] = statistics.median(total) * 1e3
+    return out
 
 
 def main() -> None:
