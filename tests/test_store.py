@@ -362,3 +362,32 @@ def test_s1_bulk_append_round_trips_every_shape(store: Store) -> None:
     with store.batch(), store.deferred():  # queued inside a batch: written in the batch's transaction
         store.append_messages(sid, messages[:100], turn=2)
     assert len(store.load_transcript(sid)) == 400
+
+
+def test_s1_s4_import_sessions_writes_many_sessions_in_one_go_all_or_none(store: Store) -> None:
+    """The bulk path of imports: sessions and transcripts as Arrow tables, one transaction (S1, S4, S2)."""
+    runs = [(0, None, [{"role": "system", "content": "be brief"}]),
+            (1, None, [{"role": "user", "content": "你好 " * 3}]),
+            (1, 1, [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "a.txt", "is_error": True}])]
+    items = [{"session_id": f"imp-{k}", "source": "import:x", "title": f"t{k}", "meta": {"line": k},
+              "runs": runs[: k + 1]} for k in range(3)]
+    assert store.import_sessions(items) == ["imp-0", "imp-1", "imp-2"]
+    flat = [m for _, _, ms in runs for m in ms]
+    for k in range(3):
+        assert store.load_transcript(f"imp-{k}") == flat[: [1, 2, 4][k]]
+    sessions = store.sessions().set_index("id")
+    assert list(sessions.loc[["imp-0", "imp-2"], "title"]) == ["t0", "t2"]
+    got = store.sql("SELECT seq, turn, iteration FROM messages WHERE session_id = 'imp-2' ORDER BY seq")
+    assert [tuple(None if pd.isna(v) else int(v) for v in r) for r in got.itertuples(index=False)] == \
+        [(0, 0, None), (1, 1, None), (2, 1, 1), (3, 1, 1)]
+    # appends after a bulk import continue the numbering
+    assert store.append_message("imp-1", {"role": "user", "content": "more"}, turn=2) == 2
+    # all or none: an existing id, or one bad message, refuses the whole call and stores nothing of it
+    with pytest.raises(StoreError, match="already exists"):
+        store.import_sessions([{"session_id": "new-a", "runs": runs}, {"session_id": "imp-0", "runs": runs}])
+    with pytest.raises(StoreError, match="new-b"):
+        store.import_sessions([{"session_id": "new-a", "runs": runs},
+                               {"session_id": "new-b", "runs": [(0, None, [{"role": "robot"}])]}])
+    assert not {"new-a", "new-b"} & set(store.sessions()["id"])

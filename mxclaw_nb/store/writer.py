@@ -23,7 +23,7 @@ import contextlib
 import os
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,15 +54,16 @@ _REQ_SQL = (
     f"INSERT INTO requests (session_id, seq, {', '.join(REQUEST_FIELDS)}, extra, created_at) "
     f"VALUES ({', '.join('?' * (4 + len(REQUEST_FIELDS)))})"
 )
+_SESSION_SQL = "INSERT INTO sessions (id, created_at, workspace, model, source, title, meta) VALUES (?,?,?,?,?,?,?)"
 _EVENT_SQL = "INSERT INTO events (session_id, seq, turn, iteration, type, payload, created_at) VALUES (?,?,?,?,?,?,?)"
 _CHUNK = 64  # rows per multi-row INSERT: one statement's fixed cost (~0.6 ms) shared, the statement stays short
 
 
-def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
-    """INSERT `rows`: multi-row VALUES for a few rows, an Arrow table for many (executemany runs one
-    statement per row, ~0.7 ms each)."""
+def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]], *, bulk: bool = False) -> None:
+    """INSERT `rows`: multi-row VALUES for a few rows, an Arrow table for many or when `bulk` (executemany
+    runs one statement per row, ~0.7 ms each)."""
     head, marks = sql.split(" VALUES ")
-    if len(rows) > _CHUNK:
+    if len(rows) > _CHUNK or (bulk and len(rows) > 1):
         import pyarrow as pa  # only bulk paths (seed, import) pay for it
 
         names = head[head.index("(") + 1:head.rindex(")")].split(", ")
@@ -351,6 +352,52 @@ class Store(StoreReads):
             )
         self._known_sessions.add(sid)
         return sid
+
+    def import_sessions(self, sessions: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Create several new sessions with their transcripts in one transaction, all or none (SPEC S1, S4).
+
+        The bulk path of imports: each item has `session_id` and optionally `workspace`, `model`, `source`
+        (default "import"), `title`, `meta` (the `create_session` arguments) and `runs`, a list of
+        `(turn, iteration, messages)` in transcript order. Sessions and messages go in as one Arrow table
+        per table (one INSERT each instead of a transaction, a session check and an INSERT per session).
+        Raises StoreError (naming the session) when an id exists already or a message cannot be encoded;
+        nothing is written then. Returns the session ids.
+        """
+        now = self._now()
+        session_rows: list[list[Any]] = []
+        message_rows: list[list[Any]] = []
+        ids: list[str] = []
+        for item in sessions:
+            sid = str(item["session_id"])
+            try:
+                meta = item.get("meta")
+                meta_json = None if meta is None else dumps_text(redact_obj(meta), "session meta")
+                session_rows.append([sid, now, text(item.get("workspace")), text(item.get("model")),
+                                     text(item.get("source") or "import"), text(item.get("title")), meta_json])
+                seq = 0
+                for turn, iteration, messages in item.get("runs") or []:
+                    for m in messages:
+                        message_rows.append([sid, seq, turn, iteration, *message_to_row(redact_obj(m)), now])
+                        seq += 1
+            except ValueError as exc:
+                raise self._bad_input(exc, f"import session {sid!r}") from exc
+            ids.append(sid)
+        if len(set(ids)) != len(ids):
+            raise StoreError(self.path, "cannot import sessions: a session id is given twice")
+        if not ids:
+            return []
+        with self._lease.connection("import sessions", write=True) as con:
+            taken = con.execute("SELECT id FROM sessions WHERE list_contains(?, id) LIMIT 1", [ids]).fetchall()
+            if taken:
+                raise StoreError(self.path, f"a session with id {taken[0][0]!r} already exists")
+            with transaction(con) if not self._batch_depth else contextlib.nullcontext():
+                _insert_rows(con, _SESSION_SQL, session_rows, bulk=True)
+                if message_rows:
+                    _insert_rows(con, _MSG_SQL, message_rows, bulk=True)
+        self._known_sessions.update(ids)
+        for sid in ids:
+            self._next.pop(("messages", sid), None)
+        return ids
 
     def append_message(
         self, session_id: str, message: dict[str, Any], *, turn: int, iteration: int | None = None
