@@ -34,6 +34,7 @@ if "--path" in sys.argv:  # a baseline checkout: bypass the editable install's f
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mxclaw_nb.loop import COMMIT_AFTER  # noqa: E402
 from mxclaw_nb.records import RequestRecord  # noqa: E402
 from mxclaw_nb.store.codec import MESSAGE_COLUMNS, message_to_row, row_to_message  # noqa: E402
 from mxclaw_nb.store.provenance import decode_lineage  # noqa: E402
@@ -230,7 +231,7 @@ def _iteration(store: Any, sid: str, i: int, mode: str = "rows") -> None:
         store.append_event(sid, "tool.finished", FINISHED)
         return
     if mode == "one":  # the loop's one commit per iteration (L4: written before the next model call)
-        with group():
+        with store.deferred(commit_after=COMMIT_AFTER) if hasattr(store, "deferred") else store.batch():
             store.append_request(sid, RECORD)
             store.append_message(sid, make_message(0), turn=i, iteration=0)
             store.append_event(sid, "tool.started", {"iteration": i})

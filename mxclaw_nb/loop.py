@@ -36,6 +36,7 @@ from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
+COMMIT_AFTER = 0.5  # L4: seconds an iteration's appends may wait for its one commit (Store.deferred)
 STORED_EVENTS = events.STORED  # kept for callers of the old name; the declarations live in events.py
 
 
@@ -48,7 +49,7 @@ class StoreLike(Protocol):
     def append_request(self, session_id: str, record: RequestRecord) -> None: ...
     def load_transcript(self, session_id: str) -> list[Message]: ...
     def batch(self) -> Any: ...
-    def deferred(self) -> Any: ...
+    def deferred(self, commit_after: float | None = None) -> Any: ...
 
 
 class ProviderLike(Protocol):
@@ -187,8 +188,9 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             it = result.iterations
             doing = f"building the request view for model call {it}"
             # L4, S1: one commit per iteration (record, answer, tool results, events), written before the next
-            # model call; an interrupt or failure inside still writes what was done (Store.deferred)
-            with ctx.store.deferred():
+            # model call; an interrupt or failure inside still writes what was done, and a slow tool or approval
+            # prompt does not keep the answer unstored: what is queued is committed after COMMIT_AFTER seconds
+            with ctx.store.deferred(commit_after=COMMIT_AFTER):
                 view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
                                                        (lineage, stored))
                 lineage = view.lineage

@@ -391,3 +391,25 @@ def test_s1_s4_import_sessions_writes_many_sessions_in_one_go_all_or_none(store:
         store.import_sessions([{"session_id": "new-a", "runs": runs},
                                {"session_id": "new-b", "runs": [(0, None, [{"role": "robot"}])]}])
     assert not {"new-a", "new-b"} & set(store.sessions()["id"])
+
+
+def test_l4_deferred_commit_after_commits_what_waits_while_the_block_runs(store: Store) -> None:
+    """A slow block (a tool, an approval prompt) does not keep its appends unstored past `commit_after`;
+    later appends keep their order and the block's end commits the rest (L4)."""
+    import time
+
+    sid = store.create_session()
+    with store.deferred(commit_after=0.05):
+        assert store.append_message(sid, {"role": "assistant", "content": "a"}, turn=1) == 0
+        store.append_event(sid, "tool.started", {"n": 1}, turn=1)
+        deadline = time.monotonic() + 10
+        while not store.load_transcript(sid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [m["content"] for m in store.load_transcript(sid)] == ["a"]  # committed by the timer
+        assert store.append_message(sid, {"role": "tool", "tool_call_id": "c", "content": "b"}, turn=1) == 1
+        store.append_event(sid, "tool.finished", {"n": 1}, turn=1)
+    assert [m["content"] for m in store.load_transcript(sid)] == ["a", "b"]
+    assert list(store.events(sid).sort_values("seq")["type"]) == ["tool.started", "tool.finished"]
+    with store.deferred(commit_after=60):  # a quick block: one commit at its end, the timer never fires
+        store.append_message(sid, {"role": "user", "content": "c"}, turn=2)
+    assert len(store.load_transcript(sid)) == 3 and store._timer is None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -132,6 +133,9 @@ class Store(StoreReads):
         self._batch_depth = 0
         self._pending: list[tuple[str, str, str, list[Any]]] | None = None  # queued rows inside deferred()
         self._pending_next: dict[tuple[str, str], int] = {}
+        self._pending_mu = threading.RLock()  # the queue, against deferred()'s commit timer
+        self._commit_after: float | None = None
+        self._timer: threading.Timer | None = None
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
@@ -201,7 +205,7 @@ class Store(StoreReads):
                 self._batch_depth -= 1
 
     @contextmanager
-    def deferred(self) -> Iterator[None]:
+    def deferred(self, commit_after: float | None = None) -> Iterator[None]:
         """Queue the block's appends and write them at its end in one transaction (one loop iteration, L4).
 
         Why: DuckDB pays ~0.6 ms per INSERT statement and ~1 ms per commit, so a row per commit made the
@@ -211,20 +215,44 @@ class Store(StoreReads):
         done), then the exception propagates. No database lock is held while the block runs, so other
         processes are not kept waiting (S3). Nested blocks join the outer one; seqs rely on the turn lock
         (one writer per session) and are checked by the primary keys when written.
+
+        `commit_after` (seconds): nothing queued waits longer than that — a timer commits what is queued
+        while the block still runs (a slow tool, an approval prompt), so a killed process loses at most the
+        last `commit_after` seconds of appends; a quick block still makes one commit (L4).
         """
         if self._pending is not None:
             yield
             return
         self._pending, self._pending_next = [], {}
+        self._commit_after, self._timer = commit_after, None
         try:
             yield
         finally:
-            pending, self._pending = self._pending, None
+            with self._pending_mu:  # after a timer's commit in flight, so seqs keep queue order
+                timer, self._timer, self._commit_after = self._timer, None, None
+                if timer is not None:
+                    timer.cancel()
+                pending, self._pending = self._pending, None
+                try:
+                    if pending:
+                        self._flush(pending)
+                finally:
+                    self._pending_next = {}
+
+    def _commit_queued(self) -> None:
+        # The deferred block's timer (another thread): commit what is queued now; on failure the rows go back
+        # to the front of the queue and the block's end retries them (and raises there).
+        with self._pending_mu:
+            self._timer = None
+            pending = self._pending
+            if not pending:
+                return
+            self._pending = []
             try:
-                if pending:
-                    self._flush(pending)
-            finally:
-                self._pending_next = {}
+                self._flush(pending)
+            except BaseException:
+                if self._pending is not None:
+                    self._pending[:0] = pending
 
     def _flush(self, pending: list[tuple[str, str, str, list[Any]]]) -> None:
         # One multi-row INSERT per table and session, in queue order within each, one transaction.
@@ -292,9 +320,14 @@ class Store(StoreReads):
         seqs = list(range(start, start + len(rows)))
         self._pending_next[key] = start + len(rows)
         now = self._now()
-        for seq, row in zip(seqs, rows, strict=True):
-            self._pending.append((table, session_id, sql,
-                                  [session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]))
+        with self._pending_mu:
+            for seq, row in zip(seqs, rows, strict=True):
+                self._pending.append((table, session_id, sql,
+                                      [session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]))
+            if self._commit_after is not None and self._timer is None:
+                self._timer = threading.Timer(self._commit_after, self._commit_queued)
+                self._timer.daemon = True
+                self._timer.start()
         return seqs
 
     def _insert(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:
