@@ -5,9 +5,10 @@ crashes and several notebooks at once, while analysts query it with SQL and pand
 the adapter the loop talks to: it only ever INSERTs rows (SPEC S2; `sql()` refuses anything but
 queries), assigns each message its position (`seq`) while holding the database exclusively, and
 commits every append immediately so a killed process loses nothing already appended — or, inside
-`deferred()`, queues a group of appends (one loop iteration's step) and writes them in one commit,
-because DuckDB's fixed cost per INSERT statement (~0.7 ms) and per commit (~1.5 ms) dominate a row's.
-Bulk appends (seed, import) go in as one Arrow table.
+`deferred()`, queues a group of appends (one loop iteration) and writes them in one commit, because
+DuckDB's fixed cost per INSERT statement (~0.4-0.7 ms) and per commit (~0.6-1.5 ms) dominate a row's (a
+timer commits what waits longer than `commit_after`, L4). Bulk appends (seed, `import_sessions`) go in
+as Arrow tables.
 
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
 `store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
