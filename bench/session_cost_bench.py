@@ -72,13 +72,16 @@ def build_session(root: Path, calls: int, per_turn: int = 10, window: int = 16_0
     agent = Agent(workspace=ws, db=str(db), provider=ScriptedProvider(per_turn), approval="allow",
                   context_window_tokens=window, keep_recent_tokens=window // 4, approver=None)
     store_s = 0.0
+    commits = 0  # a `_flush` is one commit; an `_insert` outside a deferred() block is one too
     for name in ("_insert", "_flush"):  # every write of the store goes through one of these
         orig = getattr(agent.store, name, None)
         if orig is None:
             continue
 
-        def timed(*a: Any, _orig: Any = orig, **k: Any) -> Any:
-            nonlocal store_s
+        def timed(*a: Any, _orig: Any = orig, _name: str = name, **k: Any) -> Any:
+            nonlocal store_s, commits
+            if _name == "_flush" or getattr(agent.store, "_pending", None) is None:
+                commits += 1
             t = time.perf_counter()
             try:
                 return _orig(*a, **k)
@@ -89,7 +92,12 @@ def build_session(root: Path, calls: int, per_turn: int = 10, window: int = 16_0
         agent.run(f"Turn {turn}: check the notes once more and report.")
     sid = agent.session_id
     agent.close()
+    global COMMITS_PER_CALL
+    COMMITS_PER_CALL = commits / calls
     return db, sid, store_s * 1e3 / calls
+
+
+COMMITS_PER_CALL = 0.0  # of the last session built
 
 
 def file_bytes(path: Path) -> int:
@@ -218,7 +226,8 @@ def main() -> None:
             if name == "summary":
                 times["%agent replay, 500 calls"] = replay_ms(db, sid, args.runs)
         print(f"== {name}-stable session (window {window:,}): {args.calls} calls built in {built:.1f} s; store writes "
-              f"{store_ms:.2f} ms per call (mean; encoding, inserts and commits)")
+              f"{store_ms:.2f} ms per call (mean; encoding, inserts and commits), "
+              f"{COMMITS_PER_CALL:.2f} commits per call")
         print(f"file {size / 1e6:.2f} MB vs transcript-only {bare / 1e6:.2f} MB: {size / bare:.2f}x (target <= 2x: "
               f"{'met' if size <= 2 * bare else 'NOT met'})")
         windows = [k for k in per if k[0].isdigit()]
