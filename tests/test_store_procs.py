@@ -93,7 +93,7 @@ def test_l4_sigkill_during_a_slow_tool_keeps_the_iterations_answer_record_and_ev
     proc = spawn("slow_tool", str(path), sid)
     assert proc.stdout is not None
     assert json.loads(proc.stdout.readline()) == {"seq": 0}
-    time.sleep(1.0)  # the 'tool' runs; the block's commit timer (0.2 s) has fired
+    time.sleep(1.0)  # the 'tool' runs; the committer thread has committed (0.2 s)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     with Store(path, timeout=10) as s:

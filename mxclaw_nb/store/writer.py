@@ -7,7 +7,7 @@ queries), assigns each message its position (`seq`) while holding the database e
 commits every append immediately so a killed process loses nothing already appended — or, inside
 `deferred()`, queues a group of appends (one loop iteration) and writes them in one commit, because
 DuckDB's fixed cost per INSERT statement (~0.4-0.7 ms) and per commit (~0.6-1.5 ms) dominate a row's (a
-timer commits what waits longer than `commit_after`, L4). Bulk appends (seed, `import_sessions`) go in
+committer thread commits what waits longer than `commit_after`, L4). Bulk appends (seed, `import_sessions`) go in
 as Arrow tables.
 
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -85,6 +86,20 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]
         con.execute(f"{head} VALUES {', '.join([marks] * len(part))}", [v for r in part for v in r])
 
 
+_COMMIT_TICK = 0.1  # s: how often the committer thread looks at an open deferred(commit_after=) block
+_COMMITTER_IDLE = 10.0  # s without such a block before the committer thread ends
+
+
+def _committer(ref: weakref.ref[Store]) -> None:
+    """The committer thread of a Store (held weakly: it must not keep the Store alive)."""
+    while True:
+        store = ref()
+        if store is None or store._lease.closed or not store._commit_due():
+            return
+        del store
+        time.sleep(_COMMIT_TICK)
+
+
 def default_db_path() -> Path:
     """The database file: $MXCLAW_DB if set, else mxclaw.duckdb in the per-user data folder."""
     env = os.environ.get("MXCLAW_DB")
@@ -134,9 +149,11 @@ class Store(StoreReads):
         self._batch_depth = 0
         self._pending: list[tuple[str, str, str, list[Any]]] | None = None  # queued rows inside deferred()
         self._pending_next: dict[tuple[str, str], int] = {}
-        self._pending_mu = threading.RLock()  # the queue, against deferred()'s commit timer
-        self._commit_after: float | None = None
-        self._timer: threading.Timer | None = None
+        self._pending_mu = threading.RLock()  # the queue, against the committer thread (deferred)
+        self._commit_after: float | None = None  # of the open deferred() block
+        self._oldest: float | None = None  # monotonic time of the oldest row queued while a commit_after applies
+        self._committer: threading.Thread | None = None
+        self._committer_used = 0.0  # monotonic time a block with commit_after last ran
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
@@ -217,22 +234,23 @@ class Store(StoreReads):
         processes are not kept waiting (S3). Nested blocks join the outer one; seqs rely on the turn lock
         (one writer per session) and are checked by the primary keys when written.
 
-        `commit_after` (seconds): nothing queued waits longer than that — a timer commits what is queued
-        while the block still runs (a slow tool, an approval prompt), so a killed process loses at most the
-        last `commit_after` seconds of appends; a quick block still makes one commit (L4).
+        `commit_after` (seconds): nothing queued waits much longer than that — the Store's committer thread
+        (it looks every 0.1 s) commits what is queued while the block still runs (a slow tool, an approval
+        prompt), so a killed process loses at most the last ~`commit_after` seconds of appends; a quick block
+        still makes one commit (L4).
         """
         if self._pending is not None:
             yield
             return
         self._pending, self._pending_next = [], {}
-        self._commit_after, self._timer = commit_after, None
+        self._commit_after, self._oldest = commit_after, None
+        if commit_after is not None:
+            self._start_committer()
         try:
             yield
         finally:
-            with self._pending_mu:  # after a timer's commit in flight, so seqs keep queue order
-                timer, self._timer, self._commit_after = self._timer, None, None
-                if timer is not None:
-                    timer.cancel()
+            with self._pending_mu:  # after a commit in flight on the committer thread, so seqs keep queue order
+                self._commit_after, self._oldest = None, None
                 pending, self._pending = self._pending, None
                 try:
                     if pending:
@@ -240,20 +258,32 @@ class Store(StoreReads):
                 finally:
                     self._pending_next = {}
 
-    def _commit_queued(self) -> None:
-        # The deferred block's timer (another thread): commit what is queued now; on failure the rows go back
-        # to the front of the queue and the block's end retries them (and raises there).
+    def _start_committer(self) -> None:
+        # One thread per Store commits what waited too long (see deferred); a thread per block cost ~1 ms.
+        self._committer_used = time.monotonic()
+        if self._committer is not None and self._committer.is_alive():
+            return
+        self._committer = threading.Thread(target=_committer, args=(weakref.ref(self),), daemon=True,
+                                           name="mxclaw-store-commit")
+        self._committer.start()
+
+    def _commit_due(self) -> bool:
+        # On the committer thread: commit what is queued once its oldest row waited `commit_after`; on failure the
+        # rows go back to the front of the queue and the block's end retries them (and raises there). Returns
+        # False when no block with commit_after ran for a while (the thread ends; the next block starts one).
         with self._pending_mu:
-            self._timer = None
-            pending = self._pending
-            if not pending:
-                return
-            self._pending = []
+            if self._commit_after is None:
+                return time.monotonic() - self._committer_used < _COMMITTER_IDLE
+            self._committer_used = time.monotonic()
+            if self._oldest is None or time.monotonic() - self._oldest < self._commit_after or not self._pending:
+                return True
+            pending, self._pending, self._oldest = self._pending, [], None
             try:
                 self._flush(pending)
             except BaseException:
                 if self._pending is not None:
                     self._pending[:0] = pending
+            return True
 
     def _flush(self, pending: list[tuple[str, str, str, list[Any]]]) -> None:
         # One multi-row INSERT per table and session, in queue order within each, one transaction.
@@ -325,10 +355,8 @@ class Store(StoreReads):
             for seq, row in zip(seqs, rows, strict=True):
                 self._pending.append((table, session_id, sql,
                                       [session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]))
-            if self._commit_after is not None and self._timer is None:
-                self._timer = threading.Timer(self._commit_after, self._commit_queued)
-                self._timer.daemon = True
-                self._timer.start()
+            if self._commit_after is not None and self._oldest is None:
+                self._oldest = time.monotonic()
         return seqs
 
     def _insert(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:

@@ -50,7 +50,7 @@ def run_forever(db: str, session: str) -> None:
 
 def slow_tool(db: str, session: str) -> None:
     """One loop iteration whose tool never finishes: answer, record and tool.started queued in a deferred()
-    block with a commit timer (as the loop does), then the 'tool' runs until the process is killed."""
+    block with commit_after (as the loop does), then the 'tool' runs until the process is killed."""
     store = Store(db)
     with store.deferred(commit_after=0.2):
         seq = store.append_message(session, {"role": "assistant", "content": "running a slow tool"}, turn=1,
