@@ -1,53 +1,47 @@
 """SPEC K2 vs C5: tokens saved by typed vs plain placeholders, and fact survival, per transcript.
 
 Usage: .venv/bin/python bench/typed_micro_bench.py
-Rows: a data task run through the real ``python`` tool on a pandas namespace (10,000-row sales frame),
-and the three shared transcripts with the largest tool outputs. Tail = last 4 messages (never compacted).
-Fact survival = share of facts (paths, numbers, identifiers) of the compacted outputs still in the view.
+Rows: the demo model's data-notebook task (three offline turns of the real agent with the ``python`` tool on
+the shipped sales.csv: load, describe, find the anomaly, weekly sums, plot), and the three shared transcripts
+with the largest compactable tool outputs (successful, before the tail). Tail = last 4 messages (never compacted).
+Fact survival = share of facts (paths, numbers, identifiers) of the compacted outputs still in the view;
+K1 = share of the facts the kernel tools recorded per output (variable names, type, shape, first columns) that
+the output's own placeholder keeps (n/a for transcripts without kernel tools).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
+from mxclaw_nb import Agent
 from mxclaw_nb.context.micro import PLACEHOLDER, placeholder_for
 from mxclaw_nb.context.tokens import estimate_text
 from mxclaw_nb.messages import content_text, is_failure
-from mxclaw_nb.tools.base import ToolContext
-from mxclaw_nb.tools.kernel_tools import kernel_variables, run_python
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
 TAIL = 4
+DEMO_PROMPTS = ("Load the sample sales CSV, find the anomaly and plot it.", "plot the sales anomaly again",
+                "find the anomaly in the sales data")
 FACT_RE = re.compile(r"(?:/[\w.-]+)+|\b\d[\d,.]*\b|\b[A-Za-z_][A-Za-z0-9_]{3,}\b")
 
 
 def _demo_messages() -> list[dict[str, Any]]:
-    rng = np.random.default_rng(0)
-    df = pd.DataFrame({"id": range(10_000), "ts": pd.date_range("2026-01-01", periods=10_000, freq="h"),
-                       "price": rng.normal(100, 5, 10_000).round(2)})
-    df.loc[4242, "price"] = 999.0
-    ns: dict[str, Any] = {"df_sales": df}
-    ctx = ToolContext(workspace=Path(tempfile.gettempdir()), session_id="bench", approval="allow")
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": "find the anomaly in df_sales and plot it"}]
-    for i, (fn, args) in enumerate([(run_python, {"code": "sales = df_sales.copy()\nsales"}),
-                                    (run_python, {"code": "z = (df_sales.price - df_sales.price.mean()).abs()\n"
-                                                          "spikes = df_sales[z > 5 * df_sales.price.std()]\nspikes"}),
-                                    (run_python, {"code": "described = df_sales.describe()\ndescribed"}),
-                                    (kernel_variables, {})]):
-        res = fn(args, ctx, lambda: ns)
-        msgs.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "type": "function",
-                     "function": {"name": fn.__name__, "arguments": json.dumps(args)}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": res.content,
-                     "is_error": res.is_error, **({"facts": res.meta["facts"]} if "facts" in res.meta else {})})
-    msgs.append({"role": "assistant", "content": "spike at id 4242 (price 999.0)"})
-    return msgs
+    """The demo model's data-notebook task (K1), run offline through the real agent loop on a kernel-like
+    namespace: three turns on the shipped demo/workspace/data/sales.csv; the stored transcript (full outputs,
+    recorded facts) is what the placeholders are measured on."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_CONTEXT_WINDOW"):
+        os.environ.pop(name, None)
+    tmp = Path(tempfile.mkdtemp(prefix="typed-bench-"))
+    ns: dict[str, Any] = {}
+    agent = Agent(db=str(tmp / "bench.duckdb"), home=tmp / "home", approval="allow", namespace=lambda: ns)
+    for prompt in DEMO_PROMPTS:
+        agent.run(prompt)
+    return [m for m in agent.transcript() if isinstance(m, dict)]
 
 
 def _shared() -> list[tuple[str, list[dict[str, Any]]]]:
@@ -57,13 +51,21 @@ def _shared() -> list[tuple[str, list[dict[str, Any]]]]:
             rec = json.loads(line)
             if all(r[0] != f"{f.stem}:{rec['id'][-30:]}" for r in rows):
                 rows.append((f"{f.stem}:{rec['id'][-30:]}", rec["messages"]))
-    size = lambda m: sum(len(content_text(x.get("content"))) for x in m if x.get("role") == "tool")  # noqa: E731
+    size = lambda m: sum(len(content_text(x.get("content"))) for x in m[:-TAIL]  # noqa: E731 - compactable only
+                         if x.get("role") == "tool" and not is_failure(x))
     return sorted(rows, key=lambda r: -size(r[1]))[:3]
 
 
-def measure(messages: list[dict[str, Any]]) -> tuple[int, int, int, float, float]:
+def _kernel_facts(rec: dict[str, Any]) -> list[str]:
+    """The recorded K1 facts a reader needs to go on without the output: variable names, type, shape, columns."""
+    shape = "x".join(f"{d:,}" for d in rec.get("shape") or [])
+    return [str(x) for x in [*rec.get("variables", []), rec.get("type"), shape, *rec.get("columns", [])[:3]] if x]
+
+
+def measure(messages: list[dict[str, Any]]) -> tuple[int, int, int, float, float, str, str]:
     head = messages[:-TAIL]
     before = plain = typed = 0
+    kernel = kernel_plain = kernel_typed = 0
     facts: set[str] = set()
     kept_plain: set[str] = set()
     kept_typed: set[str] = set()
@@ -84,17 +86,23 @@ def measure(messages: list[dict[str, Any]]) -> tuple[int, int, int, float, float
         facts |= f
         kept_plain |= {x for x in f if x in p}
         kept_typed |= {x for x in f if x in t}
+        recorded = _kernel_facts(rec)  # per output: does its own placeholder keep them?
+        kernel += len(recorded)
+        kernel_plain += sum(x in p for x in recorded)
+        kernel_typed += sum(x in t for x in recorded)
     n = max(1, len(facts))
-    return before, before - plain, before - typed, len(kept_plain) / n, len(kept_typed) / n
+    kp = f"{kernel_plain / kernel:.1%}" if kernel else "n/a"
+    kt = f"{kernel_typed / kernel:.1%}" if kernel else "n/a"
+    return before, before - plain, before - typed, len(kept_plain) / n, len(kept_typed) / n, kp, kt
 
 
 def main() -> None:
-    rows = [("demo data task (python tool)", _demo_messages())] + _shared()
+    rows = [("demo data task (sales.csv, 3 turns)", _demo_messages())] + _shared()
     print(f"{'transcript':44} {'old tok':>8} {'saved plain':>11} {'saved typed':>11} {'facts plain':>11} "
-          f"{'facts typed':>11}")
+          f"{'facts typed':>11} {'K1 plain':>8} {'K1 typed':>8}")
     for name, msgs in rows:
-        b, sp, st, fp, ft = measure(msgs)
-        print(f"{name[:44]:44} {b:8,} {sp:11,} {st:11,} {fp:11.1%} {ft:11.1%}")
+        b, sp, st, fp, ft, kp, kt = measure(msgs)
+        print(f"{name[:44]:44} {b:8,} {sp:11,} {st:11,} {fp:11.1%} {ft:11.1%} {kp:>8} {kt:>8}")
 
 
 if __name__ == "__main__":

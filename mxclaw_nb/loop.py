@@ -144,11 +144,12 @@ def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any],
 
 
 def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, *, usage: Any = None,
-                    latency_ms: float | None = None, error: str | None = None, retry: bool = False) -> RequestRecord:
+                    latency_ms: float | None = None, error: str | None = None, retry: bool = False,
+                    engine_ms: float | None = None) -> RequestRecord:
     """The call's record (T3: estimate, calibrated count and reported usage, each labelled; N3: its lineage)."""
     return record_of_view(
         view, turn=turn, iteration=iteration, model=provider.model, base_url=provider.base_url, retry=retry,
-        error=error, latency_ms=latency_ms,
+        error=error, latency_ms=latency_ms, engine_ms=engine_ms,
         prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
         completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None)
 
@@ -200,11 +201,11 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 ctx.store.append_request(session_id, record)
                 new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
                 calls = assistant.get("tool_calls") or []
-                if not calls:
+                if not calls:  # turn.finished is stored with the answer; subscribers hear it once committed
                     result.text = assistant.get("content") or ""
                     doing = "finishing the turn"
-                    _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
-                                                             "status": result.status}, turn, result.iterations)
+                    finished = {"text": result.text, "iterations": result.iterations, "status": result.status}
+                    ctx.store.append_event(session_id, "turn.finished", finished, turn=turn, iteration=it)
                     break
                 appended = [assistant]
                 bound = ctx.tool_context.max_tool_calls
@@ -226,10 +227,13 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 else:
                     stored = None
             seqs = _carried_seqs(view, seqs, new_seqs)
-        if result.status == "max_iterations":  # an answer's turn.finished went in with its iteration's commit
-            doing = "finishing the turn"
+        doing = "finishing the turn"
+        if result.status == "max_iterations":
             _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
                                                      "status": result.status}, turn, result.iterations)
+        else:  # stored in the last iteration's commit (a subscriber may read the store: all of the turn is there)
+            ctx.emit("turn.finished", {"text": result.text, "iterations": result.iterations, "status": result.status,
+                                       "turn": turn, "iteration": result.iterations})
     except KeyboardInterrupt:
         result.status = "interrupted"
         _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)
@@ -288,8 +292,10 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, RequestRecord]:
     """C0 + provider call, with the single C9 retry per turn."""
+    built = time.perf_counter()
     view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
                          carried, it)
+    engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     retry = False
     while True:
         result.views.append(view)
@@ -306,7 +312,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             completion = ctx.provider.complete(view.messages, ctx.tools.schemas(),
                                                on_delta=lambda text: ctx.emit("model.delta", {"text": text}))
         except KeyboardInterrupt:
-            record = _request_record(view, ctx.provider, turn, it, error="interrupted", retry=retry)
+            record = _request_record(view, ctx.provider, turn, it, error="interrupted", retry=retry,
+                                     engine_ms=engine_ms)
             ctx.store.append_request(session_id, record)
             raise
         except Exception as exc:
@@ -314,16 +321,19 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             known = isinstance(exc, ClassifiedFailure) and isinstance(getattr(exc, "kind", None), str)
             reason = str(exc) if known else failure_reason(exc, f"calling the model (call {it})")
             note = _store_failed_request(ctx, session_id, _request_record(
-                view, ctx.provider, turn, it, latency_ms=latency, error=reason, retry=retry))
+                view, ctx.provider, turn, it, latency_ms=latency, error=reason, retry=retry, engine_ms=engine_ms))
             if known and exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
+                built = time.perf_counter()
                 view = _with_lineage(build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}"),
                                      seqs, carried, it)
+                engine_ms = (time.perf_counter() - built) * 1000
                 continue
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
-        record = _request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency, retry=retry)
+        record = _request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency, retry=retry,
+                                 engine_ms=engine_ms)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         ctx.emit("model.completed", {"usage": None if usage is None else {
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},

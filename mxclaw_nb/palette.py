@@ -27,6 +27,7 @@ LAYER_COLORS: dict[str, str] = {
     "user input": "#29b6f6",
     "assistant": "#78909c",
     "tool results": "#ff8f00",
+    "kernel outputs": "#d81b60",  # K1: python / kernel_variables / notebook_cells results, apart from other tools
     "summaries": "#66bb6a",
 }
 

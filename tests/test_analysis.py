@@ -370,3 +370,40 @@ def test_replay_invariants_hold_for_any_policy(n: int, seed: int, window: int, t
     assert (fresh["stage"] == "unchanged").all() and (fresh["kept"] == fresh["n_messages"]).all()
     survival = df["fact_survival"].dropna()
     assert ((survival >= 0) & (survival <= 1)).all()
+
+
+def _kernel_session() -> list[dict]:
+    """Two turns of python / kernel_variables / read_file results (facts as the K1 tools record them)."""
+    df = {"kind": "value", "type": "DataFrame", "shape": [360, 5], "columns": ["date", "region", "units"],
+          "variables": ["sales"]}
+    msgs: list[dict] = [{"role": "system", "content": "[system prompt] notebook agent"}]
+    for t in range(2):
+        msgs.append({"role": "user", "content": f"turn {t}: load the sales"})
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [_call(f"p{t}", "python", "{}")]})
+        msgs.append({"role": "tool", "tool_call_id": f"p{t}", "content": "row\n" * 3_000, "facts": df})
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [_call(f"v{t}", "kernel_variables", "{}")]})
+        msgs.append({"role": "tool", "tool_call_id": f"v{t}", "content": "sales: DataFrame\n" * 150,
+                     "facts": {"kind": "manifest", "count": 1}})
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [_call(f"r{t}", "read_file", "{}")]})
+        msgs.append({"role": "tool", "tool_call_id": f"r{t}", "content": "text\n" * 1_500})
+        msgs.append({"role": "assistant", "content": f"turn {t} done"})
+    return msgs
+
+
+def test_k2_replay_and_compare_count_typed_placeholders() -> None:
+    """S4 + K2: `typed_placeholders` counts the typed placeholders each replayed call sends, part of `placeholder`."""
+    msgs = _kernel_session()
+    df = replay(msgs, {"window": 6_000, "ratio": 0.8, "keep_recent": 300})
+    assert "typed_placeholders" in df and (df["typed_placeholders"] <= df["placeholder"]).all()
+    assert df["typed_placeholders"].max() >= 2  # the python printout and the manifest of turn 1
+    micro = df[df["stage"] == "micro"]
+    assert len(micro) and (micro["typed_placeholders"] > 0).all()
+    # read_file results get plain placeholders: more placeholders than typed ones in some call
+    assert (df["placeholder"] > df["typed_placeholders"]).any()
+    plain = replay(worked_example(), TIGHT)  # no kernel tools: never a typed placeholder
+    assert (plain["typed_placeholders"] == 0).all() and plain["placeholder"].max() > 0
+    both = compare({"kernel": msgs, "example": worked_example()}, [{"window": 6_000, "keep_recent": 300}],
+                   progress=False)
+    per = summarize_comparison(both).set_index("session_id")
+    assert per.loc["kernel", "max_typed_placeholders"] == df["typed_placeholders"].max()
+    assert per.loc["example", "max_typed_placeholders"] == 0

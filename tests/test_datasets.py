@@ -149,3 +149,4 @@ def test_the_wheel_carries_the_data_readme_and_licences(tmp_path: Path) -> None:
         for file in SHIPPED:
             assert f"mxclaw_nb/datasets/{file}" in names
         assert zf.read("mxclaw_nb/datasets/tau-bench.jsonl.gz") == datasets.path("tau-bench").read_bytes()
+        assert "mxclaw_nb/demo/workspace/data/sales.csv" in names  # K1: the demo data task's sample data

@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 from mxclaw_nb import Agent  # noqa: E402
-from mxclaw_nb.analysis.otel import SCHEMA_URL, export_otel  # noqa: E402
+from mxclaw_nb.analysis.otel import SCHEMA_URL, export_otel, follow_otel  # noqa: E402
 
 
 class _Receiver:
@@ -93,6 +93,9 @@ def test_otel_spans_over_otlp_http_attribute_by_attribute(session: Agent, tmp_pa
     chats = [span for _, _, span in spans if span.name.startswith("chat")]
     assert len(roots) == len(turns) and len(chats) == len(calls)
     by_key = {(int(r.turn), int(r.iteration)): r for r in calls.itertuples()}
+    engine = session.store.call_records(["turn", "iteration"], [session.session_id], extra=("engine_ms",))
+    engine_ms = {(int(r.turn), int(r.iteration)): float(r.engine_ms) for r in engine.itertuples()}
+    assert all(ms > 0 for ms in engine_ms.values())  # C10: every stored call says how long the engine took
     compacted = 0
     for span in chats:
         attrs = {a.key: _value(a.value) for a in span.attributes}
@@ -115,6 +118,8 @@ def test_otel_spans_over_otlp_http_attribute_by_attribute(session: Agent, tmp_pa
             ev = {a.key: _value(a.value) for a in event.attributes}
             assert ev["mxclaw.context.before_tokens"] == row.before_tokens
             assert ev["mxclaw.context.after_tokens"] == row.after_tokens
+            assert ev["mxclaw.context.duration_ms"] == pytest.approx(engine_ms[(int(row.turn), int(row.iteration))])
+            assert ev["mxclaw.context.stage"] == row.stage
         else:
             assert "gen_ai.conversation.compacted" not in attrs and not span.events
     assert compacted >= 1  # the small window made the demo compact
@@ -128,3 +133,58 @@ def test_otel_spans_over_otlp_http_attribute_by_attribute(session: Agent, tmp_pa
 def test_otel_export_needs_a_destination(session: Agent) -> None:
     with pytest.raises(ValueError, match="endpoint="):
         export_otel(session.store)
+
+
+def _spans(receiver: _Receiver) -> list[Any]:
+    return [span for req in receiver.requests for rs in req.resource_spans for scope in rs.scope_spans
+            for span in scope.spans]
+
+
+def _shape(span: Any) -> tuple[Any, ...]:
+    """What a span says, without its ids (live and after-the-fact exports make their own)."""
+    attrs = tuple(sorted((a.key, str(_value(a.value))) for a in span.attributes))
+    events = tuple((e.name, tuple(sorted((a.key, str(_value(a.value))) for a in e.attributes))) for e in span.events)
+    return span.name, span.start_time_unix_nano, span.end_time_unix_nano, attrs, events
+
+
+def test_otel_live_each_turn_is_exported_when_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live export: a turn's spans reach the receiver when the turn ends, the same spans export_otel gives later."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    agent = Agent(db=str(tmp_path / "live.duckdb"), approval="allow", approver=None, context_window_tokens=6000,
+                  keep_recent_tokens=1500)
+    live, later = _Receiver(), _Receiver()
+    try:
+        stop = follow_otel(agent, endpoint=live.url, path=tmp_path / "live.jsonl")
+        agent.run("fix the failing tests")
+        first = len(_spans(live))
+        assert first == 1 + len(agent.store.requests(agent.session_id))  # turn 1: its root and its calls
+        agent.run("now summarise what you changed")
+        stop()
+        agent.run("and once more")  # not followed any more
+        export_otel(agent.store, [agent.session_id], endpoint=later.url)
+    finally:
+        live.close()
+        later.close()
+    turns = agent.store.requests(agent.session_id)
+    followed = turns[turns["turn"] <= 2]
+    assert len(_spans(live)) == len(followed) + 2 > first
+    assert len((tmp_path / "live.jsonl").read_text().splitlines()) == len(_spans(live))
+    after = [_shape(s) for s in _spans(later)]
+    assert all(_shape(s) in after for s in _spans(live))  # live spans = the stored turns' spans
+
+
+def test_otel_live_export_failure_does_not_fail_the_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    agent = Agent(db=str(tmp_path / "down.duckdb"), approval="allow", approver=None)
+    receiver = _Receiver()
+    url = receiver.url
+    receiver.close()  # the collector is down: nothing listens on that loopback port any more
+    receiver.httpd.server_close()
+    errors: list[Exception] = []
+    follow_otel(agent, endpoint=url, timeout=2, on_error=errors.append)
+    result = agent.run("fix the failing tests")
+    assert result.text and len(errors) == 1
+    with pytest.raises(ValueError, match="endpoint="):
+        follow_otel(agent)

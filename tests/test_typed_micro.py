@@ -84,3 +84,21 @@ def test_property_deterministic_shorter_never_on_failures(content: str, facts: d
         assert first.startswith("[old tool output compacted: ")
         assert placeholder_for(_tool(first, facts)) is None
     assert type_facts(facts) == type_facts(dict(facts))
+
+
+def test_k1_layers_tell_kernel_outputs_from_tool_results() -> None:
+    """The gauge's layers (engine side): results of K1 tools, by their call's name or their recorded facts."""
+    from mxclaw_nb.context import LAYERS, layer_tokens, message_layer
+    from mxclaw_nb.context.layers import KERNEL_TOOLS
+    from mxclaw_nb.tools.kernel_tools import kernel_tools
+
+    assert {t.name for t in kernel_tools(dict)} == KERNEL_TOOLS
+    calls = [{"id": f"c{n}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+             for n in ("read_file", "python", "notebook_cells")]
+    msgs = [{"role": "assistant", "content": "", "tool_calls": calls},
+            _tool("a" * 40, tool_call_id="cread_file"), _tool("b" * 80, tool_call_id="cpython"),
+            _tool("c" * 120, tool_call_id="cnotebook_cells")]
+    totals = layer_tokens(msgs, lambda m: len(str(m.get("content"))))
+    assert list(totals) == list(LAYERS) and totals["tool results"] == 40 and totals["kernel outputs"] == 200
+    assert message_layer(_tool("x", DF_FACTS)) == "kernel outputs"  # a stored result: its facts say so
+    assert message_layer(_tool("x")) == "tool results"

@@ -161,11 +161,12 @@ def test_n2_inspector_worked_example_tables_summary_and_filters(view):
     assert f"background-color: {ACTION_COLORS['summarized']}" in styled
     insp.action_filter.value = "kept"
     assert set(insp.filtered("before")["action"]) == {"kept"}
-    assert insp._before.value.count('class="mx-row"') == len(insp.filtered("before"))
+    before_tab = insp.tabs.children[0]  # what the Before tab shows
+    assert before_tab.value.count('class="mx-row"') == len(insp.filtered("before"))
     insp.role_filter.value = "tool"
     assert set(insp.filtered("before")["role"]) == {"tool"} and set(insp.filtered("after")["role"]) == {"tool"}
     insp.open_position.value = 4
-    assert "#4: " + "t" * 100 in insp._message.value
+    assert "#4: " + "t" * 100 in insp.children[-1].children[1].value  # the message opened under "open #"
     assert insp.to_text().startswith(f"Stage: {view.stage}")
 
 
@@ -567,3 +568,51 @@ def test_n2_live_gauge_shows_the_current_call_before_a_tool_that_may_wait(view):
     live.handle("request.built", {"turn": 1, "iteration": 3, "view": view, "counter_tokens": None})
     live.handle("tool.started", {"call_id": "c2", "name": "bash", "arguments": '{"command": "pytest -q"}'})
     assert "call 3" in shown()  # shown before the command, which may wait for a person
+
+
+def _kernel_transcript() -> list[dict]:
+    """A read_file result and python / kernel_variables / notebook_cells results (K1), old enough to compact."""
+    def call(cid: str, name: str, args: dict) -> dict:
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+    df = {"kind": "value", "type": "DataFrame", "shape": [360, 5], "columns": ["date", "region", "units"],
+          "variables": ["sales"]}
+    return [{"role": "system", "content": "[system prompt] notebook agent"},
+            {"role": "user", "content": "load the sales and read the notes"},
+            call("r", "read_file", {"path": "notes.md"}), {"role": "tool", "tool_call_id": "r", "content": "n" * 8_000},
+            call("p", "python", {"code": "print(sales.to_string())"}),
+            {"role": "tool", "tool_call_id": "p", "content": "d" * 12_000, "facts": df},
+            call("v", "kernel_variables", {}), {"role": "tool", "tool_call_id": "v", "content": "sales: ... " * 200,
+                                                "facts": {"kind": "manifest", "count": 1}},
+            call("c", "notebook_cells", {"range": "1-3"}), {"role": "tool", "tool_call_id": "c", "content": "In [1]"},
+            {"role": "user", "content": "now plot it " + "u" * 400}, {"role": "assistant", "content": "Plotting."}]
+
+
+def test_k1_gauge_shows_kernel_outputs_apart_from_tool_results() -> None:
+    """The gauge's "kernel outputs" layer: python/kernel_variables/notebook_cells results, in its own colour, as
+    sent (typed placeholders) and before compaction, beside the other tool results (UX.md vocabulary)."""
+    msgs = _kernel_transcript()
+    view = build_request_view(msgs, ContextPolicy(context_window_tokens=6_000, threshold_ratio=0.8,
+                                                  keep_recent_tokens=150))
+    assert view.stage == "micro"
+    gauge = ContextGauge(view)
+    html = gauge.to_html()
+    shown = visible(html)
+    rows = {r.position: r.tokens_before for r in view.provenance.before}
+    kernel_before = rows[5] + rows[7] + rows[9]  # python, kernel_variables, notebook_cells
+    sent = {r.source: r.tokens for r in view.provenance.after}
+    kernel_sent = sent[5] + sent[7] + sent[9]
+    assert kernel_sent < kernel_before  # the python printout is a typed placeholder now
+    assert f"kernel outputs {fmt_int(kernel_sent)} {fmt_int(kernel_before)}" in shown  # the legend row
+    assert f"tool results {fmt_int(sent[3])} {fmt_int(rows[3])}" in shown  # read_file stays a tool result
+    assert f'data-layer="kernel outputs" title="kernel outputs: {fmt_int(kernel_sent)} tokens (est.)' in html
+    assert LAYER_COLORS["kernel outputs"] in html and LAYER_COLORS["kernel outputs"] != LAYER_COLORS["tool results"]
+    # the order of UX.md's layers, kernel outputs right after tool results
+    assert shown.index("tool results") < shown.index("kernel outputs")
+    # the same split for a stored request row (tool names from the stored records)
+    stored = ContextGauge.from_request(requests_from_views([view]).iloc[0])
+    assert f"kernel outputs {fmt_int(kernel_sent)} {fmt_int(kernel_before)}" in visible(stored.to_html())
+    # a transcript without kernel tools shows no such layer
+    plain = ContextGauge(build_request_view(worked_example(), POLICY)).to_html()
+    assert 'data-layer="kernel outputs"' not in plain and "kernel outputs" not in visible(plain)

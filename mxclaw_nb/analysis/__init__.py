@@ -8,17 +8,26 @@ the store and files; it never writes anything except through the importers.
 """
 
 from mxclaw_nb.analysis.agent_logs import import_claude_code, import_codex, parse_claude_code, parse_codex
-from mxclaw_nb.analysis.compare import compare, summarize_comparison, summarize_policies
+from mxclaw_nb.analysis.compare import (
+    compare,
+    compare_harness,
+    summarize_comparison,
+    summarize_harness,
+    summarize_policies,
+)
 from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, extract_facts, fact_survival
 from mxclaw_nb.analysis.honesty import content_kind, estimate_honesty, honesty_table, reported_honesty
 from mxclaw_nb.analysis.importers import Conversation, ImportReport, import_openai_jsonl, read_openai_jsonl
 from mxclaw_nb.analysis.policies import as_policy, policy_label
+from mxclaw_nb.analysis.probes import Probe, derive_probes, evaluate_probes, score_answer, summarize_probes
 from mxclaw_nb.analysis.replay import as_requests, replay
 from mxclaw_nb.analysis.sources import conversations
 
 __all__ = [
-    "FACT_KINDS", "Conversation", "Fact", "ImportReport", "as_policy", "as_requests", "compare", "content_kind",
+    "FACT_KINDS", "Conversation", "Fact", "ImportReport", "as_policy", "as_requests", "compare", "compare_harness",
+    "content_kind",
     "conversations", "estimate_honesty", "extract_facts", "fact_survival", "honesty_table", "import_claude_code",
     "import_codex", "import_openai_jsonl", "parse_claude_code", "parse_codex", "policy_label", "read_openai_jsonl",
-    "replay", "reported_honesty", "summarize_comparison", "summarize_policies",
+    "replay", "reported_honesty", "summarize_comparison", "summarize_harness", "summarize_policies",
+    "Probe", "derive_probes", "evaluate_probes", "score_answer", "summarize_probes",
 ]

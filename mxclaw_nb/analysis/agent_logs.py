@@ -8,6 +8,29 @@ Responses-API items), so each gets a small pure parser that maps them onto the p
 shape; ``import_claude_code`` / ``import_codex`` write the results with the common importer code.
 Lines the parser does not understand are reported by number; lines that carry no conversation
 (snapshots, token counts, UI state) are ignored silently, as documented.
+
+The harnesses' own compactions are kept beside the transcript, not in it: each becomes a stored
+``harness.compaction`` event (``Conversation.events``) with the summary the harness wrote, its trigger,
+the token figures *the harness reported* and the transcript position (``seq``: the compaction happened
+before message ``seq``). The transcript stays complete (SPEC S2): no message before a boundary is cut,
+and the harness's summary is not turned into a user message, so replaying our policies over the
+session sees the work, not the other harness's summary. Record shapes, as checked against public code:
+
+- Claude Code: ``{"type": "system", "subtype": "compact_boundary", "parentUuid": null,
+  "logicalParentUuid": ..., "content": "Conversation compacted", "compactMetadata": {"trigger":
+  "auto"|"manual", "preTokens": N}}`` (newer versions may add ``postTokens`` and ``preservedMessages:
+  {"anchorUuid", "uuids"}``), then a ``user`` line with ``"isCompactSummary": true`` (and
+  ``isVisibleInTranscriptOnly``) whose content is the summary ("This session is being continued from a
+  previous conversation ..."). Seen in the fixtures and parsers of several public Claude Code log readers.
+- Codex CLI: ``{"type": "compacted", "payload": {"message": ..., "replacement_history": [ResponseItem...]}}``
+  (``CompactedItem`` in openai/codex ``codex-rs/protocol/src/protocol.rs``; ``replacement_history`` is
+  absent in older rollouts, newer ones add ``window_number``/``window_id``). ``message`` is
+  ``SUMMARY_PREFIX + "\n" + summary`` (``codex-rs/core/src/compact.rs``); without a replacement history the
+  kept history is rebuilt as Codex does (``build_compacted_history``: the latest user messages, up to
+  about 20,000 tokens at 4 characters per token, then the summary). Token figures come from the last
+  ``event_msg`` ``token_count`` before the record (``info.last_token_usage.input_tokens``).
+- pi's ``CompactionEntry`` (``type: "compaction"``, ``summary``, ``firstKeptEntryId``, ``tokensBefore``) has
+  no importer here yet.
 """
 
 from __future__ import annotations
@@ -23,6 +46,10 @@ from mxclaw_nb.analysis.importers import Conversation, ImportReport, write_conve
 from mxclaw_nb.analysis.jsonl import read_jsonl
 
 Errors = list[tuple[int, str]]
+HARNESS_EVENT = "harness.compaction"  # declared stored in mxclaw_nb/events.py
+TOKENS_NOTE = "reported by the harness (its own count of its own request, not a C1 estimate)"
+CODEX_SUMMARY_PREFIX = "Another language model started to solve this problem"  # codex templates/compact
+CODEX_KEPT_USER_TOKENS = 20_000  # COMPACT_USER_MESSAGE_MAX_TOKENS in codex-rs/core/src/compact.rs
 _EXIT_RE = re.compile(r"\s*(?:Exit code|Process exited with code):?\s*(-?\d+)")
 
 
@@ -140,6 +167,36 @@ def _abandoned(lines: list[tuple[int, Any, str | None]]) -> set[str]:
     return dropped
 
 
+def _users(messages: list[dict[str, Any]]) -> int:
+    return sum(m.get("role") == "user" for m in messages)
+
+
+def _compaction(harness: str, messages: list[dict[str, Any]], line_no: int, **fields: Any) -> dict[str, Any]:
+    """A harness.compaction payload at the current end of ``messages`` (``seq``: the next message's position)."""
+    payload: dict[str, Any] = {
+        "harness": harness, "trigger": None, "seq": len(messages), "turn": _users(messages), "line": line_no,
+        "summary": None, "summary_chars": 0, "reported_tokens": {}, "tokens_note": TOKENS_NOTE,
+        "kept_seqs": [], "kept": [],
+    }
+    payload.update(fields)
+    return payload
+
+
+def _set_summary(payload: dict[str, Any], text: str) -> None:
+    payload["summary"], payload["summary_chars"] = text, len(text)
+
+
+def _finish_claude(compactions: list[dict[str, Any]], seqs: dict[str, list[int]]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for c in compactions:
+        preserved = c.pop("preserved_uuids", None) or []
+        c["kept_seqs"] = sorted({s for uid in preserved for s in seqs.get(str(uid), ())})
+        if preserved:
+            c["kept_source"] = "compactMetadata.preservedMessages"
+        out.append((HARNESS_EVENT, c))
+    return out
+
+
 def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     """One Claude Code session file -> (Conversation or None when it holds no messages, [(line, error)])."""
     file = Path(path)
@@ -147,6 +204,8 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     errors: Errors = []
     info: dict[str, Any] = {}
     summary, last_id = None, None
+    compactions: list[dict[str, Any]] = []
+    seqs: dict[str, list[int]] = {}  # line uuid -> positions of the messages it became (preservedMessages)
     lines = list(_lines(file))
     abandoned = _abandoned(lines)
     for line_no, obj, error in lines:
@@ -156,6 +215,28 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
         kind = obj.get("type")
         if kind == "summary" and summary is None:
             summary = obj.get("summary")
+        on_thread = not obj.get("isSidechain") and obj.get("uuid") not in abandoned
+        if kind == "system" and obj.get("subtype") == "compact_boundary" and on_thread:
+            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
+            preserved = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
+            reported = {k: meta[m] for k, m in (("pre_tokens", "preTokens"), ("post_tokens", "postTokens"))
+                        if isinstance(meta.get(m), int)}
+            compactions.append(_compaction(
+                "claude-code", messages, line_no, trigger=meta.get("trigger"), reported_tokens=reported,
+                uuid=obj.get("uuid"), timestamp=obj.get("timestamp"), preserved_uuids=preserved.get("uuids")))
+            last_id = None
+            continue
+        if kind == "user" and obj.get("isCompactSummary") and on_thread:
+            msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+            text = msg.get("content")
+            text = text if isinstance(text, str) else "".join(_block_text(b) for b in text or [])
+            last = compactions[-1] if compactions else None
+            if last is None or last["summary"] is not None or last["seq"] != len(messages):
+                last = _compaction("claude-code", messages, line_no, uuid=None, timestamp=obj.get("timestamp"))
+                compactions.append(last)  # a summary without its boundary line: still the harness's compaction
+            _set_summary(last, text)
+            last_id = None
+            continue  # the harness's view, not the conversation: kept in the event, not in the transcript
         if kind not in ("user", "assistant") or obj.get("isSidechain"):
             continue  # snapshots, system notes, summaries, sub-agent (Task) threads: not this conversation
         if obj.get("uuid") in abandoned:
@@ -176,9 +257,11 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
             _assistant_blocks(messages[-1], msg.get("content"))
             if isinstance(msg.get("usage"), dict):
                 messages[-1]["usage"] = msg["usage"]
+            seqs.setdefault(str(obj.get("uuid")), []).append(len(messages) - 1)
             last_id = mid
             continue
         last_id = None
+        first = len(messages)
         blocks = msg.get("content")
         results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"] \
             if isinstance(blocks, list) else []
@@ -194,13 +277,14 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
             if obj.get("isMeta"):
                 user["meta"] = True
             messages.append(user)
+        seqs.setdefault(str(obj.get("uuid")), []).extend(range(first, len(messages)))
     if not messages:
         return None, errors
     first_user = next((m for m in messages if m["role"] == "user" and isinstance(m["content"], str)), None)
     title = summary or (" ".join(first_user["content"].split())[:80] if first_user else None)
     meta = {k: v for k, v in info.items() if v not in (None, "") and k != "model"}
     conv = Conversation(str(info.get("sessionId") or file.stem), messages, "claude-code", meta, title,
-                        info.get("cwd") or None, info.get("model"))
+                        info.get("cwd") or None, info.get("model"), _finish_claude(compactions, seqs))
     return conv, errors
 
 
@@ -262,6 +346,54 @@ def _codex_item(messages: list[dict[str, Any]], item: dict[str, Any], pending: l
     return True
 
 
+def _codex_rebuilt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What Codex keeps without a replacement history: the latest real user messages, ~20k tokens (compact.rs)."""
+    kept: list[dict[str, Any]] = []
+    budget = CODEX_KEPT_USER_TOKENS * 4  # approx_token_count: 4 bytes per token
+    for m in reversed(messages):
+        text = str(m.get("content") or "") if m.get("role") == "user" else ""
+        if not text or text.lstrip().startswith("<") or text.startswith(CODEX_SUMMARY_PREFIX):
+            continue  # environment context / instructions wrappers and earlier summaries are not kept
+        if budget <= 0:
+            break
+        kept.append({"role": "user", "content": text[:budget]})
+        budget -= len(text.encode("utf-8"))
+    return kept[::-1]
+
+
+def _codex_compaction(messages: list[dict[str, Any]], payload: dict[str, Any], line_no: int,
+                      usage: dict[str, Any]) -> dict[str, Any]:
+    summary = payload.get("message")
+    history = payload.get("replacement_history")
+    if isinstance(history, list):
+        kept: list[dict[str, Any]] = []
+        for item in history:
+            if isinstance(item, dict):
+                _codex_item(kept, item, [])
+        kept = [m for m in kept if m["role"] != "system" and m.get("content") != summary
+                and not str(m.get("content") or "").startswith(CODEX_SUMMARY_PREFIX)]
+        source = "replacement_history"
+    else:
+        kept, source = _codex_rebuilt(messages), "rebuilt as codex build_compacted_history does"
+    extra = {k: payload[k] for k in ("window_number", "window_id", "previous_window_id", "first_window_id")
+             if payload.get(k) is not None}
+    out = _compaction("codex", messages, line_no, trigger=payload.get("trigger"), reported_tokens=dict(usage),
+                      kept=kept, kept_source=source, **extra)
+    if isinstance(summary, str):
+        _set_summary(out, summary)
+    return out
+
+
+def _token_count(payload: Any) -> dict[str, Any] | None:
+    """The token figures of an ``event_msg`` ``token_count`` (None for other events or an empty one)."""
+    info = payload.get("info") if isinstance(payload, dict) and payload.get("type") == "token_count" else None
+    if not isinstance(info, dict):
+        return None
+    last = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else {}
+    out = {"pre_tokens": last.get("input_tokens"), "context_window": info.get("model_context_window")}
+    return {k: v for k, v in out.items() if isinstance(v, int)} or None
+
+
 def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
     """One Codex CLI rollout file -> (Conversation or None, [(line, error)]); both rollout layouts."""
     file = Path(path)
@@ -269,6 +401,8 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
     errors: Errors = []
     meta: dict[str, Any] = {}
     pending: list[str] = []
+    events: list[tuple[str, dict[str, Any]]] = []
+    usage: dict[str, Any] = {}  # the last token_count before a compaction: the harness's own figures
     for line_no, obj, error in _lines(file):
         if error:
             errors.append((line_no, error))
@@ -283,6 +417,11 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
             continue
         if kind == "turn_context" and isinstance(payload, dict) and payload.get("model"):
             meta.setdefault("model", payload["model"])
+        if kind == "event_msg":
+            usage = _token_count(payload) or usage
+        if kind == "compacted" and isinstance(payload, dict):
+            events.append((HARNESS_EVENT, _codex_compaction(messages, payload, line_no, usage)))
+            usage = {}
         if kind in ("event_msg", "turn_context", "compacted") or obj.get("record_type") == "state":
             continue  # UI events, token counts, per-turn settings: no conversation content
         item = payload if kind == "response_item" and isinstance(payload, dict) else obj
@@ -294,7 +433,7 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
                        and not str(m["content"]).lstrip().startswith("<")), None)
     title = " ".join(str(first_user).split())[:80] if first_user else None
     return Conversation(str(meta.get("id") or file.stem), messages, "codex", meta, title, meta.get("cwd"),
-                        meta.get("model")), errors
+                        meta.get("model"), events), errors
 
 
 def _import(store: Any, path: str | Path, fmt: str, parse: Any, pattern: str, progress: bool) -> ImportReport:

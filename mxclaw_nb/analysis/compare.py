@@ -10,23 +10,33 @@ Cost: per session, the replay rebuilds one request view per assistant message; p
 counts, extracted facts and exact o200k counts are cached per session (shared by all policies with the
 same counter), so a call costs little more than the pipeline itself. ``df.attrs["timing"]`` records the
 measured cost per session and policy; ``bench/replay_bench.py`` prints it for the shared transcripts.
+
+``compare_harness`` answers the next question for imported Claude Code / Codex sessions: where that harness
+compacted (its ``harness.compaction`` events), what did it keep, and what would each policy have kept at the
+same model call? One row per (session, point, policy) with a ``harness`` row first; harness tokens are C1
+estimates of what it sent, its own reported counts sit apart in ``reported_*`` columns.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.analysis.facts import FACT_KINDS
+from mxclaw_nb.analysis.agent_logs import HARNESS_EVENT
+from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, combine_views, survival
+from mxclaw_nb.analysis.importers import Conversation
 from mxclaw_nb.analysis.policies import as_policy
-from mxclaw_nb.analysis.replay import SessionCaches, exact_o200k, frame, replay_messages
+from mxclaw_nb.analysis.replay import FACT_COLUMNS, SessionCaches, exact_o200k, frame, replay_messages
 from mxclaw_nb.analysis.sources import conversations
-from mxclaw_nb.context import ContextPolicy, build_structured_summary
+from mxclaw_nb.context import ContextPolicy, RequestView, build_request_view, build_structured_summary
 from mxclaw_nb.context.stages import STAGES
-from mxclaw_nb.messages import Message
+from mxclaw_nb.messages import Message, sanitize
 
 PROGRESS_MIN_SESSIONS = 20  # fewer sessions than this replay in well under a second: no bar
 
@@ -106,6 +116,8 @@ def summarize_comparison(df: pd.DataFrame) -> pd.DataFrame:
         full_tokens=("full_tokens", "sum"), over_threshold=("over_threshold", "sum"),
     )
     out["saved_share"] = out["saved_tokens"] / out["full_tokens"].where(out["full_tokens"] > 0)
+    if "typed_placeholders" in df:  # K2: the most typed placeholders one call sent
+        out["max_typed_placeholders"] = g["typed_placeholders"].max()
     if "fact_survival" in df:
         out["fact_survival"] = g["fact_survival"].mean()
         out["fact_survival_min"] = g["fact_survival"].min()
@@ -142,5 +154,179 @@ def summarize_policies(df: pd.DataFrame) -> pd.DataFrame:
             row["est_over_exact_p5"] = float(ratio.quantile(0.05))
             row["exact_over_threshold"] = int((d["exact_after_tokens"] > d["threshold"]).sum())
             row["exact_over_window"] = int(d["exact_over_window"].sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# -- the harness's own compactions beside replayed policies (SPEC S4) ---------------------------------------------
+
+HARNESS = "harness"  # the policy label of the rows that show what the other harness (Claude Code, Codex) kept
+HARNESS_COLUMNS = [
+    "session_id", "point", "harness", "trigger", "seq", "call", "turn", "policy", "counter", "tokens_basis",
+    "full_tokens", "before_tokens", "after_tokens", "saved_tokens", "reported_pre_tokens", "reported_post_tokens",
+    "stage", "compacted", "n_sent", "summary_chars", *FACT_COLUMNS,
+]
+HARNESS_LABELS = {
+    "tokens_basis": "how full/before/after tokens were counted: 'est. (C1)' is the C1 estimate (SPEC C1), "
+                    "else the policy's exact counter; the harness rows are always est. (C1)",
+    "reported_pre_tokens": "reported by the harness (Claude Code compactMetadata.preTokens, Codex last "
+                           "token_count input_tokens): its own count, with its system prompt and tools",
+    "reported_post_tokens": "reported by the harness (compactMetadata.postTokens), when it records one",
+    "fact_survival": "share of the facts of the transcript before the compaction point (paths, errors, numbers, "
+                     "commands) still visible in the view at the first model call after it",
+}
+_C1 = ContextPolicy()  # the C1 estimate, for the harness's views
+
+
+def _harness_sessions(source: Any, store: Any) -> list[tuple[str, list[Message], list[dict[str, Any]]]]:
+    """(id, messages, harness.compaction payloads) for Conversations, a Store, or session ids with ``store``."""
+    if isinstance(source, Conversation):
+        source = [source]
+    if hasattr(source, "load_transcript") and hasattr(source, "sessions"):
+        store, source = source, list(source.sessions()["id"])
+    elif hasattr(source, "columns") and "id" in getattr(source, "columns", ()):
+        source = list(source["id"])
+    elif isinstance(source, str):
+        source = [source]
+    out = []
+    for item in source:
+        if isinstance(item, Conversation):
+            out.append((item.id, item.messages, [p for kind, p in item.events if kind == HARNESS_EVENT]))
+            continue
+        if not isinstance(item, str) or store is None:
+            raise ValueError("compare_harness takes Conversations (parse_claude_code / parse_codex), a Store, "
+                             f"or session ids with store=; got a {type(item).__name__}")
+        events = store.events(item, type=HARNESS_EVENT)
+        payloads = [json.loads(p) if isinstance(p, str) else p for p in events["payload"]]
+        out.append((item, store.load_transcript(item), payloads))
+    return out
+
+
+def _views_at(messages: list[Message], policy: ContextPolicy, targets: set[int], summarize: Any,
+              caches: SessionCaches) -> dict[int, RequestView]:
+    """The policy's request view before each target index, built exactly as ``replay_messages`` builds it
+    (rebuilt from the transcript at each new turn, chained with ``next_input`` within a turn)."""
+    turns = list(itertools.accumulate(int(isinstance(m, dict) and m.get("role") == "user") for m in messages))
+    calls = {i for i, m in enumerate(messages) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"}
+    cache = caches.token_cache(policy)
+    out: dict[int, RequestView] = {}
+    view: RequestView | None = None
+    prev = 0
+    for i in sorted(calls | targets):
+        if i > max(targets):
+            break
+        rebuilt = view is None or turns[i - 1] != turns[prev - 1]
+        inputs = messages[:i] if rebuilt or view is None else view.next_input(messages[prev:i])
+        view = build_request_view(inputs, policy, summarize, cache=cache)
+        if i in targets:
+            out[i] = view
+        prev = i
+    return out
+
+
+def _c1(messages: Sequence[Message]) -> int:
+    return sum(_C1.count(sanitize(m)) for m in messages if isinstance(m, dict))
+
+
+def _facts_row(facts: set[Fact], view: Sequence[Message], caches: SessionCaches) -> dict[str, Any]:
+    result = survival(facts, combine_views(caches.views(m) for m in view))
+    row: dict[str, Any] = {"facts_total": result.total, "facts_visible": result.visible,
+                           "fact_survival": result.share if result.total else math.nan}
+    for kind, (total, visible) in result.by_kind.items():
+        row[f"survival_{kind}"] = visible / total if total else math.nan
+    return row
+
+
+def _session_points(sid: str, messages: list[Message], comps: list[dict[str, Any]],
+                    pols: list[tuple[str, ContextPolicy]], summarize: Any) -> list[dict[str, Any]]:
+    n = len(messages)
+    comps = sorted((c for c in comps if 0 <= int(c.get("seq", -1)) <= n), key=lambda c: int(c["seq"]))
+    if not comps or not n:
+        return []
+    calls = [i for i, m in enumerate(messages) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
+    turns = list(itertools.accumulate(int(isinstance(m, dict) and m.get("role") == "user") for m in messages))
+    points = [(c, int(c["seq"]), next((j for j in calls if j >= max(int(c["seq"]), 1)), n)) for c in comps]
+    caches = SessionCaches()
+    views = {label: _views_at(messages, pol, {i for _, _, i in points}, summarize, caches) for label, pol in pols}
+    rows: list[dict[str, Any]] = []
+    head: list[Message] | None = None  # what the harness sent in place of messages[:last_seq]
+    last_seq = 0
+    for k, (c, s, i) in enumerate(points, 1):
+        facts: set[Fact] = set()
+        for m in messages[:s]:
+            facts |= caches.facts(m) if isinstance(m, dict) else set()
+        before = messages[:s] if head is None else head + messages[last_seq:s]
+        kept = [messages[j] for j in c.get("kept_seqs") or [] if 0 <= j < s] + list(c.get("kept") or [])
+        summary = [{"role": "user", "content": c["summary"]}] if c.get("summary") else []
+        head = [m for m in messages[:s] if isinstance(m, dict) and m.get("role") == "system"] + summary + kept
+        last_seq = s
+        seen = head + messages[s:i]
+        reported = c.get("reported_tokens") or {}
+        common = {"session_id": sid, "point": k, "harness": c.get("harness"), "trigger": c.get("trigger"), "seq": s,
+                  "call": calls.index(i) + 1 if i < n else None, "turn": turns[i - 1] if i else 0}
+        full = _c1(messages[:i])
+        rows.append({
+            **common, "policy": HARNESS, "counter": "estimate", "tokens_basis": "est. (C1)", "full_tokens": full,
+            "before_tokens": _c1(before), "after_tokens": _c1(seen), "saved_tokens": full - _c1(seen),
+            "reported_pre_tokens": reported.get("pre_tokens"), "reported_post_tokens": reported.get("post_tokens"),
+            "stage": HARNESS, "compacted": True, "n_sent": len(seen), "summary_chars": len(c.get("summary") or ""),
+            **_facts_row(facts, seen, caches),
+        })
+        for label, pol in pols:
+            view = views[label][i]
+            pol_full = sum(pol.count(sanitize(m)) for m in messages[:i] if isinstance(m, dict))
+            rows.append({
+                **common, "policy": label, "counter": view.counter,
+                "tokens_basis": "est. (C1)" if view.counter == "estimate" else view.counter, "full_tokens": pol_full,
+                "before_tokens": view.before_tokens, "after_tokens": view.after_tokens,
+                "saved_tokens": pol_full - view.after_tokens, "reported_pre_tokens": None,
+                "reported_post_tokens": None, "stage": view.stage, "compacted": view.compacted,
+                "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
+                **_facts_row(facts, view.messages, caches),
+            })
+    return rows
+
+
+def compare_harness(sessions: Any, policies: Sequence[ContextPolicy | dict[str, Any]] | Any, *, store: Any = None,
+                    summarize: Callable[[list[Message]], str] | None = build_structured_summary) -> pd.DataFrame:
+    """The harness's own compactions beside each replayed policy: one row per (session, point, policy).
+
+    A *point* is a compaction the other harness made (a stored ``harness.compaction`` event, imported by
+    ``import_claude_code`` / ``import_codex``). At each point, the ``harness`` row shows what the harness sent
+    at the first model call after it (its summary, what it kept, and the messages since), and one row per
+    policy shows that policy's replayed view at the same call. Tokens are counted the same way for all
+    rows of a point where the policy uses C1 (``tokens_basis``; the harness rows are always est. (C1)); the
+    harness's own figures are in ``reported_*`` (labelled, never mixed with estimates). Fact survival uses one
+    denominator per point for every row: the facts of the transcript before the point (see HARNESS_LABELS,
+    also in ``df.attrs["labels"]``). Sessions: Conversations from ``parse_claude_code``/``parse_codex``, a
+    Store, or session ids with ``store=``; sessions without harness compactions give no rows.
+    """
+    pols = _policies(policies)
+    rows: list[dict[str, Any]] = []
+    for sid, messages, comps in _harness_sessions(sessions, store):
+        rows.extend(_session_points(sid, list(messages), comps, pols, summarize))
+    df = pd.DataFrame(rows, columns=HARNESS_COLUMNS)
+    df[FACT_COLUMNS] = df[FACT_COLUMNS].astype(float)
+    for col in ("call", "reported_pre_tokens", "reported_post_tokens"):
+        df[col] = df[col].astype("Int64")  # missing stays missing (<NA>), never a float or a 0
+    df["policy"] = pd.Categorical(df["policy"], [HARNESS, *(label for label, _ in pols)], ordered=True)
+    df.attrs["labels"] = dict(HARNESS_LABELS)
+    return df
+
+
+def summarize_harness(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per policy (``harness`` first) over all harness compaction points of a ``compare_harness`` table."""
+    rows = []
+    for label, d in df.groupby("policy", observed=True, sort=True):
+        row: dict[str, Any] = {
+            "policy": label, "points": len(d), "sessions": d["session_id"].nunique(),
+            "tokens_basis": ", ".join(sorted(set(d["tokens_basis"]))),
+            "mean_before_tokens": float(d["before_tokens"].mean()),
+            "mean_after_tokens": float(d["after_tokens"].mean()),
+            "saved_share": _share(d["saved_tokens"], d["full_tokens"]),
+            "fact_survival": _share(d["facts_visible"], d["facts_total"]),
+        }
+        for kind in FACT_KINDS:
+            row[f"survival_{kind}"] = float(d[f"survival_{kind}"].mean())
         rows.append(row)
     return pd.DataFrame(rows)

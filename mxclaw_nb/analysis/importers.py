@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.analysis.jsonl import read_jsonl
+from mxclaw_nb.events import record
 from mxclaw_nb.store.errors import StoreError
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -42,6 +43,7 @@ class Conversation:
     title: str | None = None
     workspace: str | None = None
     model: str | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (declared stored event, payload)
 
 
 @dataclass
@@ -188,6 +190,10 @@ def _deferred(store: Any) -> Any:
 _BULK_MESSAGES = 20_000  # messages per bulk transaction of an import (memory stays bounded)
 
 
+def _quiet(kind: str, payload: dict[str, Any]) -> None:
+    """Imported events have no live subscribers."""
+
+
 def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
                         *, progress: bool = True) -> ImportReport:
     """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped.
@@ -226,9 +232,12 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
             meta["origin"] = conv.source
         if conv.meta:
             meta["meta"] = conv.meta
-        pending.append((line_no, conv, {"session_id": sid, "workspace": conv.workspace, "model": conv.model,
-                                        "source": source, "title": conv.title or conv.id, "meta": meta,
-                                        "runs": turn_plan(conv.messages)}))
+        item = {"session_id": sid, "workspace": conv.workspace, "model": conv.model, "source": source,
+                "title": conv.title or conv.id, "meta": meta, "runs": turn_plan(conv.messages)}
+        if conv.events:  # events (e.g. harness.compaction) go through events.record: this session on its own
+            _write_one(store, report, known, line_no, conv, item)
+            continue
+        pending.append((line_no, conv, item))
         queued.add(sid)
         count += len(conv.messages)
         if count >= _BULK_MESSAGES:
@@ -258,6 +267,8 @@ def _write_one(store: Any, report: ImportReport, known: set[str], line_no: int, 
             with _deferred(store):  # the runs of a conversation go in as multi-row INSERTs, not a row each
                 for turn, iteration, run in item["runs"]:
                     store.append_messages(sid, run, turn=turn, iteration=iteration)
+                for kind, payload in conv.events:  # e.g. harness.compaction (S4), with the session or not at all
+                    record(store, _quiet, sid, kind, payload, turn=payload.get("turn"))
     except (StoreError, ValueError) as exc:
         report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
         return

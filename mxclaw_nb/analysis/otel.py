@@ -16,8 +16,9 @@ Shape, one trace per turn:
 - the context engine's figures on each chat span under ``mxclaw.context.*``, their unit in the name
   (``..._tokens_est`` is the C1 estimate, ``..._tokens`` with ``mxclaw.context.counter`` naming the counter);
 - a call that compacted carries ``gen_ai.conversation.compacted = true`` and a span event
-  ``gen_ai.conversation.compaction`` with the stage and before/after tokens (labelled as above). The
-  engine's own run time is not recorded per call, so the event has no duration of its own.
+  ``gen_ai.conversation.compaction`` with the stage, before/after tokens (labelled as above) and
+  ``mxclaw.context.duration_ms``, how long the engine took to build that view (stored with each call
+  record as ``engine_ms``; files written before it was recorded have no duration).
 
 Nothing secret is exported: URLs are stored without credentials (SPEC L6) and message contents are
 not exported at all (the conventions make content opt-in; the transcript stays in the store).
@@ -25,6 +26,7 @@ not exported at all (the conventions make content opt-in; the transcript stays i
     from mxclaw_nb.analysis.otel import export_otel
     export_otel(store, endpoint="http://127.0.0.1:4318/v1/traces")   # OTLP/HTTP
     export_otel(store, path="traces.jsonl")                           # one JSON span per line
+    stop = follow_otel(agent, endpoint=...)   # live: each turn is exported when it ends; stop() to end
 """
 
 from __future__ import annotations
@@ -129,8 +131,10 @@ def _turn_bounds(events: pd.DataFrame) -> dict[tuple[str, int], tuple[int, int |
     return out
 
 
-def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provider: Any = None) -> list[Any]:
-    """Finished SDK spans for the stored sessions (all of them when ``session_ids`` is None)."""
+def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provider: Any = None,
+                turns: Sequence[int] | None = None) -> list[Any]:
+    """Finished SDK spans for the stored sessions (all of them when ``session_ids`` is None; only the given
+    ``turns`` when set)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -142,7 +146,9 @@ def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provide
     ids = None if session_ids is None else list(session_ids)
     if ids is not None and not ids:
         return []
-    calls = store.call_records(_CALL_COLUMNS, ids)
+    calls = store.call_records(_CALL_COLUMNS, ids, extra=("engine_ms",))
+    if turns is not None:
+        calls = calls[calls["turn"].isin(list(turns))]
     events = store.turn_events(ids)
     memory = InMemorySpanExporter()
     tp = provider or TracerProvider(resource=Resource.create({"service.name": "mxclaw_nb",
@@ -163,12 +169,16 @@ def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provide
             attrs = call_attributes(row)
             span = tracer.start_span(f"chat {attrs.get('gen_ai.request.model', '')}".strip(), context=ctx,
                                      kind=SpanKind.CLIENT, start_time=start, attributes=attrs)
+            engine_ms = _opt(row.get("engine_ms"))
             if attrs.get("gen_ai.conversation.compacted"):
-                span.add_event("gen_ai.conversation.compaction", timestamp=start, attributes={
+                compaction = {
                     "mxclaw.context.stage": attrs["mxclaw.context.stage"],
                     "mxclaw.context.before_tokens": attrs.get("mxclaw.context.before_tokens", 0),
                     "mxclaw.context.after_tokens": attrs.get("mxclaw.context.after_tokens", 0),
-                    "mxclaw.context.counter": attrs["mxclaw.context.counter"]})
+                    "mxclaw.context.counter": attrs["mxclaw.context.counter"]}
+                if engine_ms is not None:  # the engine's build time for this call (files before it have none)
+                    compaction["mxclaw.context.duration_ms"] = float(engine_ms)
+                span.add_event("gen_ai.conversation.compaction", timestamp=start, attributes=compaction)
             if attrs.get("error.type"):
                 span.set_status(Status(StatusCode.ERROR, str(_opt(row.get("error")))[:500]))
             span.end(end_time=max(end, start))
@@ -183,7 +193,38 @@ def export_otel(store: Any, session_ids: Sequence[str] | None = None, *, endpoin
     """Export stored sessions to an OTLP/HTTP endpoint and/or a JSON-lines file; returns the number of spans."""
     if endpoint is None and path is None:
         raise ValueError("export_otel needs endpoint= (OTLP/HTTP traces URL) and/or path= (a .jsonl file)")
-    spans = build_spans(store, session_ids)
+    return _send(build_spans(store, session_ids), endpoint, path, headers, timeout)
+
+
+def follow_otel(agent: Any, *, endpoint: str | None = None, path: str | Path | None = None,
+                headers: dict[str, str] | None = None, timeout: float = 10.0,
+                on_error: Any = None) -> Any:
+    """Export live: each turn of ``agent`` is exported (from the store, as ``export_otel`` would) when it ends.
+
+    Returns a function that stops following. ``path`` is appended to, a turn at a time. An export that
+    fails (the collector is down) never fails the turn: the error goes to ``on_error(exc)`` when given,
+    else it is printed; the turn stays in the store and ``export_otel`` can send it again later.
+    """
+    if endpoint is None and path is None:
+        raise ValueError("follow_otel needs endpoint= (OTLP/HTTP traces URL) and/or path= (a .jsonl file)")
+
+    def on_event(kind: str, payload: dict[str, Any]) -> None:
+        if kind not in _END_EVENTS or payload.get("turn") is None:
+            return
+        try:
+            spans = build_spans(agent.store, [agent.session_id], turns=[int(payload["turn"])])
+            _send(spans, endpoint, path, headers, timeout, append=True)
+        except Exception as exc:  # noqa: BLE001 - telemetry must not end the user's turn
+            if on_error is not None:
+                on_error(exc)
+            else:
+                print(f"mxclaw_nb: OpenTelemetry export of turn {payload.get('turn')} failed: {exc}")
+
+    return agent.subscribe(on_event)
+
+
+def _send(spans: list[Any], endpoint: str | None, path: str | Path | None, headers: dict[str, str] | None,
+          timeout: float, *, append: bool = False) -> int:
     if endpoint is not None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import SpanExportResult
@@ -195,7 +236,7 @@ def export_otel(store: Any, session_ids: Sequence[str] | None = None, *, endpoin
         finally:
             exporter.shutdown()
     if path is not None:
-        with Path(path).open("w", encoding="utf-8") as fh:
+        with Path(path).open("a" if append else "w", encoding="utf-8") as fh:
             for span in spans:
                 fh.write(json.dumps(json.loads(span.to_json()), ensure_ascii=False) + "\n")
     return len(spans)

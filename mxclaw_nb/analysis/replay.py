@@ -11,8 +11,10 @@ happen several times in one turn. One row per simulated call.
 The kept/placeholder/summarized/dropped counts are per *transcript* message (of ``messages[:i]``), not
 per input row: a message summarised in an earlier call of the same turn stays ``summarized``, and a
 placeholder carried over stays ``placeholder``. So the four always add up to ``n_messages``.
-``synthetic`` counts repair-made tool results sent in the view. ``full_tokens`` is the policy's count of
-the whole transcript so far (what an uncompacted request would cost); ``saved_tokens = full - after``.
+``synthetic`` counts repair-made tool results sent in the view; ``typed_placeholders`` the K2 typed placeholders
+it sends (C5 placeholders that name what a kernel tool left: type, shape, live variable), part of ``placeholder``.
+``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
+``saved_tokens = full - after``.
 Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
 the call sends, whatever the counter (T3), as in a stored request record.
 """
@@ -37,6 +39,7 @@ from mxclaw_nb.analysis.facts import (
 )
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
+from mxclaw_nb.context.micro import is_typed_placeholder
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
 from mxclaw_nb.records import RequestRecord, c1_estimate
@@ -46,7 +49,8 @@ COMPACTED = ("placeholder", "summarized", "dropped")
 COLUMNS = [
     "session_id", "call", "turn", "n_messages", "n_input", "rebuilt", "full_tokens", "before_tokens", "after_tokens",
     "estimate_tokens", "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept",
-    "placeholder", "summarized", "dropped", "synthetic", "n_sent", "summary_chars", "over_threshold",
+    "placeholder", "typed_placeholders", "summarized", "dropped", "synthetic", "n_sent", "summary_chars",
+    "over_threshold",
 ]
 FACT_COLUMNS = ["facts_total", "facts_visible", "fact_survival", *(f"survival_{k}" for k in FACT_KINDS)]
 EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
@@ -286,6 +290,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
+            "typed_placeholders": sum(1 for m in view.messages if m.get("role") == "tool"
+                                      and is_typed_placeholder(m.get("content"))),  # K2
             "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
             "over_threshold": view.over_threshold,
         }

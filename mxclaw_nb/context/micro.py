@@ -18,6 +18,7 @@ PLACEHOLDER = "[old tool output compacted: {n} characters]"
 TYPED_PLACEHOLDER = "[old tool output compacted: {n} characters; {facts}]"
 # A placeholder fed back by C7 (next_input) is already compacted: replacing it again would lose N.
 _PLACEHOLDER_RE = re.compile(r"\[old tool output compacted: [\d,]+ characters(; [^\n]*)?\]")
+_TYPED_RE = re.compile(r"\[old tool output compacted: [\d,]+ characters; [^\n]*\]")
 FACTS_KEY = "facts"  # K2: structured facts a kernel tool recorded on its result (never live objects)
 _MAX_COLUMNS = 3
 _MAX_NAMES = 4
@@ -61,6 +62,11 @@ def type_facts(facts: Mapping[str, Any]) -> str:
     elif facts.get("count") is not None and kind:
         parts.append(f"{int(facts['count']):,} {kind}")
     return "; ".join(p for p in parts if p)
+
+
+def is_typed_placeholder(text: Any) -> bool:
+    """True when `text` is a K2 typed placeholder (a C5 placeholder with type facts after the count)."""
+    return isinstance(text, str) and _TYPED_RE.fullmatch(text) is not None
 
 
 def placeholder_for(message: Message) -> str | None:

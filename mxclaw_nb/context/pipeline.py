@@ -1,12 +1,26 @@
-"""SPEC C0/C2/C7: the request-view pipeline, composed from the small passes beside it.
+"""SPEC C0/C2/C7: the request-view pipeline, a fixed sequence of small named passes (`C0_PASSES`).
 
-Order matters and is fixed: repair first (the estimate is of what will be sent), then estimate and
-compare with the threshold (under it, the repaired transcript goes out unchanged), then the safe
-tail, microcompaction of old successful tool outputs, the structured summary, and — only if the
-summariser raises — the fallback window. Every step works on the view; the input list and its dicts
-are never mutated, and the same input gives byte-identical output. The function is pure: no clock,
-no I/O; token counts may come from a caller-supplied counter and are cached per message identity so
-an iteration that appends a few messages does not re-count the history.
+1. **repair and count** (C4, C1/T2; `incremental.plan_and_count`): pair every tool call with one result,
+   drop orphans, synthesise failures for dangling calls, and count each message in its sent form.
+   First, because the estimate must be of what will be sent, and every later pass relies on the pairs
+   being whole (a placeholder or the tail boundary must never split a call from its result).
+2. **threshold check** (C2; `build_request_view`): under the threshold the repaired transcript goes out
+   unchanged. Before any compaction, so a view that fits is never touched.
+3. **safe tail** (C3; `split_conversation`): the most recent messages within `keep_recent_tokens`, which
+   no later pass changes. Before compaction, because it decides what compaction may touch.
+4. **microcompaction** (C5; `microcompact`): old successful tool outputs become placeholders (typed
+   when the tool recorded facts). The cheapest loss, and the most common win, so it is tried before the
+   summary; if it brings the view under the threshold the pipeline stops here.
+5. **structured summary** (C6; `summarize_old`): the old messages are replaced by one deterministic
+   summary (incremental with a session cache). Only when micro was not enough.
+6. **fallback window** (C8; `_Builder.fallback`): only when the summariser raises: the first two system
+   messages, a fixed note and the last six conversation messages. Last, because it loses the most.
+
+Every pass works on the view; the input list and its dicts are never mutated, and the same input gives
+byte-identical output. The pipeline is pure: no clock, no I/O; token counts may come from a
+caller-supplied counter and are cached (`TokenCache`) so an iteration that appends a few messages does
+not re-count the history. The `_Builder` only carries one build's state between the passes and turns
+their results into a RequestView with its provenance.
 """
 
 from __future__ import annotations
@@ -123,6 +137,115 @@ def _head(seq: Sequence[Any], stop: int) -> list[Any]:
     return out if isinstance(out, list) else list(out)
 
 
+# --- the passes -------------------------------------------------------------------------------------------
+# Each takes what the passes before it produced and returns a small named result; none mutates its input
+# (the session cache's summary state is the one thing `summarize_old` extends, by design: C6 is incremental).
+
+C0_PASSES: tuple[tuple[str, str, str], ...] = (
+    # (name, SPEC id, what does it)
+    ("repair and count", "C4, C1/T2", "incremental.plan_and_count"),
+    ("threshold check", "C2", "build_request_view"),
+    ("safe tail", "C3", "split_conversation"),
+    ("microcompaction", "C5", "microcompact"),
+    ("structured summary", "C6", "summarize_old"),
+    ("fallback window", "C8", "_Builder.fallback"),
+)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The safe-tail pass's result (C3): the non-system steps, their messages and counts, and the tail.
+
+    In the usual shape (system messages first) `steps` is a range and `messages`/`tokens` are offset views
+    of the plan's lists, so no per-message work is done to make them.
+    """
+
+    steps: Sequence[int]  # step indices of the conversation, in order
+    messages: Sequence[Message]
+    tokens: Sequence[int]
+    tail: int  # index into `steps` of the first message of the safe tail (== len(steps): no tail)
+
+    @property
+    def old(self) -> Sequence[int]:
+        """The steps before the safe tail: what passes 4 and 5 may touch."""
+        return self.steps[: self.tail]
+
+
+def split_conversation(step_messages: Sequence[Message], tokens: Sequence[int], layout: Layout,
+                       keep_recent_tokens: int) -> Conversation:
+    """Pass 3 (C3): the conversation after the system messages and where its safe tail starts."""
+    roles = layout.roles
+    lead = len(layout.systems)
+    conv: Sequence[int]
+    if not lead or layout.systems[-1] == lead - 1:  # the usual shape: system messages first, then the rest
+        conv = range(lead, len(roles))
+        messages: Sequence[Message] = _From(step_messages, lead)
+        counts: Sequence[int] = _From(tokens, lead)
+    else:
+        conv = list(compress(range(len(roles)), map(not_, map(SYSTEM_ROLES.__contains__, roles))))
+        messages = list(map(step_messages.__getitem__, conv))
+        counts = list(map(tokens.__getitem__, conv))
+    return Conversation(conv, messages, counts, safe_tail_start(messages, counts, keep_recent_tokens))
+
+
+@dataclass(frozen=True)
+class Micro:
+    """The microcompaction pass's result (C5): placeholder messages by step, their counts, the characters
+    they replace and the view's total once they are in."""
+
+    sent: dict[int, Message]
+    tokens: dict[int, int]
+    chars: int
+    after: int
+
+
+def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Sequence[Message],
+                 tokens: Sequence[int], layout: Layout, policy: ContextPolicy, before: int) -> Micro:
+    """Pass 4 (C5): a placeholder for each old successful tool output (typed when its tool recorded facts).
+
+    Placeholders cost >= 0, so this pass can at best remove every old tool result; when even that leaves
+    the view over the threshold the summary is certain and no placeholder is made. (Tool steps are never
+    system steps, so the old tool results are the tool steps before the tail.)
+    """
+    old = conv.old
+    tail_step = conv.steps[conv.tail] if conv.tail < len(conv.steps) else len(layout.roles)
+    placeholders: dict[int, Message] = {}
+    counts: dict[int, int] = {}
+    chars = 0
+    if before - layout.tool_tokens_before(tokens, tail_step) <= policy.threshold:
+        for k in compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))):
+            msg = step_messages[k]
+            text = placeholder_for(msg)
+            if text is not None:
+                chars += len(content_text(msg.get("content")))
+                placeholders[k] = {**sent[k], "content": text}
+                counts[k] = policy.count(placeholders[k])
+    return Micro(placeholders, counts, chars, before + sum(c - tokens[k] for k, c in counts.items()))
+
+
+def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: int, summarize: Summarizer | None,
+                  cache: TokenCache | None) -> str:
+    """Pass 5 (C6): the summary text of the old messages. Raises when the summariser fails (pass 6, C8)."""
+    if summarize is None:
+        raise RuntimeError("no summariser configured")
+    if summarize is build_structured_summary and cache is not None:
+        # same text, but only the old messages added since the last call are scanned
+        prefix = cache.prefix
+        if cache.summary is None:
+            cache.summary = StructuredSummaryState()
+            if prefix is not None:
+                prefix.summary = cache.summary
+        # plan_and_count drops this state whenever the transcript did not just grow (see there)
+        old_part = (_From(step_messages, lead, lead + conv.tail) if cache.append_only
+                    and isinstance(conv.messages, _From) else _head(conv.messages, conv.tail))
+        text = cache.summary.summary(old_part, unchanged_content=True, trusted=cache.append_only)
+    else:
+        text = summarize(_head(conv.messages, conv.tail))
+    if not isinstance(text, str):
+        raise TypeError(f"summariser returned {type(text).__name__}, not str")
+    return display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
+
+
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
@@ -148,54 +271,40 @@ class _Builder:
         self.runs: list[tuple[int, int, str]] | None = []  # see view.Trace.runs
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
-        # Whole-list work is avoided: the layout (roles, system steps, running totals) comes from the plan and
-        # is extended across builds, and the conversation is read through offset views, not copies.
-        step_messages = self.step_messages
+        """Passes 3-6 (see the module docstring) on a view over the threshold."""
         layout = self.layout if self.layout is not None else layout_of(
-            Planned(self.sources, step_messages, self.dropped, self.sent, self.tokens))
-        roles = layout.roles
-        n = len(roles)
+            Planned(self.sources, self.step_messages, self.dropped, self.sent, self.tokens))
         self.systems = layout.systems
-        lead = len(self.systems)
-        if not lead or self.systems[-1] == lead - 1:  # the usual shape: system messages first, then the rest
-            conv: Sequence[int] = range(lead, n)
-            conv_messages: Sequence[Message] = _From(step_messages, lead)
-            conv_tokens: Sequence[int] = _From(self.tokens, lead)
-        else:
-            conv = list(compress(range(n), map(not_, map(SYSTEM_ROLES.__contains__, roles))))
-            conv_messages = list(map(step_messages.__getitem__, conv))
-            conv_tokens = list(map(self.tokens.__getitem__, conv))
-        self.conversation = conv
-        self.tail = safe_tail_start(conv_messages, conv_tokens, self.policy.keep_recent_tokens)
-        old = conv[: self.tail]
-        replaced, chars = 0, 0
-        micro_tokens: dict[int, int] = {}
-        # Placeholders cost >= 0, so micro can at best remove every old tool result; when even that leaves
-        # the view over the threshold the summary path is certain and the placeholders need not be made.
-        # (Tool steps are never system steps, so the old tool results are the tool steps before the tail.)
-        tail_step = conv[self.tail] if self.tail < len(conv) else n
-        best = self.before - layout.tool_tokens_before(self.tokens, tail_step)
-        is_tool = map("tool".__eq__, map(roles.__getitem__, old))
-        for k in compress(old, is_tool) if best <= self.policy.threshold else ():
-            msg = step_messages[k]
-            text = placeholder_for(msg)
-            if text is not None:
-                chars += len(content_text(msg.get("content")))
-                self._copy_sent()
-                self.sent[k] = {**self.sent[k], "content": text}
-                self.actions[k] = "placeholder"
-                self.runs.append((k, k + 1, "placeholder"))  # type: ignore[union-attr]
-                micro_tokens[k] = self.policy.count(self.sent[k])
-                replaced += 1
-        after_micro = self.before + sum(n - self.tokens[k] for k, n in micro_tokens.items())
-        if after_micro <= self.policy.threshold or not old:
-            stage = "micro" if replaced else "unchanged"
+        conv = split_conversation(self.step_messages, self.tokens, layout, self.policy.keep_recent_tokens)
+        self.conversation, self.tail = conv.steps, conv.tail
+        micro = microcompact(conv, self.step_messages, self.sent, self.tokens, layout, self.policy, self.before)
+        if micro.after <= self.policy.threshold or not conv.old:
+            self._apply(micro)
             summary = None
-            if replaced:
-                summary = micro_summary(replaced, chars, self.before, after_micro, self.policy.counter_name)
+            if micro.sent:
+                summary = micro_summary(len(micro.sent), micro.chars, self.before, micro.after,
+                                        self.policy.counter_name)
             # every step, systems first: the micro view drops nothing
-            return self.finish(stage, self.systems + list(conv), summary, micro_tokens)
-        # the summary path does not send old messages (their placeholders are moot)
+            return self.finish("micro" if micro.sent else "unchanged", self.systems + list(conv.steps), summary,
+                               micro.tokens)
+        self._mark_summarized(conv.old)  # the summary path does not send old messages (nor their placeholders)
+        try:
+            text = summarize_old(conv, self.step_messages, len(self.systems), summarize, self.cache)
+        except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
+            return self.fallback(f"{type(exc).__name__}: {exc}")
+        return self.finish("summary", self.systems + [None] + list(conv.steps[conv.tail:]), text,
+                           extra={"role": "system", "content": text})
+
+    def _apply(self, micro: Micro) -> None:
+        """Put pass 4's placeholders into the sent view (copied first: the cache keeps the plan's list)."""
+        if micro.sent:
+            self._copy_sent()
+        for k, message in micro.sent.items():
+            self.sent[k] = message
+            self.actions[k] = "placeholder"
+            self.runs.append((k, k + 1, "placeholder"))  # type: ignore[union-attr]
+
+    def _mark_summarized(self, old: Sequence[int]) -> None:
         if isinstance(old, range):
             self.actions[old.start:old.stop] = ["summarized"] * len(old)
             self.runs = [(old.start, old.stop, "summarized")]
@@ -203,29 +312,6 @@ class _Builder:
             for k in old:
                 self.actions[k] = "summarized"
             self.runs = None
-        try:
-            if summarize is None:
-                raise RuntimeError("no summariser configured")
-            if summarize is build_structured_summary and self.cache is not None:
-                # same text, but only the old messages added since the last call are scanned
-                prefix = self.cache.prefix
-                if self.cache.summary is None:
-                    self.cache.summary = StructuredSummaryState()
-                    if prefix is not None:
-                        prefix.summary = self.cache.summary
-                # plan_and_count drops this state whenever the transcript did not just grow (see there)
-                old_part = (_From(step_messages, lead, lead + self.tail) if self.cache.append_only
-                            and isinstance(conv_messages, _From) else _head(conv_messages, self.tail))
-                text = self.cache.summary.summary(old_part, unchanged_content=True, trusted=self.cache.append_only)
-            else:
-                text = summarize(_head(conv_messages, self.tail))
-            if not isinstance(text, str):
-                raise TypeError(f"summariser returned {type(text).__name__}, not str")
-            text = display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
-        except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
-            return self.fallback(f"{type(exc).__name__}: {exc}")
-        return self.finish("summary", self.systems + [None] + list(conv[self.tail:]), text,
-                           extra={"role": "system", "content": text})
 
     def _copy_sent(self) -> None:
         if not self._own_sent:

@@ -177,46 +177,59 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
                 _append_generic(msg, sent, tokens)
         else:
             _append_generic(msg, sent, tokens)
-        if not raw_calls:
-            continue
-        calls = _call_ids(raw_calls)
-        wanted = {cid for cid, _ in calls}
-        seen: set[str] = set()
-        while i < n:
-            result = messages[i]
-            if not isinstance(result, dict) or result.get("role") != "tool":
-                break
-            tcid = result.get("tool_call_id")
-            tcid = None if tcid is None else str(tcid)
-            if tcid in wanted and tcid not in seen:
-                seen.add(tcid)
-                _append_result(result, tcid, sent, tokens)
-            else:
-                dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
-            i += 1
-        for cid, call in calls:
-            if cid not in seen:
-                seen.add(cid)
-                synthetic = synthetic_result(cid, tool_call_name(call))
-                inserted.append((i, synthetic))
-                _append_generic(synthetic, sent, tokens)
+        if raw_calls:
+            i = _pair_results(messages, i, raw_calls, sent, tokens, dropped, inserted)
     if not dropped and not inserted:
         return Planned(range(start, n), messages[start:], dropped, sent, tokens)
+    return _with_steps(messages, start, dropped, inserted, sent, tokens)
+
+
+def _pair_results(messages: list[Any], i: int, raw_calls: Any, sent: list[Message], tokens: list[int],
+                  dropped: dict[int, str], inserted: list[tuple[int, Message]]) -> int:
+    """The general C4 block: pair the results at `messages[i:]` with the calls of the assistant message just
+    before them (first result per id kept, duplicates and orphans dropped, a synthetic failure appended for
+    each call left without one). Returns the position after the block."""
+    n = len(messages)
+    calls = _call_ids(raw_calls)
+    wanted = {cid for cid, _ in calls}
+    seen: set[str] = set()
+    while i < n:
+        result = messages[i]
+        if not isinstance(result, dict) or result.get("role") != "tool":
+            break
+        tcid = result.get("tool_call_id")
+        tcid = None if tcid is None else str(tcid)
+        if tcid in wanted and tcid not in seen:
+            seen.add(tcid)
+            _append_result(result, tcid, sent, tokens)
+        else:
+            dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
+        i += 1
+    for cid, call in calls:
+        if cid not in seen:
+            seen.add(cid)
+            synthetic = synthetic_result(cid, tool_call_name(call))
+            inserted.append((i, synthetic))
+            _append_generic(synthetic, sent, tokens)
+    return i
+
+
+def _with_steps(messages: list[Any], start: int, dropped: dict[int, str], inserted: list[tuple[int, Message]],
+                sent: list[Message], tokens: list[int]) -> Planned:
+    """The step lists of a repaired plan: input positions minus `dropped`, synthetic results where `inserted`."""
     sources: list[int | None] = []
     step_messages: list[Message] = []
     pending = iter(inserted)
     nxt = next(pending, None)
-    for pos in range(start, n + 1):
+    for pos in range(start, len(messages) + 1):
         while nxt is not None and nxt[0] == pos:
             sources.append(None)
             step_messages.append(nxt[1])
             nxt = next(pending, None)
-        if pos < n and pos not in dropped:
+        if pos < len(messages) and pos not in dropped:
             sources.append(pos)
             step_messages.append(messages[pos])
     return Planned(sources, step_messages, dropped, sent, tokens)
-
-
 
 
 def _append_result(result: Message, call_id: str, sent: list[Message], tokens: list[int]) -> None:

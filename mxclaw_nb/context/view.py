@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.messages import (
     FALLBACK_PREFIX,
     SUMMARY_PREFIX,
@@ -189,8 +190,15 @@ class RequestView:
             return as_came
         out: list[Message] = []
         for pos, k in enumerate(t.sent_sources):
-            kept = k is not None and t.actions[k] in ("kept", "synthetic")
-            out.append(t.step_messages[k] if kept else self.messages[pos])  # type: ignore[index]
+            action = None if k is None else t.actions[k]
+            if action in ("kept", "synthetic"):
+                out.append(t.step_messages[k])  # type: ignore[index]
+            elif action == "placeholder" and FACTS_KEY in t.step_messages[k]:  # type: ignore[index]
+                # K3: a placeholder keeps its result's recorded facts (stored-only, never sent), so a later
+                # summary's Kernel state still names the variables it created
+                out.append({**self.messages[pos], FACTS_KEY: t.step_messages[k][FACTS_KEY]})  # type: ignore[index]
+            else:
+                out.append(self.messages[pos])
         return out + list(appended)
 
     def event(self) -> dict[str, Any] | None:

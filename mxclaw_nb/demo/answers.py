@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING
 
 from mxclaw_nb.demo.plans import (
     BUG_LINE,
+    DATA_FIND,
+    DATA_LOAD,
+    DATA_PLOT,
     FIXED_LINE,
     FOOTER,
     GEN_LOG,
+    SALES_CSV,
     SHELVES,
     SLOW_REPORT,
     TEST_FIRST,
@@ -138,8 +142,30 @@ def _answer_summary(ctx: Ctx) -> str:
             f"({VERIFY}). Large outputs were {_stored(ctx)}.")
 
 
-_ANSWERS = {"fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore, "review": _answer_review,
-            "summary": _answer_summary}
+def _answer_data(ctx: Ctx) -> str:
+    """K1/K2: what the data task found, read from the (possibly compacted) python results."""
+    found = ctx.result("python", code=DATA_FIND)
+    loaded = ctx.result("python", code=DATA_LOAD)
+    spikes = re.findall(r"^anomaly: (.*)$", found or "", re.MULTILINE)
+    if spikes:
+        head = "Found " + ("one anomaly" if len(spikes) == 1 else f"{len(spikes)} anomalies") + ": " + "; ".join(
+            spikes) + ". Every other day stays within 4 standard deviations of the median revenue."
+    elif _compacted(found):
+        head = ("The anomaly search ran, but its output has since been compacted out of my context; the rows are "
+                "still in the kernel as `anomalies`.")
+    else:
+        head = "I could not see the anomaly search's output."
+    frame = ("its printout is now a typed placeholder in my context, `sales` itself is still in the kernel"
+             if _compacted(loaded) else "printed in full" if loaded else "not visible")
+    plot = ("a matplotlib Figure `fig` is in the kernel: run `fig` in a cell to see it"
+            if ctx.result("python", code=DATA_PLOT) else "no plot was made")
+    return (f"{head}\n\nWhat I did: listed the kernel's variables, loaded {SALES_CSV.name} into `sales` "
+            f"({frame}), described it, flagged outliers into `anomalies`, summed revenue per week (`weekly`) and "
+            f"plotted it ({plot}). The code ran in your kernel, so these variables are yours now.")
+
+
+_ANSWERS = {"data": _answer_data, "fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore,
+            "review": _answer_review, "summary": _answer_summary}
 
 
 def final_answer(plan: str, ctx: Ctx) -> str:
@@ -153,8 +179,9 @@ def failure_answer(failure: Done, ctx: Ctx) -> str:
     """Answer when a tool failed unexpectedly: say what failed and stop the turn."""
     first = (failure.result or "").strip().splitlines()[0][:300]
     hint = ""
-    if first.lower().startswith("permission denied") and failure.name == "bash":
-        hint = (" Shell commands need approval: answer the approval prompt when it appears, or set "
+    if first.lower().startswith("permission denied") and failure.name in ("bash", "python"):
+        what = "Shell commands" if failure.name == "bash" else "Python code run in your kernel"
+        hint = (f" {what} need approval: answer the approval prompt when it appears, or set "
                 "%agent config approval=allow (Agent(approval='allow') from Python).")
     elif "no such" in first.lower():
         hint = (" This workspace does not look like the demo's sample project; copy it with "

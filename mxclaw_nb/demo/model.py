@@ -122,14 +122,16 @@ def first_sentence(text: str) -> str:
     return text[: match.end()] if match else text
 
 
-def next_reply(messages: list[dict]) -> Reply:
-    """The demo model's reply to a Chat Completions request (decided from its messages only)."""
+def next_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
+    """The demo model's reply to a Chat Completions request (decided from its messages, and from its `tools`
+    only to know whether the kernel's `python` tool is offered: the data task, K1)."""
+    kernel = "python" in plans.tool_names(tools)
     if not any(m.get("role") == "user" for m in messages) and not any(m.get("role") == "tool" for m in messages):
-        return Reply(text=f"{PREFIX} Hello! " + plans.capabilities(""))
+        return Reply(text=f"{PREFIX} Hello! " + plans.capabilities("", kernel))
     goal, done, _users = _turn(messages)
-    chosen = plans.choose(goal, done)
+    chosen = plans.choose(goal, done, kernel)
     if chosen is None:  # no script fits this prompt: say so instead of running an unrelated one
-        return Reply(text=f"{PREFIX} " + plans.capabilities(goal))
+        return Reply(text=f"{PREFIX} " + plans.capabilities(goal, kernel))
     name, plan = chosen
     ctx = plans.Ctx(goal=goal, done=done, messages=messages)
     failure = next((d for d in done if d.failed and not d.denied_by_user and not plans.expected_failure(d)), None)

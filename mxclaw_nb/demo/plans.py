@@ -4,7 +4,9 @@ Why separate from `demo.model`: the engine (how the next step is found from a tr
 generic; these plans are content, written for the sample workspace in `demo/workspace/`. Five plans
 cover what a small coding agent does: fix the failing test (list, read, grep, a large build log that
 becomes an artifact, the failing test, an edit, the verification command), inspect the build log
-through `read_artifact`, explore the project, review files, and summarize the session. Each builder may
+through `read_artifact`, explore the project, review files, and summarize the session. A sixth, the data
+task (load the shipped sales CSV into a DataFrame with `python`, find the planted anomaly, plot it), runs only
+when the request offers the kernel's `python` tool (K1: the agent was given a namespace). Each builder may
 return None to skip its step (e.g. no edit when the test already passes), so the plans adapt to what
 the tools returned. A prompt no plan's keywords match ("What is 2+2?") runs nothing: the model says it
 is an offline demo and lists the tasks it knows, with prompts that run them (`capabilities`), rather than
@@ -19,6 +21,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -170,6 +173,35 @@ def _grep_log(ctx: Ctx) -> dict | None:
     return None if ctx.artifact_id() else {"pattern": "ERROR", "path": "logs"}
 
 
+# SPEC K1/K2: the data-notebook task, offered only when the request lists the `python` tool (the agent was given a
+# kernel namespace). It reads the shipped sample (`demo/workspace/data/sales.csv`: 360 days of sales, one planted
+# spike) by its absolute path: `python` runs in the user's kernel, whose working folder is not the workspace.
+SALES_CSV = Path(__file__).resolve().parent / "workspace" / "data" / "sales.csv"
+DATA_LOAD = (f"import pandas as pd\nsales = pd.read_csv({str(SALES_CSV)!r}, parse_dates=['date'])\n"
+             "print(sales.to_string())")
+DATA_DESCRIBE = "stats = sales.describe()\nprint(stats.to_string())"
+DATA_FIND = ("anomalies = sales[((sales.revenue - sales.revenue.median()) / sales.revenue.std()).abs() > 4]\n"
+             "print('\\n'.join(f'anomaly: {r.date:%Y-%m-%d} {r.region} units={r.units} revenue={r.revenue:,.2f} '\n"
+             "                f'(median {sales.revenue.median():,.2f})' for r in anomalies.itertuples()))\n"
+             "anomalies")
+DATA_WEEKLY = "weekly = sales.set_index('date').resample('W')['revenue'].sum()\nprint(weekly.to_string())"
+DATA_PLOT = ("import matplotlib.figure\nfig = matplotlib.figure.Figure(figsize=(9, 3))\n"
+             "fig.subplots().plot(sales['date'], sales['revenue'], linewidth=0.8)\n"
+             "fig.axes[0].scatter(anomalies['date'], anomalies['revenue'], color='red', zorder=3)\n"
+             "fig.axes[0].set_title('Daily revenue, the anomaly in red')\nfig")
+DATA_PLAN = [
+    Step("kernel_variables", "First, what is already in the kernel, so I do not overwrite anything.", {}),
+    Step("python", "Loading the shipped sample data/sales.csv into a DataFrame `sales` and printing it whole (a "
+         "large output: later it compacts to a typed placeholder naming `sales`).", {"code": DATA_LOAD}),
+    Step("python", "Summary statistics per column: a spike shows up as a max far above the quartiles.",
+         {"code": DATA_DESCRIBE}),
+    Step("python", "Flagging days whose revenue is more than 4 standard deviations from the median.",
+         {"code": DATA_FIND}),
+    Step("python", "Weekly revenue, to see whether the spike is one day or a trend.", {"code": DATA_WEEKLY}),
+    Step("python", "Plotting daily revenue with the anomaly in red (a matplotlib Figure `fig` in the kernel).",
+         {"code": DATA_PLOT}),
+]
+
 REGRESSION, SLOW_REPORT = "tests/test_regression.py", "reports/slow_steps.md"
 TEST_FIRST = f"{PY} -m unittest -q tests.test_stock"
 VERIFY = f"{PY} -m unittest -q"
@@ -235,8 +267,10 @@ PLANS: dict[str, list[Step]] = {
         Step("grep", "Looking for TODO/FIXME notes.", {"pattern": "TODO|FIXME|XXX", "path": "."}),
         Step("read_file", "And the verification policy.", {"path": ".mx-claw/project.json"}),
     ],
+    "data": DATA_PLAN,
 }
 _KEYWORDS = [  # \b before Latin words: "already" is not "read", "prefix" is not "fix", "catalog" is not "log"
+    ("data", r"\b(csv|data ?frames?|datasets?|anomal|outlier|spike|sales|pandas|plot)|数据|异常"),  # with `python` only
     ("summary", r"\b(summar|recap)|what (did )?you (change|do|did)|总结"),
     ("fix", r"\b(fix|bug|debug|fail|broken|repair)|修"),
     ("logs", r"\b(logs?\b|build|artifact|error|warn)|日志"),
@@ -256,25 +290,37 @@ TASKS = [
 ]
 
 
-def capabilities(goal: str) -> str:
-    """The answer to a prompt no script matches: what the demo model is, and the tasks it knows."""
+DATA_TASK = ("data", "find the anomaly in the shipped sales data with the kernel's `python` tool",
+             "Load the sample sales CSV, find the anomaly and plot it.")
+
+
+def tool_names(tools: list[dict] | None) -> set[str]:
+    """Names of the tools a request offers (OpenAI `tools` list)."""
+    return {str((t.get("function") or {}).get("name")) for t in tools or [] if isinstance(t, dict)}
+
+
+def capabilities(goal: str, kernel: bool = False) -> str:
+    """The answer to a prompt no script matches: what the demo model is, and the tasks it knows
+    (the data task only when `kernel`: the request offers the `python` tool)."""
     asked = " ".join(goal.split())
     asked = (f'"{asked}"' if len(asked) <= 80 else f'"{asked[:80]}…"') if asked else "free questions"
-    tasks = "\n".join(f"- {what}: \"{example}\"" for _, what, example in TASKS)
+    tasks = "\n".join(f"- {what}: \"{example}\"" for _, what, example in [*TASKS, *([DATA_TASK] if kernel else [])])
     return (f"I am the offline demo model, not a real language model, so I cannot answer {asked}. "
             "I only play a few scripted tasks on the sample project (`inventory`, copied into the workspace) to "
             f"show the context engine at work. A prompt that asks for one of them runs its script, e.g.:\n{tasks}"
             "\n\nNothing was run for this prompt." + FOOTER)
 
 
-def choose(goal: str, done: list[Done]) -> tuple[str, list[Step]] | None:
-    """Plan for the goal's keywords; else the plan the visible calls follow; None when no script fits."""
+def choose(goal: str, done: list[Done], kernel: bool = False) -> tuple[str, list[Step]] | None:
+    """Plan for the goal's keywords; else the plan the visible calls follow; None when no script fits.
+    The data plan is a candidate only when `kernel` (the request offers `python`); without it, as before."""
+    plans = {n: p for n, p in PLANS.items() if kernel or n != "data"}
     for name, pattern in _KEYWORDS:
-        if re.search(pattern, goal, re.IGNORECASE):
-            return name, PLANS[name]
+        if name in plans and re.search(pattern, goal, re.IGNORECASE):
+            return name, plans[name]
     if done:  # mid-turn with the goal trimmed away: follow the calls still visible
-        score = {n: sum(any(s.matches(d.name, d.args) for s in p) for d in done) for n, p in PLANS.items()}
-        best = max(PLANS, key=lambda n: score[n])
+        score = {n: sum(any(s.matches(d.name, d.args) for s in p) for d in done) for n, p in plans.items()}
+        best = max(plans, key=lambda n: score[n])
         if score[best]:
-            return best, PLANS[best]
+            return best, plans[best]
     return None

@@ -7,12 +7,13 @@ streaming with a final usage chunk, `GET /v1/models`) on 127.0.0.1. Like a real 
 token by token (word pieces of a few characters, `stream_tokens`); the demo server paces them
 (`DEMO_TOKEN_DELAY`, env `MXCLAW_DEMO_TOKEN_DELAY`) so the live log can be watched as it fills.
 Tests queue replies, tool calls, usage figures, delays and HTTP errors; `srv.requests` records exactly
-what was sent. With an empty
-queue the server answers "ok", or, in demo mode, asks `mxclaw_nb.demo.model` for the next step of its
-small coding-agent script. Reported usage is computed from the request when not scripted
-(`mxclaw_nb.demo.usage`: an exact o200k_base count in OpenAI's chat framing when the offline encoding
-is available, else the C1-style estimate), times `usage_scale`, so token calibration (SPEC T2/T3) can be
-shown and tested offline.
+what was sent. `answers` scripts replies by question text instead of by order (SPEC S4 probe recall,
+see `TestServer.answer_for`): when the queue is empty, the first key contained in the request's last
+user message picks the reply. With an empty queue and no matching key the server answers "ok", or,
+in demo mode, asks `mxclaw_nb.demo.model` for the next step of its small coding-agent script.
+Reported usage is computed from the request when not scripted (`mxclaw_nb.demo.usage`: an exact
+o200k_base count in OpenAI's chat framing when the offline encoding is available, else the C1-style
+estimate), times `usage_scale`, so token calibration (SPEC T2/T3) can be shown and tested offline.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +35,7 @@ from typing import Any
 from mxclaw_nb.demo import model as demo_model
 from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
 from mxclaw_nb.demo.usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
+from mxclaw_nb.messages import content_text
 
 __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "Reply", "TestServer", "ToolCall",
            "count_completion_tokens", "count_prompt_tokens", "stream_tokens"]
@@ -43,6 +46,9 @@ DEMO_TOKEN_DELAY = 0.004  # seconds between the demo model's streamed tokens (~2
 # A token as servers stream them: leading white space plus a word piece of at most 4 characters, or one
 # other character; trailing white space on its own. Every character of the text is in exactly one piece.
 _TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])|\s+")
+# A scripted answer: one text (every time), texts in the order the question is asked (the last repeats),
+# or a function of the request's messages.
+Answer = str | Sequence[str] | Callable[[list[dict]], str]
 
 
 def stream_tokens(text: str) -> list[str]:
@@ -78,9 +84,10 @@ class TestServer:
     def __init__(self, *, demo: bool = False, api_key: str | None = None, model: str | None = None,
                  known_models: list[str] | None = None, accept_stream_options: bool = True,
                  report_usage: bool = True, usage_counter: str = "auto", port: int = 0,
-                 keep_requests: int | None = None) -> None:
+                 keep_requests: int | None = None, answers: Mapping[str, Answer] | None = None) -> None:
         """`keep_requests`: how many recent request bodies `requests` keeps (None: all; the demo default
-        keeps DEMO_KEEP_REQUESTS, since the offline demo serves inside a kernel for a whole session)."""
+        keeps DEMO_KEEP_REQUESTS, since the offline demo serves inside a kernel for a whole session).
+        `answers`: replies scripted by question text (see `answer_for`); may also be set later."""
         self.demo = demo
         self.api_key = api_key
         self.model = model or (DEMO_MODEL if demo else DEFAULT_TEST_MODEL)
@@ -99,6 +106,8 @@ class TestServer:
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._queue: deque[Reply | _Error | _Delay] = deque()
+        self.answers: dict[str, Answer] = dict(answers or {})
+        self.asked: Counter[str] = Counter()  # answers key -> times it answered
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._port = port
@@ -212,8 +221,41 @@ class TestServer:
                 delay += self._queue.popleft().seconds  # type: ignore[union-attr]
             item = self._queue.popleft() if self._queue else None
         if item is None:
-            item = demo_model.next_reply(body.get("messages") or []) if self.demo else Reply(text="ok")
+            text = self.answer_for(body.get("messages") or [])
+            if text is not None:
+                item = Reply(text=text)
+        if item is None:
+            item = (demo_model.next_reply(body.get("messages") or [], body.get("tools")) if self.demo
+                    else Reply(text="ok"))
         return delay, item  # type: ignore[return-value]
+
+    def answer_for(self, messages: list[dict]) -> str | None:
+        """The scripted answer to a request, or None (SPEC S4: offline probe recall).
+
+        Keys of `answers` are tried in order; the first one contained in the last user message's text
+        answers. Its value is a text (always that), a list of texts (the n-th time this key answers it
+        gives the n-th text; after the last, the last again), or a function of the request's messages.
+        """
+        if not self.answers:
+            return None
+        last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None)
+        if last is None:
+            return None
+        question = content_text(last.get("content"))
+        with self._lock:
+            key = next((k for k in self.answers if k in question), None)
+            if key is None:
+                return None
+            value, n = self.answers[key], self.asked[key]
+            self.asked[key] += 1
+        if isinstance(value, str):
+            return value
+        if callable(value):
+            return str(value(messages))
+        texts = list(value)
+        if not texts:
+            raise ValueError(f"answers[{key!r}] is an empty list")
+        return texts[min(n, len(texts) - 1)]
 
     def usage_for(self, body: dict, reply: Reply) -> dict[str, int]:
         """Usage figures reported for a reply: scripted, else counted from the request and scaled."""

@@ -173,10 +173,13 @@ class StoreReads:
         return self._df(f"SELECT session_id, turn, type, created_at FROM events WHERE turn IS NOT NULL{where} "
                         "ORDER BY session_id, seq", params)
 
-    def call_records(self, columns: Sequence[str], session_ids: Sequence[str] | None = None) -> pd.DataFrame:
-        """The given request-record columns of the sessions (all when None), by session and seq (for exports)."""
+    def call_records(self, columns: Sequence[str], session_ids: Sequence[str] | None = None, *,
+                     extra: Sequence[str] = ()) -> pd.DataFrame:
+        """The given request-record columns of the sessions (all when None), by session and seq (for exports);
+        `extra`: keys of the `extra` JSON column read as text columns of their own (None where absent)."""
         where, params = self._in("session_id", session_ids)
-        cols = ", ".join(_column(c) for c in columns)
+        cols = ", ".join([*(_column(c) for c in columns),
+                          *(f"json_extract_string(extra, '$.{k}') AS {_column(k)}" for k in extra)])
         return self._df(f"SELECT {cols} FROM requests WHERE true{where} ORDER BY session_id, seq", params)
 
     @staticmethod

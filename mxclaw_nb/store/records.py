@@ -35,7 +35,7 @@ REQUEST_FIELDS = (
 )
 FRAME_COLUMNS = ("session_id", "seq", *REQUEST_FIELDS, "extra", "created_at")  # store.requests() order
 # RequestRecord fields kept in the `extra` JSON column (besides any unknown key a record carries)
-EXTRA_FIELDS = ("tail_start", "compactor_error", "lineage")
+EXTRA_FIELDS = ("tail_start", "compactor_error", "engine_ms", "lineage")
 _INTS = ("turn", "iteration", "estimate_tokens", "calibrated_tokens", "before_tokens", "after_tokens", "threshold",
          "window_tokens", "prompt_tokens_reported", "completion_tokens_reported", "seq")
 _TEXTS = ("model", "base_url", "error", "summary", "session_id")
@@ -104,6 +104,8 @@ def row_values(record: RequestRecord, *, redact: Callable[[Any], Any] | None = N
         extra["tail_start"] = record.tail_start
     if record.compactor_error is not None:
         extra["compactor_error"] = record.compactor_error
+    if record.engine_ms is not None:
+        extra["engine_ms"] = record.engine_ms
     if record.lineage is not None:
         extra["lineage"] = encode_lineage(record.lineage)
     provenance = (encode_provenance(record.provenance)
@@ -171,6 +173,7 @@ def record_from_row(row: Mapping[str, Any] | pd.Series, transcript: Sequence[Mes
         counter=str(get("counter") or "estimate"), stage=str(get("stage") or "unchanged"),
         latency_ms=_opt_float(get("latency_ms")), retry=False if _missing(retry) else bool(retry),
         compactor_error=_opt_text(moved["compactor_error"]), tail_start=opt_int(moved["tail_start"]),
+        engine_ms=_opt_float(moved["engine_ms"]),
         lineage=lineage, provenance=provenance, extra=extra,
         created_at=created if isinstance(created, datetime) else None)
 

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterator, MutableMapping
 from functools import partial
 from typing import Any
@@ -53,6 +54,10 @@ def describe(value: Any) -> dict[str, Any]:
             facts["memory"] = int(mem.sum() if hasattr(mem, "sum") else mem)
     if type(value).__name__ == "Figure":
         facts["kind"] = "plot"
+        with contextlib.suppress(Exception):  # K2: a plot compacts to a caption, here its axes' titles
+            titles = [str(ax.get_title()) for ax in value.axes if ax.get_title()]
+            if titles:
+                facts["caption"] = "; ".join(titles)[:120]
     return facts
 
 
@@ -172,7 +177,8 @@ def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespac
         text = (f"Tool failed: {type(exc).__name__}: {exc}\n{frame}\n"
                 f"stdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}")
         return ToolResult(text[:MAX_OUTPUT], is_error=True, meta={"facts": facts})
-    created = sorted(k for k, v in space.items() if not k.startswith("_") and before.get(k) != id(v))
+    created = sorted(k for k, v in space.items() if not k.startswith("_") and before.get(k) != id(v)
+                     and not isinstance(v, types.ModuleType))  # an `import pandas as pd` is no result to name
     parts = []
     if out.getvalue():
         parts.append("stdout:\n" + out.getvalue())

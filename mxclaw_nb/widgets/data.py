@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.context import LAYERS, Lineage, RequestView, lineage_rows, message_layer
+from mxclaw_nb.context import LAYERS, Lineage, RequestView, lineage_messages, lineage_rows, message_layer
 from mxclaw_nb.messages import Message
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.store.records import opt_int, record_from_row, records_frame
@@ -40,7 +40,7 @@ class CallData:
     after: list[dict[str, Any]]  # SentRecord dicts (sent side)
     tail_start: int | None = None  # `position` of the first safe-tail row of `before`
     inputs: Sequence[Any] | None = field(default=None, repr=False)  # the messages `before` positions index
-    sent: Sequence[Message] | None = field(default=None, repr=False)  # full sent messages, live views only
+    sent: Sequence[Message] | None = field(default=None, repr=False)  # what was sent (live, or from a lineage)
     # SPEC N3: set when the rows are relative to the stored transcript (before = stored messages up to the call)
     carried: str | None = None  # "unchanged · carries the summary of call 1 and 2 placeholders"
     summaries: tuple[tuple[int, str], ...] = ()  # (call, text) of every summary or fallback note sent
@@ -66,9 +66,10 @@ def _lineage_fields(lineage: Lineage | None, transcript: Sequence[Message] | Non
         return None
     try:
         rows = lineage_rows(lineage, transcript)
+        sent = lineage_messages(lineage, transcript)  # what was sent, rebuilt: After rows open what the model got
     except (ValueError, KeyError, IndexError):
         return None  # a transcript that does not match the record: show the view's own provenance
-    return {"before": rows["before"], "after": rows["after"], "carried": lineage.describe(),
+    return {"before": rows["before"], "after": rows["after"], "carried": lineage.describe(), "sent": sent,
             "summaries": tuple(lineage.summaries()), "transcript_relative": True,
             "inputs": list(transcript[: lineage.upto]), "tail_start": lineage.tail_start}
 
@@ -79,7 +80,9 @@ def call_data(record: RequestRecord, transcript: Sequence[Message] | None = None
     the view's own provenance rows (relative to the call's input), else none."""
     n3 = _lineage_fields(record.lineage, transcript)
     if n3 is not None:
-        return CallData(record, sent=view.messages if view is not None else None, **n3)
+        if view is not None:
+            n3["sent"] = view.messages
+        return CallData(record, **n3)
     provenance = record.provenance if record.provenance is not None or view is None else view.provenance
     rows = provenance.to_records() if provenance is not None else {"before": [], "after": []}
     tail = record.tail_start
@@ -160,7 +163,9 @@ def _layer_of(rec: Mapping[str, Any]) -> str:
     # Frozen-context layers announce themselves on their first line, which the preview keeps.
     if rec.get("action") == "summary":
         return "summaries"
-    return message_layer({"role": rec.get("role"), "content": str(rec.get("preview") or "")})
+    tool = rec.get("tool_name")  # K1: kernel outputs are told apart by their call's tool name
+    return message_layer({"role": rec.get("role"), "content": str(rec.get("preview") or "")},
+                         str(tool) if tool is not None else None)
 
 
 def layer_split(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]:

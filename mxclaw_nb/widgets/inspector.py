@@ -124,7 +124,9 @@ def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int
 def _cell_style(col: str, last: bool) -> str:
     if last:
         return "overflow-wrap:anywhere;min-width:0"
-    return ("text-align:right;" if col in NUMERIC else "") + "white-space:nowrap;overflow:hidden"
+    # min-width:0 lets a grid cell shrink below its text; the ellipsis says the preview goes on (a click opens it)
+    return ("text-align:right;" if col in NUMERIC else "") + "white-space:nowrap;overflow:hidden;min-width:0" + (
+        ";text-overflow:ellipsis" if col == "preview" else "")
 
 
 class CompactionInspector(StaticReprMixin, widgets.VBox):

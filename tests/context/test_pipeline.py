@@ -250,3 +250,37 @@ def test_layers_of_a_view_add_up_to_its_tokens() -> None:
     totals = layer_tokens(view.messages, [r.tokens for r in view.provenance.after])
     assert set(totals) == set(LAYERS) and sum(totals.values()) == view.after_tokens
     assert totals["summaries"] == view.provenance.after[4].tokens
+
+
+def test_c0_passes_run_on_their_own_in_the_documented_order() -> None:
+    """C0: each named pass is a small function with a named result; the pipeline is their sequence."""
+    from mxclaw_nb.context import pipeline
+    from mxclaw_nb.context.incremental import layout_of, plan_and_count
+
+    names = [fn for _, _, fn in pipeline.C0_PASSES]
+    doc = pipeline.__doc__ or ""
+    assert [doc.index(f"`{fn}`") for fn in names] == sorted(doc.index(f"`{fn}`") for fn in names)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    for k in range(6):
+        messages += step(k, "x" * 400)
+    messages.append({"role": "user", "content": "next"})
+    policy = ContextPolicy(context_window_tokens=400, threshold_ratio=0.8, keep_recent_tokens=120)
+    planned = plan_and_count(messages, pipeline.estimate_sent, None, None)  # pass 1
+    before = sum(planned.tokens)
+    assert before > policy.threshold  # pass 2 sends on
+    layout = layout_of(planned)
+    conv = pipeline.split_conversation(planned.messages, planned.tokens, layout, policy.keep_recent_tokens)  # 3
+    assert list(conv.steps) == list(range(1, len(messages)))
+    assert 0 < conv.tail < len(conv.steps) and conv.messages[conv.tail]["role"] != "tool"  # a pair is not split
+    assert sum(conv.tokens[conv.tail + 1:]) <= policy.keep_recent_tokens < sum(conv.tokens[conv.tail - 1:])
+    micro = pipeline.microcompact(conv, planned.messages, planned.sent, planned.tokens, layout, policy, before)  # 4
+    assert micro.sent and all(k in conv.old and planned.messages[k]["role"] == "tool" for k in micro.sent)
+    assert micro.after == before + sum(micro.tokens[k] - planned.tokens[k] for k in micro.sent)
+    assert all(planned.sent[k]["content"] == "x" * 400 for k in micro.sent)  # the pass copied, not edited
+    text = pipeline.summarize_old(conv, planned.messages, 1, pipeline.build_structured_summary, None)  # 5
+    view = build_request_view(messages, policy)
+    assert view.stage == ("micro" if micro.after <= policy.threshold else "summary")
+    if view.stage == "summary":
+        assert view.summary == text
+    with pytest.raises(RuntimeError, match="no summariser"):
+        pipeline.summarize_old(conv, planned.messages, 1, None, None)
