@@ -34,7 +34,11 @@ if "--path" in sys.argv:  # a baseline checkout: bypass the editable install's f
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mxclaw_nb.loop import COMMIT_AFTER  # noqa: E402
+from mxclaw_nb.records import RequestRecord  # noqa: E402
 from mxclaw_nb.store.codec import MESSAGE_COLUMNS, message_to_row, row_to_message  # noqa: E402
+from mxclaw_nb.store.provenance import decode_lineage  # noqa: E402
+from mxclaw_nb.store.records import row_values  # noqa: E402
 from mxclaw_nb.store.writer import Store  # noqa: E402
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "src/app.py"}'}}
@@ -102,8 +106,8 @@ class SqliteStore:
     def append_event(self, sid: str, type: str, payload: dict[str, Any], **_: Any) -> None:
         self._append("events", sid, [(type, json.dumps(payload))])
 
-    def append_request(self, sid: str, record: dict[str, Any]) -> None:
-        self._append("requests", sid, [(json.dumps(record),)])
+    def append_request(self, sid: str, record: RequestRecord) -> None:
+        self._append("requests", sid, [(json.dumps(row_values(record)),)])  # the same encoding as the store
 
     def load_transcript(self, sid: str) -> list[dict[str, Any]]:
         rows = self.con.execute(f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? "
@@ -191,8 +195,13 @@ def load_and_size(kind: str, folder: Path, count: int) -> tuple[float, float]:
     return statistics.median(timings), size / 1e6
 
 
-RECORD = {"turn": 0, "iteration": 0, "model": "m", "estimate_tokens": 1234, "before_tokens": 9000,
-          "after_tokens": 4000, "stage": "micro", "provenance": [{"seq": k, "fate": "kept"} for k in range(40)]}
+# A loop-like record: C5 placeholders over part of 41 stored messages, the lineage the loop stores (N3).
+RECORD = RequestRecord(
+    turn=0, iteration=0, model="m", base_url="http://bench.invalid/v1", estimate_tokens=1234, before_tokens=9000,
+    after_tokens=4000, threshold=8000, window_tokens=10_000, stage="micro", latency_ms=812.5, tail_start=30,
+    lineage=decode_lineage({"format": 2, "call": 1, "stage": "micro", "tail_start": 30, "upto": 41,
+                            "runs": [[0, 20, "kept"], [20, 21, "placeholder", 1], [21, 41, "kept"]],
+                            "made": [], "sent": [[0, 41]]}))
 FINISHED = {"call_id": "call_1", "name": "read_file", "is_error": False, "content": "def f():\n" * 50, "chars": 2000}
 
 
@@ -200,9 +209,9 @@ def _iteration(store: Any, sid: str, i: int, mode: str = "rows") -> None:
     """One tool iteration's appends as the loop makes them: record + answer, then tool events + result.
 
     mode "old": the loop's writes before `Store.deferred` (three commits); "rows": each append its own
-    commit; "loop": the loop's two commits (record + answer before the
-    tool runs, tool events + result before the next call, L4) via `Store.deferred()` or, for sqlite, one
-    BEGIN IMMEDIATE ... COMMIT each; "one": all five appends in one commit.
+    commit; "two": the loop's two commits before one transaction per iteration (record + answer before the
+    tool runs, tool events + result before the next call); "one": all five appends in one commit, the loop's
+    now (L4: before the next model call) — via `Store.deferred()` or, for sqlite, BEGIN IMMEDIATE ... COMMIT.
     """
     group: Callable[[], Any] = getattr(store, "deferred", None) or store.batch
     if mode == "old":  # the loop before Store.deferred: three commits, a statement per row
@@ -221,10 +230,18 @@ def _iteration(store: Any, sid: str, i: int, mode: str = "rows") -> None:
         store.append_message(sid, make_message(1), turn=i, iteration=0)
         store.append_event(sid, "tool.finished", FINISHED)
         return
-    with group():
+    if mode == "one":  # the loop's one commit per iteration (L4: written before the next model call)
+        with store.deferred(commit_after=COMMIT_AFTER) if hasattr(store, "deferred") else store.batch():
+            store.append_request(sid, RECORD)
+            store.append_message(sid, make_message(0), turn=i, iteration=0)
+            store.append_event(sid, "tool.started", {"iteration": i})
+            store.append_message(sid, make_message(1), turn=i, iteration=0)
+            store.append_event(sid, "tool.finished", FINISHED)
+        return
+    with group():  # "two": record + answer before the tool runs, tool events + result before the next call
         store.append_request(sid, RECORD)
         store.append_message(sid, make_message(0), turn=i, iteration=0)
-    with group() if mode == "loop" else contextlib.nullcontext():
+    with group():
         store.append_event(sid, "tool.started", {"iteration": i})
         store.append_message(sid, make_message(1), turn=i, iteration=0)
         store.append_event(sid, "tool.finished", FINISHED)
@@ -269,27 +286,88 @@ def median_of(runs: int, fn: Callable[[Path], Any]) -> Any:
 
 def iteration_table(runs: int) -> None:
     """Iteration writes, DuckDB store vs sqlite3 WAL synchronous=FULL, interleaved in one run (same noise)."""
-    modes = ("old", "rows", "loop", "one")
+    modes = ("old", "rows", "two", "one")
     got: dict[tuple[str, str], list[float]] = {}
     for _ in range(runs):
-        for mode in modes:
-            for kind in ("duckdb", "sqlite"):
-                with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
-                    ms = iteration_ms(kind, Path(tmp), mode=mode, sync="FULL")
-                got.setdefault((kind, mode), []).append(ms)
+        for mode in modes:  # the two engines alternate iteration by iteration: the machine's noise hits both
+            with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
+                stores = {"duckdb": Store(db_path(Path(tmp), "duckdb")),
+                          "sqlite": SqliteStore(db_path(Path(tmp), "sqlite"), "FULL")}
+                sids = {k: new_session(k, st, "loop") for k, st in stores.items()}
+                times: dict[str, list[float]] = {k: [] for k in stores}
+                for i in range(200):
+                    for kind, st in stores.items():
+                        start = time.perf_counter()
+                        _iteration(st, sids[kind], i, mode)
+                        times[kind].append(time.perf_counter() - start)
+                for kind, st in stores.items():
+                    st.close()
+                    got.setdefault((kind, mode), []).append(statistics.median(times[kind]) * 1e3)
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"iteration writes (request + answer + tool.started + tool result + tool.finished), medians of {runs} "
           "runs x 200 iterations; sqlite3 WAL synchronous=FULL\n")
     print("| commits per iteration              | duckdb (store) | sqlite3 FULL | duckdb/sqlite |")
     print("| ----------------------------------- | -------------:| ------------:| -------------:|")
     for mode, label in (("old", "the loop's three, before deferred()"), ("rows", "one per append (5)"),
-                        ("loop", "the loop's two (L4)"), ("one", "one")):
+                        ("two", "two (record+answer, tool results)"), ("one", "one per iteration (the loop, L4)")):
         d, q = med[("duckdb", mode)], med[("sqlite", mode)]
         print(f"| {label:<35} | {d:>11.2f} ms | {q:>9.2f} ms | {d / q:>13.2f} |")
-    d = med[("duckdb", "loop")]
-    print(f"\nthe loop's writes per tool iteration: {d:.2f} ms = {d / med[('sqlite', 'rows')]:.2f}x sqlite doing the "
-          f"same appends row by row, {d / med[('sqlite', 'loop')]:.2f}x sqlite with the same two commits "
-          f"(target <= 3x); before: {med[('duckdb', 'old')]:.2f} ms = {med[('duckdb', 'old')] / d:.2f}x now")
+    d = med[("duckdb", "one")]
+    print(f"\nthe loop's writes per tool iteration (one commit): {d:.2f} ms = {d / med[('sqlite', 'one')]:.2f}x sqlite "
+          f"with the same one commit (target <= 3x), {d / med[('sqlite', 'rows')]:.2f}x sqlite row by row; the loop's "
+          f"two commits: {med[('duckdb', 'two')]:.2f} ms = {med[('duckdb', 'two')] / d:.2f}x now; before deferred(): "
+          f"{med[('duckdb', 'old')]:.2f} ms = {med[('duckdb', 'old')] / d:.2f}x now")
+    parts = iteration_breakdown()
+    print("\nwhere the DuckDB iteration's time goes (one run, medians of 200 iterations):")
+    for name, ms in parts.items():
+        print(f"  {name:<36} {ms:7.2f} ms")
+
+
+def iteration_breakdown(iterations: int = 200) -> dict[str, float]:
+    """DuckDB only: median ms of each part of one iteration's commit (the `Store.deferred()` flush)."""
+    import mxclaw_nb.store.writer as writer
+
+    parts: dict[str, list[float]] = {}
+    insert_rows, transaction = writer._insert_rows, writer.transaction
+
+    def timed_insert(con: Any, sql: str, rows: list[list[Any]]) -> None:
+        t = time.perf_counter()
+        insert_rows(con, sql, rows)
+        parts.setdefault(f"INSERT {sql.split()[2]} ({len(rows)} rows)", []).append(time.perf_counter() - t)
+
+    @contextlib.contextmanager
+    def timed_transaction(con: Any) -> Any:
+        t = time.perf_counter()
+        con.execute("BEGIN TRANSACTION")
+        parts.setdefault("BEGIN", []).append(time.perf_counter() - t)
+        yield con
+        t = time.perf_counter()
+        con.execute("COMMIT")
+        parts.setdefault("COMMIT (WAL write + fsync)", []).append(time.perf_counter() - t)
+
+    writer._insert_rows, writer.transaction = timed_insert, timed_transaction  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
+            store = Store(Path(tmp) / "parts.duckdb")
+            sid = store.create_session()
+            total = []
+            for i in range(iterations):
+                t = time.perf_counter()
+                _iteration(store, sid, i, "one")
+                total.append(time.perf_counter() - t)
+            floor = []  # DuckDB's fixed cost of one statement that touches no table, for scale
+            with store._lease.connection("bench") as con:
+                for _ in range(iterations):
+                    t = time.perf_counter()
+                    con.execute("SELECT ?, ?, ?, ?, ?, ?, ?", [1, 2, 3, 4, "x", "y", None]).fetchall()
+                    floor.append(time.perf_counter() - t)
+            parts["(scale: one SELECT of 7 parameters)"] = floor
+            store.close()
+    finally:
+        writer._insert_rows, writer.transaction = insert_rows, transaction  # type: ignore[assignment]
+    out = {k: statistics.median(v) * 1e3 for k, v in parts.items()}
+    out["total (incl. encoding, queueing)"] = statistics.median(total) * 1e3
+    return out
 
 
 def main() -> None:
@@ -311,7 +389,7 @@ def main() -> None:
         ("appends/s, 2 processes, 1 file",
          lambda k: median_of(args.runs, lambda d: two_process_appends_per_second(k, d, args.appends)), "/s"),
         ("iteration writes, the loop's two commits",
-         lambda k: median_of(args.runs, lambda d: iteration_ms(k, d, mode="loop")), "ms"),
+         lambda k: median_of(args.runs, lambda d: iteration_ms(k, d, mode="one")), "ms"),
     ):
         rows.append((label, fn("duckdb"), fn("sqlite"), unit))
     loads = {k: median_of(args.runs, lambda d, k=k: load_and_size(k, d, args.session)) for k in ("duckdb", "sqlite")}

@@ -3,11 +3,11 @@
 The loop is glue between the pure engine and three adapters it only knows through small Protocols
 (provider, store, tools), so tests can run it against the real DuckDB store and the real `openai`
 client talking to the shipped test server. Its one rule is L4: everything is stored the moment it
-happens — the user message before the first model call, each assistant message (with its request
-record and events, one commit) before its tools run, the tool results (with their events, one commit)
-before the next model call; an interrupt still writes what was done — so a kernel interrupt loses
-nothing already done, a crash at most the tool work in flight, and the next turn's repair pass (C4)
-heals a half-finished tool block. The request view is rebuilt before
+happens — the user message before the first model call, then one commit per iteration (the request
+record, the assistant message, its tool results and their events) before the next model call; an
+interrupt or failure inside still writes what was done — so a kernel interrupt loses nothing already
+done, a crash at most the iteration in flight, and the next turn's repair pass (C4) heals a
+half-finished tool block. The request view is rebuilt before
 every model call (C7) from the previous view plus what was appended, never by re-reading the store
 inside a turn; at most one prompt-too-long retry per turn uses the fallback window (C9).
 """
@@ -36,6 +36,7 @@ from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
+COMMIT_AFTER = 0.5  # L4: seconds an iteration's appends may wait for its one commit (Store.deferred)
 STORED_EVENTS = events.STORED  # kept for callers of the old name; the declarations live in events.py
 
 
@@ -48,7 +49,7 @@ class StoreLike(Protocol):
     def append_request(self, session_id: str, record: RequestRecord) -> None: ...
     def load_transcript(self, session_id: str) -> list[Message]: ...
     def batch(self) -> Any: ...
-    def deferred(self) -> Any: ...
+    def deferred(self, commit_after: float | None = None) -> Any: ...
 
 
 class ProviderLike(Protocol):
@@ -187,8 +188,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             result.iterations += 1
             it = result.iterations
             doing = f"building the request view for model call {it}"
-            # L4, S1: the call's events, record and answer in one commit, made before its tools run
-            with ctx.store.deferred():
+            # L4, S1: one commit per iteration (record, answer, tool results, events), written before the next
+            # model call; an interrupt or failure inside still writes what was done, and a slow tool or approval
+            # prompt does not keep the answer unstored: what is queued is committed after COMMIT_AFTER seconds
+            with ctx.store.deferred(commit_after=COMMIT_AFTER):
                 view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
                                                        (lineage, stored))
                 lineage = view.lineage
@@ -197,13 +200,15 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                 assistant.setdefault("role", "assistant")
                 ctx.store.append_request(session_id, record)
                 new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
-            calls = assistant.get("tool_calls") or []
-            if not calls:
-                result.text = assistant.get("content") or ""
-                break
-            appended = [assistant]
-            bound = ctx.tool_context.max_tool_calls
-            with ctx.store.deferred():  # the results and tool events in one commit, before the next call (L4)
+                calls = assistant.get("tool_calls") or []
+                if not calls:  # turn.finished is stored with the answer; subscribers hear it once committed
+                    result.text = assistant.get("content") or ""
+                    doing = "finishing the turn"
+                    finished = {"text": result.text, "iterations": result.iterations, "status": result.status}
+                    ctx.store.append_event(session_id, "turn.finished", finished, turn=turn, iteration=it)
+                    break
+                appended = [assistant]
+                bound = ctx.tool_context.max_tool_calls
                 for n, call in enumerate(calls[:bound], 1):
                     doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
                     message, seq = _run_tool(ctx, session_id, call, turn, it)
@@ -223,8 +228,12 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     stored = None
             seqs = _carried_seqs(view, seqs, new_seqs)
         doing = "finishing the turn"
-        _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
-                                                 "status": result.status}, turn, result.iterations)
+        if result.status == "max_iterations":
+            _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
+                                                     "status": result.status}, turn, result.iterations)
+        else:  # stored in the last iteration's commit (a subscriber may read the store: all of the turn is there)
+            ctx.emit("turn.finished", {"text": result.text, "iterations": result.iterations, "status": result.status,
+                                       "turn": turn, "iteration": result.iterations})
     except KeyboardInterrupt:
         result.status = "interrupted"
         _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)

@@ -18,7 +18,7 @@ from mxclaw_nb.analysis import (
     parse_codex,
     read_openai_jsonl,
 )
-from mxclaw_nb.analysis.importers import turn_plan
+from mxclaw_nb.analysis.importers import parse_openai_row, session_id_for, turn_plan
 from mxclaw_nb.store.writer import Store
 from tests.conftest import SHARED_TRANSCRIPTS
 
@@ -239,3 +239,16 @@ def test_imported_agent_logs_satisfy_the_engine_invariants(window: int, tmp_path
         assert conv is not None
         for ratio, tail in ((0.8, window // 4), (0.5, 0)):
             build_and_check(conv.messages, ContextPolicy(window, ratio, tail))
+
+
+def test_s4_a_refused_bulk_import_falls_back_to_one_conversation_at_a_time(store: Store, tmp_path: Path) -> None:
+    """A conversation the store refuses is reported by line; the others of its bulk transaction still import."""
+    path = tmp_path / "clash.jsonl"
+    lines = [{"id": f"c{k}", "messages": [{"role": "user", "content": f"hello {k}"}]} for k in range(3)]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    clash = session_id_for("import:clash.jsonl", parse_openai_row(lines[1], "clash.jsonl:2"))
+    store.create_session(session_id=clash, source="elsewhere")  # an id the import does not know it owns
+    report = import_openai_jsonl(store, path, progress=False)
+    assert [n for n, _ in report.errors] == [2] and "already exists" in report.errors[0][1]
+    assert len(report.sessions) == 2 and report.messages == 2
+    assert [store.load_transcript(s)[0]["content"] for s in report.sessions] == ["hello 0", "hello 2"]

@@ -362,3 +362,55 @@ def test_s1_bulk_append_round_trips_every_shape(store: Store) -> None:
     with store.batch(), store.deferred():  # queued inside a batch: written in the batch's transaction
         store.append_messages(sid, messages[:100], turn=2)
     assert len(store.load_transcript(sid)) == 400
+
+
+def test_s1_s4_import_sessions_writes_many_sessions_in_one_go_all_or_none(store: Store) -> None:
+    """The bulk path of imports: sessions and transcripts as Arrow tables, one transaction (S1, S4, S2)."""
+    runs = [(0, None, [{"role": "system", "content": "be brief"}]),
+            (1, None, [{"role": "user", "content": "你好 " * 3}]),
+            (1, 1, [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "a.txt", "is_error": True}])]
+    items = [{"session_id": f"imp-{k}", "source": "import:x", "title": f"t{k}", "meta": {"line": k},
+              "runs": runs[: k + 1]} for k in range(3)]
+    assert store.import_sessions(items) == ["imp-0", "imp-1", "imp-2"]
+    flat = [m for _, _, ms in runs for m in ms]
+    for k in range(3):
+        assert store.load_transcript(f"imp-{k}") == flat[: [1, 2, 4][k]]
+    sessions = store.sessions().set_index("id")
+    assert list(sessions.loc[["imp-0", "imp-2"], "title"]) == ["t0", "t2"]
+    got = store.sql("SELECT seq, turn, iteration FROM messages WHERE session_id = 'imp-2' ORDER BY seq")
+    assert [tuple(None if pd.isna(v) else int(v) for v in r) for r in got.itertuples(index=False)] == \
+        [(0, 0, None), (1, 1, None), (2, 1, 1), (3, 1, 1)]
+    # appends after a bulk import continue the numbering
+    assert store.append_message("imp-1", {"role": "user", "content": "more"}, turn=2) == 2
+    # all or none: an existing id, or one bad message, refuses the whole call and stores nothing of it
+    with pytest.raises(StoreError, match="already exists"):
+        store.import_sessions([{"session_id": "new-a", "runs": runs}, {"session_id": "imp-0", "runs": runs}])
+    with pytest.raises(StoreError, match="new-b"):
+        store.import_sessions([{"session_id": "new-a", "runs": runs},
+                               {"session_id": "new-b", "runs": [(0, None, [{"role": "robot"}])]}])
+    assert not {"new-a", "new-b"} & set(store.sessions()["id"])
+
+
+def test_l4_deferred_commit_after_commits_what_waits_while_the_block_runs(store: Store) -> None:
+    """A slow block (a tool, an approval prompt) does not keep its appends unstored much past `commit_after`
+    (the committer thread looks every 0.1 s); later appends keep their order and the block's end commits the
+    rest (L4)."""
+    import time
+
+    sid = store.create_session()
+    with store.deferred(commit_after=0.05):
+        assert store.append_message(sid, {"role": "assistant", "content": "a"}, turn=1) == 0
+        store.append_event(sid, "tool.started", {"n": 1}, turn=1)
+        deadline = time.monotonic() + 10
+        while not store.load_transcript(sid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [m["content"] for m in store.load_transcript(sid)] == ["a"]  # committed by the timer
+        assert store.append_message(sid, {"role": "tool", "tool_call_id": "c", "content": "b"}, turn=1) == 1
+        store.append_event(sid, "tool.finished", {"n": 1}, turn=1)
+    assert [m["content"] for m in store.load_transcript(sid)] == ["a", "b"]
+    assert list(store.events(sid).sort_values("seq")["type"]) == ["tool.started", "tool.finished"]
+    with store.deferred(commit_after=60):  # a quick block: one commit at its end
+        store.append_message(sid, {"role": "user", "content": "c"}, turn=2)
+    assert len(store.load_transcript(sid)) == 3

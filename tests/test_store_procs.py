@@ -85,6 +85,22 @@ def test_s3_l4_sigkill_mid_turn_loses_nothing_already_appended(tmp_path: Path) -
         assert s.append_message(sid, {"role": "user", "content": "next turn"}, turn=99) == len(contents)
 
 
+def test_l4_sigkill_during_a_slow_tool_keeps_the_iterations_answer_record_and_events(tmp_path: Path) -> None:
+    """One commit per iteration, but what the user has seen is committed while a slow tool still runs (L4)."""
+    path = tmp_path / "slow.duckdb"
+    with Store(path) as s:
+        sid = s.create_session()
+    proc = spawn("slow_tool", str(path), sid)
+    assert proc.stdout is not None
+    assert json.loads(proc.stdout.readline()) == {"seq": 0}
+    time.sleep(1.0)  # the 'tool' runs; the committer thread has committed (0.2 s)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with Store(path, timeout=10) as s:
+        assert [m["content"] for m in s.load_transcript(sid)] == ["running a slow tool"]
+        assert len(s.requests(sid)) == 1 and list(s.events(sid)["type"]) == ["tool.started"]
+
+
 def test_s3_a_foreign_program_holding_the_file_gives_a_clear_error_then_waits(tmp_path: Path) -> None:
     path = tmp_path / "foreign.duckdb"
     Store(path).close()

@@ -187,17 +187,44 @@ def _deferred(store: Any) -> Any:
     return deferred() if callable(deferred) else contextlib.nullcontext()
 
 
+_BULK_MESSAGES = 20_000  # messages per bulk transaction of an import (memory stays bounded)
+
+
 def _quiet(kind: str, payload: dict[str, Any]) -> None:
     """Imported events have no live subscribers."""
 
 
 def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], report: ImportReport, source: str,
                         *, progress: bool = True) -> ImportReport:
-    """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped."""
+    """Store each (line, conversation) as a session, filling ``report``; existing sessions are skipped.
+
+    With a store that has ``import_sessions`` (S1, S4: the bulk path), conversations go in as Arrow tables, many
+    per transaction; when such a transaction is refused, its conversations are stored one by one, each whole or
+    not at all, so a bad one is reported by line and the others still import."""
     known = store.session_ids(source=source)
+    bulk = getattr(store, "import_sessions", None)
+    pending: list[tuple[int, Conversation, dict[str, Any]]] = []
+    queued: set[str] = set()  # ids in `pending` (a conversation repeated in one file imports once)
+
+    def flush() -> None:
+        if not pending:
+            return
+        try:
+            if not callable(bulk):
+                raise StoreError(Path(report.path), "no bulk path")
+            bulk([p[2] for p in pending])
+            for _line, conv, item in pending:
+                _imported(report, known, item["session_id"], conv)
+        except (StoreError, ValueError):
+            for line_no, conv, item in pending:
+                _write_one(store, report, known, line_no, conv, item)
+        pending.clear()
+        queued.clear()
+
+    count = 0
     for line_no, conv in _bar(items, len(items), f"import {Path(report.path).name}", progress):
         sid = session_id_for(source, conv)
-        if sid in known:
+        if sid in known or sid in queued:
             report.skipped.append((line_no, f"{conv.id}: already imported as {sid}"))
             continue
         meta = {"conversation_id": conv.id, "file": report.path, "line": line_no, "format": report.format}
@@ -205,22 +232,47 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
             meta["origin"] = conv.source
         if conv.meta:
             meta["meta"] = conv.meta
-        try:
-            with _batch(store):  # one transaction per conversation: imported whole or not at all
-                store.create_session(workspace=conv.workspace, model=conv.model, source=source,
-                                     title=conv.title or conv.id, meta=meta, session_id=sid)
-                with _deferred(store):  # the runs of a conversation go in as multi-row INSERTs, not a row each
-                    for turn, iteration, run in turn_plan(conv.messages):
-                        store.append_messages(sid, run, turn=turn, iteration=iteration)
-                    for kind, payload in conv.events:  # e.g. harness.compaction (S4), with the session or not at all
-                        record(store, _quiet, sid, kind, payload, turn=payload.get("turn"))
-        except (StoreError, ValueError) as exc:
-            report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
+        item = {"session_id": sid, "workspace": conv.workspace, "model": conv.model, "source": source,
+                "title": conv.title or conv.id, "meta": meta, "runs": turn_plan(conv.messages)}
+        if conv.events:  # events (e.g. harness.compaction) go through events.record: this session on its own
+            _write_one(store, report, known, line_no, conv, item)
             continue
-        known.add(sid)
-        report.sessions.append(sid)
-        report.messages += len(conv.messages)
+        pending.append((line_no, conv, item))
+        queued.add(sid)
+        count += len(conv.messages)
+        if count >= _BULK_MESSAGES:
+            flush()
+            count = 0
+    flush()
     return report
+
+
+def _imported(report: ImportReport, known: set[str], sid: str, conv: Conversation) -> None:
+    known.add(sid)
+    report.sessions.append(sid)
+    report.messages += len(conv.messages)
+
+
+def _write_one(store: Any, report: ImportReport, known: set[str], line_no: int, conv: Conversation,
+               item: dict[str, Any]) -> None:
+    """One conversation in its own transaction: imported whole or not at all."""
+    sid = item["session_id"]
+    if sid in known:
+        report.skipped.append((line_no, f"{conv.id}: already imported as {sid}"))
+        return
+    try:
+        with _batch(store):
+            store.create_session(workspace=item["workspace"], model=item["model"], source=item["source"],
+                                 title=item["title"], meta=item["meta"], session_id=sid)
+            with _deferred(store):  # the runs of a conversation go in as multi-row INSERTs, not a row each
+                for turn, iteration, run in item["runs"]:
+                    store.append_messages(sid, run, turn=turn, iteration=iteration)
+                for kind, payload in conv.events:  # e.g. harness.compaction (S4), with the session or not at all
+                    record(store, _quiet, sid, kind, payload, turn=payload.get("turn"))
+    except (StoreError, ValueError) as exc:
+        report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
+        return
+    _imported(report, known, sid, conv)
 
 
 def import_openai_jsonl(store: Any, path: str | Path, *, progress: bool = True) -> ImportReport:

@@ -162,6 +162,11 @@ class Lease:
         """True while this process holds the database file open."""
         return self._con is not None
 
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran."""
+        return self._closed
+
     def release(self) -> None:
         """Give the file back now (it is reopened on next use)."""
         with self._mu:

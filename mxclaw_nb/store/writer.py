@@ -5,9 +5,10 @@ crashes and several notebooks at once, while analysts query it with SQL and pand
 the adapter the loop talks to: it only ever INSERTs rows (SPEC S2; `sql()` refuses anything but
 queries), assigns each message its position (`seq`) while holding the database exclusively, and
 commits every append immediately so a killed process loses nothing already appended — or, inside
-`deferred()`, queues a group of appends (one loop iteration's step) and writes them in one commit,
-because DuckDB's fixed cost per INSERT statement (~0.7 ms) and per commit (~1.5 ms) dominate a row's.
-Bulk appends (seed, import) go in as one Arrow table.
+`deferred()`, queues a group of appends (one loop iteration) and writes them in one commit, because
+DuckDB's fixed cost per INSERT statement (~0.4-0.7 ms) and per commit (~0.6-1.5 ms) dominate a row's (a
+committer thread commits what waits longer than `commit_after`, L4). Bulk appends (seed, `import_sessions`) go in
+as Arrow tables.
 
 Shape: `store_lease` shares the file between processes, `store_schema` holds the migrations,
 `store_codec` encodes messages losslessly, `store_parquet` exports/imports. Column meanings are in
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,15 +57,16 @@ _REQ_SQL = (
     f"INSERT INTO requests (session_id, seq, {', '.join(REQUEST_FIELDS)}, extra, created_at) "
     f"VALUES ({', '.join('?' * (4 + len(REQUEST_FIELDS)))})"
 )
+_SESSION_SQL = "INSERT INTO sessions (id, created_at, workspace, model, source, title, meta) VALUES (?,?,?,?,?,?,?)"
 _EVENT_SQL = "INSERT INTO events (session_id, seq, turn, iteration, type, payload, created_at) VALUES (?,?,?,?,?,?,?)"
 _CHUNK = 64  # rows per multi-row INSERT: one statement's fixed cost (~0.6 ms) shared, the statement stays short
 
 
-def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
-    """INSERT `rows`: multi-row VALUES for a few rows, an Arrow table for many (executemany runs one
-    statement per row, ~0.7 ms each)."""
+def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]], *, bulk: bool = False) -> None:
+    """INSERT `rows`: multi-row VALUES for a few rows, an Arrow table for many or when `bulk` (executemany
+    runs one statement per row, ~0.7 ms each)."""
     head, marks = sql.split(" VALUES ")
-    if len(rows) > _CHUNK:
+    if len(rows) > _CHUNK or (bulk and len(rows) > 1):
         import pyarrow as pa  # only bulk paths (seed, import) pay for it
 
         names = head[head.index("(") + 1:head.rindex(")")].split(", ")
@@ -80,6 +84,20 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]
     for i in range(0, len(rows), _CHUNK):
         part = rows[i:i + _CHUNK]
         con.execute(f"{head} VALUES {', '.join([marks] * len(part))}", [v for r in part for v in r])
+
+
+_COMMIT_TICK = 0.1  # s: how often the committer thread looks at an open deferred(commit_after=) block
+_COMMITTER_IDLE = 10.0  # s without such a block before the committer thread ends
+
+
+def _committer(ref: weakref.ref[Store]) -> None:
+    """The committer thread of a Store (held weakly: it must not keep the Store alive)."""
+    while True:
+        store = ref()
+        if store is None or store._lease.closed or not store._commit_due():
+            return
+        del store
+        time.sleep(_COMMIT_TICK)
 
 
 def default_db_path() -> Path:
@@ -131,6 +149,11 @@ class Store(StoreReads):
         self._batch_depth = 0
         self._pending: list[tuple[str, str, str, list[Any]]] | None = None  # queued rows inside deferred()
         self._pending_next: dict[tuple[str, str], int] = {}
+        self._pending_mu = threading.RLock()  # the queue, against the committer thread (deferred)
+        self._commit_after: float | None = None  # of the open deferred() block
+        self._oldest: float | None = None  # monotonic time of the oldest row queued while a commit_after applies
+        self._committer: threading.Thread | None = None
+        self._committer_used = 0.0  # monotonic time a block with commit_after last ran
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
@@ -200,7 +223,7 @@ class Store(StoreReads):
                 self._batch_depth -= 1
 
     @contextmanager
-    def deferred(self) -> Iterator[None]:
+    def deferred(self, commit_after: float | None = None) -> Iterator[None]:
         """Queue the block's appends and write them at its end in one transaction (one loop iteration, L4).
 
         Why: DuckDB pays ~0.6 ms per INSERT statement and ~1 ms per commit, so a row per commit made the
@@ -210,20 +233,57 @@ class Store(StoreReads):
         done), then the exception propagates. No database lock is held while the block runs, so other
         processes are not kept waiting (S3). Nested blocks join the outer one; seqs rely on the turn lock
         (one writer per session) and are checked by the primary keys when written.
+
+        `commit_after` (seconds): nothing queued waits much longer than that — the Store's committer thread
+        (it looks every 0.1 s) commits what is queued while the block still runs (a slow tool, an approval
+        prompt), so a killed process loses at most the last ~`commit_after` seconds of appends; a quick block
+        still makes one commit (L4).
         """
         if self._pending is not None:
             yield
             return
         self._pending, self._pending_next = [], {}
+        self._commit_after, self._oldest = commit_after, None
+        if commit_after is not None:
+            self._start_committer()
         try:
             yield
         finally:
-            pending, self._pending = self._pending, None
+            with self._pending_mu:  # after a commit in flight on the committer thread, so seqs keep queue order
+                self._commit_after, self._oldest = None, None
+                pending, self._pending = self._pending, None
+                try:
+                    if pending:
+                        self._flush(pending)
+                finally:
+                    self._pending_next = {}
+
+    def _start_committer(self) -> None:
+        # One thread per Store commits what waited too long (see deferred); a thread per block cost ~1 ms.
+        self._committer_used = time.monotonic()
+        if self._committer is not None and self._committer.is_alive():
+            return
+        self._committer = threading.Thread(target=_committer, args=(weakref.ref(self),), daemon=True,
+                                           name="mxclaw-store-commit")
+        self._committer.start()
+
+    def _commit_due(self) -> bool:
+        # On the committer thread: commit what is queued once its oldest row waited `commit_after`; on failure the
+        # rows go back to the front of the queue and the block's end retries them (and raises there). Returns
+        # False when no block with commit_after ran for a while (the thread ends; the next block starts one).
+        with self._pending_mu:
+            if self._commit_after is None:
+                return time.monotonic() - self._committer_used < _COMMITTER_IDLE
+            self._committer_used = time.monotonic()
+            if self._oldest is None or time.monotonic() - self._oldest < self._commit_after or not self._pending:
+                return True
+            pending, self._pending, self._oldest = self._pending, [], None
             try:
-                if pending:
-                    self._flush(pending)
-            finally:
-                self._pending_next = {}
+                self._flush(pending)
+            except BaseException:
+                if self._pending is not None:
+                    self._pending[:0] = pending
+            return True
 
     def _flush(self, pending: list[tuple[str, str, str, list[Any]]]) -> None:
         # One multi-row INSERT per table and session, in queue order within each, one transaction.
@@ -291,9 +351,12 @@ class Store(StoreReads):
         seqs = list(range(start, start + len(rows)))
         self._pending_next[key] = start + len(rows)
         now = self._now()
-        for seq, row in zip(seqs, rows, strict=True):
-            self._pending.append((table, session_id, sql,
-                                  [session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]))
+        with self._pending_mu:
+            for seq, row in zip(seqs, rows, strict=True):
+                self._pending.append((table, session_id, sql,
+                                      [session_id, seq, *row[:-1], now if row[-1] is None else self._now(row[-1])]))
+            if self._commit_after is not None and self._oldest is None:
+                self._oldest = time.monotonic()
         return seqs
 
     def _insert(self, table: str, session_id: str, action: str, sql: str, rows: list[list[Any]]) -> list[int]:
@@ -351,6 +414,52 @@ class Store(StoreReads):
             )
         self._known_sessions.add(sid)
         return sid
+
+    def import_sessions(self, sessions: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Create several new sessions with their transcripts in one transaction, all or none (SPEC S1, S4).
+
+        The bulk path of imports: each item has `session_id` and optionally `workspace`, `model`, `source`
+        (default "import"), `title`, `meta` (the `create_session` arguments) and `runs`, a list of
+        `(turn, iteration, messages)` in transcript order. Sessions and messages go in as one Arrow table
+        per table (one INSERT each instead of a transaction, a session check and an INSERT per session).
+        Raises StoreError (naming the session) when an id exists already or a message cannot be encoded;
+        nothing is written then. Returns the session ids.
+        """
+        now = self._now()
+        session_rows: list[list[Any]] = []
+        message_rows: list[list[Any]] = []
+        ids: list[str] = []
+        for item in sessions:
+            sid = str(item["session_id"])
+            try:
+                meta = item.get("meta")
+                meta_json = None if meta is None else dumps_text(redact_obj(meta), "session meta")
+                session_rows.append([sid, now, text(item.get("workspace")), text(item.get("model")),
+                                     text(item.get("source") or "import"), text(item.get("title")), meta_json])
+                seq = 0
+                for turn, iteration, messages in item.get("runs") or []:
+                    for m in messages:
+                        message_rows.append([sid, seq, turn, iteration, *message_to_row(redact_obj(m)), now])
+                        seq += 1
+            except ValueError as exc:
+                raise self._bad_input(exc, f"import session {sid!r}") from exc
+            ids.append(sid)
+        if len(set(ids)) != len(ids):
+            raise StoreError(self.path, "cannot import sessions: a session id is given twice")
+        if not ids:
+            return []
+        with self._lease.connection("import sessions", write=True) as con:
+            taken = con.execute("SELECT id FROM sessions WHERE list_contains(?, id) LIMIT 1", [ids]).fetchall()
+            if taken:
+                raise StoreError(self.path, f"a session with id {taken[0][0]!r} already exists")
+            with transaction(con) if not self._batch_depth else contextlib.nullcontext():
+                _insert_rows(con, _SESSION_SQL, session_rows, bulk=True)
+                if message_rows:
+                    _insert_rows(con, _MSG_SQL, message_rows, bulk=True)
+        self._known_sessions.update(ids)
+        for sid in ids:
+            self._next.pop(("messages", sid), None)
+        return ids
 
     def append_message(
         self, session_id: str, message: dict[str, Any], *, turn: int, iteration: int | None = None

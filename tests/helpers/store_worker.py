@@ -48,6 +48,20 @@ def run_forever(db: str, session: str) -> None:
         i += 1
 
 
+def slow_tool(db: str, session: str) -> None:
+    """One loop iteration whose tool never finishes: answer, record and tool.started queued in a deferred()
+    block with commit_after (as the loop does), then the 'tool' runs until the process is killed."""
+    store = Store(db)
+    with store.deferred(commit_after=0.2):
+        seq = store.append_message(session, {"role": "assistant", "content": "running a slow tool"}, turn=1,
+                                   iteration=1)
+        store.append_request(session, {"turn": 1, "iteration": 1, "estimate_tokens": 7})
+        store.append_event(session, "tool.started", {"name": "shell"}, turn=1, iteration=1)
+        say(seq=seq)  # reported: the user has seen the answer and its tool call
+        while True:
+            time.sleep(1)
+
+
 def hold_raw(db: str, seconds: float) -> None:
     """Hold the file with a plain duckdb connection (a program outside the lease protocol)."""
     import duckdb
@@ -93,6 +107,8 @@ if __name__ == "__main__":
         append(db, rest[0], rest[1], int(rest[2]), rest[3])
     elif mode == "forever":
         run_forever(db, rest[0])
+    elif mode == "slow_tool":
+        slow_tool(db, rest[0])
     elif mode == "hold":
         hold_raw(db, float(rest[0]))
     elif mode == "open":
