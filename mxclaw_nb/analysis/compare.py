@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import multiprocessing
 import os
 import pickle
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -98,7 +100,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
     chunks = _chunks(items, chunk_size)
     parts: list[pd.DataFrame] = []
     n_sessions = n_calls = 0
-    worker_seconds = 0.0
+    worker_seconds, worker_peak = 0.0, math.nan
     owned: Executor | None = None
     try:
         if executor == "inline":
@@ -117,6 +119,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
             n_sessions += result.sessions
             n_calls += result.calls
             worker_seconds += result.seconds
+            worker_peak = max(worker_peak, result.peak_rss_mb) if worker_peak == worker_peak else result.peak_rss_mb
             if len(result.frame) or not parts:
                 parts.append(result.frame)
             if bar is not None:
@@ -133,7 +136,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
         "sessions": n_sessions, "policies": len(pols), "calls": n_calls, "seconds": seconds,
         "ms_per_session": 1000 * seconds / n, "ms_per_session_policy": 1000 * seconds / (n * len(pols)),
         "exact": exact, "facts": facts, "executor": label, "chunk_size": chunk_size,
-        "worker_seconds": worker_seconds,
+        "worker_seconds": worker_seconds, "worker_peak_rss_mb": worker_peak,
     }
     return df
 
@@ -195,6 +198,17 @@ class _Chunk:
     sessions: int
     calls: int
     seconds: float
+    peak_rss_mb: float  # the peak resident memory of the process that ran it, so far (NaN where unknown)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MB (``resource.getrusage``; NaN where there is none)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return math.nan
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
 
 
 def _shippable(pols: list[tuple[str, ContextPolicy]], summarize: Any, reduce: Any) -> list[tuple[str, Any]]:
@@ -259,7 +273,7 @@ def _replay_chunk(job: _Job, chunk: list[Pair]) -> _Chunk:
                 row["threshold_ratio"] = pol.threshold_ratio
             rows.extend(out)
     df = _chunk_frame(rows, job.policies, job.facts, job.exact, job.reduce)
-    return _Chunk(df, len(chunk), len(rows), time.perf_counter() - started)
+    return _Chunk(df, len(chunk), len(rows), time.perf_counter() - started, peak_rss_mb())
 
 
 def _stream(executor: Executor, job: _Job, chunks: Iterator[list[Pair]], window: int) -> Iterator[_Chunk]:
