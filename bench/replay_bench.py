@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,8 +87,13 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict:
 
         executor = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver"))
     else:
+        import dask
         from distributed import Client, LocalCluster
 
+        # each connection keeps its last low-level-log-length (1,000) messages, task arguments included, in
+        # the driver (distributed.batched.BatchedSend): with ~0.5 MB of sessions per task that is the
+        # driver's memory growing to ~500 MB; a short log keeps it flat
+        dask.config.set({"distributed.admin.low-level-log-length": 10})
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                host="127.0.0.1")
         client = Client(cluster)
@@ -94,10 +101,10 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict:
     if mode != "1 process":  # start the workers and import mxclaw_nb there: time the work, not the start-up
         for future in [executor.submit(peak_rss_mb) for _ in range(8)]:
             future.result()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     df = compare(synthesise(pairs, args.sessions), policies, progress=False, executor=executor,
                  chunk_size=args.chunk_size, reduce=reduce)
-    seconds = time.perf_counter() - started
+    seconds, driver_cpu = time.perf_counter() - started, time.process_time() - cpu
     if client is not None:
         client.close()
         cluster.close()
@@ -106,39 +113,55 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict:
     t = df.attrs["timing"]
     return {"mode": mode, "seconds": seconds, "sessions": t["sessions"], "calls": t["calls"], "rows": len(df),
             "driver_peak_mb": peak_rss_mb(), "worker_peak_mb": t["worker_peak_rss_mb"],
-            "worker_seconds": t["worker_seconds"],
+            "worker_cpu": t["worker_cpu_seconds"], "driver_cpu": driver_cpu,
             "hash": int(pd.util.hash_pandas_object(df.astype({"policy": str}), index=True).sum() % 2**61)}
 
 
 def many_sessions(args: argparse.Namespace) -> int:
-    """--sessions N: every mode in a fresh subprocess, printed side by side."""
-    results = []
-    for mode in MODES:
-        cmd = [sys.executable, __file__, "--sessions", str(args.sessions), "--mode", mode, "--transcripts",
-               str(args.transcripts), "--windows", args.windows, "--chunk-size", str(args.chunk_size)]
-        started = time.perf_counter()
-        out = subprocess.run(cmd + (["--reduce"] if args.reduce else []), capture_output=True, text=True)
-        if out.returncode:
-            print(out.stderr, file=sys.stderr)
-            return out.returncode
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        result["wall"] = time.perf_counter() - started
-        results.append(result)
+    """--sessions N: every mode in a fresh subprocess (round robin over --repeat rounds), medians side by side."""
+    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    loads = [os.getloadavg()[0]]
+    for _ in range(args.repeat):
+        for mode in MODES:
+            cmd = [sys.executable, __file__, "--sessions", str(args.sessions), "--mode", mode, "--transcripts",
+                   str(args.transcripts), "--windows", args.windows, "--chunk-size", str(args.chunk_size)]
+            started = time.perf_counter()
+            out = subprocess.run(cmd + (["--reduce"] if args.reduce else []), capture_output=True, text=True)
+            if out.returncode:
+                print(out.stderr, file=sys.stderr)
+                return out.returncode
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            result["wall"] = time.perf_counter() - started
+            runs[mode].append(result)
+            loads.append(os.getloadavg()[0])
     n_pol = len(args.windows.split(","))
-    print(f"{args.sessions} sessions (synthesised from {args.transcripts}) x {n_pol} policies, "
-          f"chunks of {args.chunk_size}, {'reduce=summarize_comparison' if args.reduce else 'every call row kept'}")
-    base = results[0]["seconds"]
+    print(f"{args.sessions} sessions (synthesised from {args.transcripts}) x {n_pol} policies, chunks of "
+          f"{args.chunk_size}, {'reduce=summarize_comparison' if args.reduce else 'every call row kept'}; "
+          f"median of {args.repeat} round(s); {os.cpu_count()} cores, 1-min load average "
+          f"{min(loads):.1f}-{max(loads):.1f} during the runs")
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[mode])
+
+    base = med(MODES[0], "seconds")
+    first = runs[MODES[0]][0]
     table = pd.DataFrame({
-        "mode": [r["mode"] for r in results],
-        "replay s": [round(r["seconds"], 1) for r in results],
-        "vs 1 process": [f"{base / r['seconds']:.2f}x" for r in results],
-        "process s (with start-up)": [round(r["wall"], 1) for r in results],
-        "rows": [r["rows"] for r in results], "calls": [r["calls"] for r in results],
-        "driver peak RSS MB": [round(r["driver_peak_mb"]) for r in results],
-        "worker peak RSS MB": [round(r["worker_peak_mb"]) for r in results],
-        "same table": [r["hash"] == results[0]["hash"] for r in results],
+        "mode": list(MODES),
+        "replay s": [round(med(m, "seconds"), 1) for m in MODES],
+        "speed-up": [f"{base / med(m, 'seconds'):.2f}x" for m in MODES],
+        "with start-up s": [round(med(m, "wall"), 1) for m in MODES],
+        "worker CPU s": [round(med(m, "worker_cpu"), 1) for m in MODES],
+        "driver CPU s": [round(med(m, "driver_cpu"), 1) for m in MODES],
+        "rows": [runs[m][0]["rows"] for m in MODES],
+        "driver peak MB": [round(med(m, "driver_peak_mb")) for m in MODES],
+        "worker peak MB": [round(med(m, "worker_peak_mb")) for m in MODES],
+        "same table": [all(r["hash"] == first["hash"] for r in runs[m]) for m in MODES],
     })
     print(table.to_string(index=False))
+    print("replay s: compare() once the pool/cluster is up; with start-up: the whole subprocess; CPU s: "
+          "time.process_time (workers: summed over chunks; driver: the process calling compare, which is the "
+          "worker in '1 process'); peak MB: ru_maxrss (driver: its whole life; workers: the highest any "
+          "worker reported after a chunk)")
     return 0 if all(table["same table"]) else 1
 
 
@@ -151,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, help="synthesise this many sessions; compare 1, 2 processes and Dask")
     ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # one mode (run by --sessions)
     ap.add_argument("--chunk-size", type=int, default=25, help="sessions per task with --sessions")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds with --sessions (medians are printed)")
     ap.add_argument("--reduce", action="store_true", help="with --sessions: keep summarize_comparison rows only")
     args = ap.parse_args(argv)
     if args.mode:

@@ -100,7 +100,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
     chunks = _chunks(items, chunk_size)
     parts: list[pd.DataFrame] = []
     n_sessions = n_calls = 0
-    worker_seconds, worker_peak = 0.0, math.nan
+    worker_seconds, worker_cpu, worker_peak = 0.0, 0.0, math.nan
     owned: Executor | None = None
     try:
         if executor == "inline":
@@ -119,6 +119,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
             n_sessions += result.sessions
             n_calls += result.calls
             worker_seconds += result.seconds
+            worker_cpu += result.cpu_seconds
             worker_peak = max(worker_peak, result.peak_rss_mb) if worker_peak == worker_peak else result.peak_rss_mb
             if len(result.frame) or not parts:
                 parts.append(result.frame)
@@ -136,7 +137,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
         "sessions": n_sessions, "policies": len(pols), "calls": n_calls, "seconds": seconds,
         "ms_per_session": 1000 * seconds / n, "ms_per_session_policy": 1000 * seconds / (n * len(pols)),
         "exact": exact, "facts": facts, "executor": label, "chunk_size": chunk_size,
-        "worker_seconds": worker_seconds, "worker_peak_rss_mb": worker_peak,
+        "worker_seconds": worker_seconds, "worker_cpu_seconds": worker_cpu, "worker_peak_rss_mb": worker_peak,
     }
     return df
 
@@ -198,6 +199,7 @@ class _Chunk:
     sessions: int
     calls: int
     seconds: float
+    cpu_seconds: float  # CPU time of the process that ran it (time.process_time), for load-independent costs
     peak_rss_mb: float  # the peak resident memory of the process that ran it, so far (NaN where unknown)
 
 
@@ -259,7 +261,7 @@ def _chunk_frame(rows: list[dict[str, Any]], pols: list[tuple[str, Any]], facts:
 
 def _replay_chunk(job: _Job, chunk: list[Pair]) -> _Chunk:
     """Replay one chunk of sessions under every policy (runs wherever the executor puts it)."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     pols = [(label, _resolve(pol)) for label, pol in job.policies]
     exact_counter = _exact() if job.exact else None
     rows: list[dict[str, Any]] = []
@@ -273,7 +275,8 @@ def _replay_chunk(job: _Job, chunk: list[Pair]) -> _Chunk:
                 row["threshold_ratio"] = pol.threshold_ratio
             rows.extend(out)
     df = _chunk_frame(rows, job.policies, job.facts, job.exact, job.reduce)
-    return _Chunk(df, len(chunk), len(rows), time.perf_counter() - started, peak_rss_mb())
+    return _Chunk(df, len(chunk), len(rows), time.perf_counter() - started, time.process_time() - cpu,
+                  peak_rss_mb())
 
 
 def _stream(executor: Executor, job: _Job, chunks: Iterator[list[Pair]], window: int) -> Iterator[_Chunk]:
