@@ -79,7 +79,9 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
     to be stacked, so memory stays bounded however many sessions the iterator yields. ``reduce`` (e.g.
     ``summarize_comparison``) is applied to each chunk's rows where the chunk ran, so only its result
     comes back: with it, 10,000 sessions cost memory for 10,000 summary rows, not 400,000 call rows.
-    The result is the same whatever the executor (chunks are stacked in input order).
+    The result is the same whatever the executor (chunks are stacked in input order). ``df.attrs["timing"]``
+    adds ``executor``, ``worker_seconds``/``worker_cpu_seconds`` (summed over chunks) and ``worker_peak_rss_mb``
+    (the highest ``ru_maxrss`` a worker process reported after a chunk).
     """
     pols = _policies(policies)
     items, known = _sessions(sessions_or_transcripts, store)
