@@ -75,10 +75,12 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
     (a ``ProcessPoolExecutor`` on this machine's cores, started and shut down here) or any
     ``concurrent.futures.Executor`` you own, e.g. a Dask cluster's ``client.get_executor()``. The default
     (None, ``"auto"``) is inline below ``PROCESS_MIN_SESSIONS`` sessions and processes from there on.
-    Sessions go out in chunks of ``chunk_size``; at most ``max_pending`` chunks are in flight or waiting
-    to be stacked, so memory stays bounded however many sessions the iterator yields. ``reduce`` (e.g.
+    Sessions go out in chunks of ``chunk_size``; at most ``max_pending`` chunks (default: twice the
+    executor's workers, or a Dask cluster's threads) are in flight or waiting to be stacked, so memory stays
+    bounded however many sessions the iterator yields. ``reduce`` (e.g.
     ``summarize_comparison``) is applied to each chunk's rows where the chunk ran, so only its result
-    comes back: with it, 10,000 sessions cost memory for 10,000 summary rows, not 400,000 call rows.
+    comes back: one row per (policy, session) instead of one per simulated call (10,000 sessions x 3
+    policies: 30,000 rows instead of 324,000).
     The result is the same whatever the executor (chunks are stacked in input order). ``df.attrs["timing"]``
     adds ``executor``, ``worker_seconds``/``worker_cpu_seconds`` (summed over chunks) and ``worker_peak_rss_mb``
     (the highest ``ru_maxrss`` a worker process reported after a chunk).
@@ -115,7 +117,7 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
                 raise ValueError(f"executor must be 'auto', 'inline', 'processes' or a concurrent.futures.Executor, "
                                  f"got {executor!r}")
             label = type(executor).__name__
-            window = max_pending or 2 * _cores()
+            window = max_pending or 2 * _parallelism(executor)
             results = _stream(executor, job, chunks, window)
         for result in results:
             n_sessions += result.sessions
@@ -168,6 +170,19 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def _parallelism(executor: Executor) -> int:
+    """Tasks the executor runs at once: a pool's workers, a Dask cluster's threads, else this machine's cores."""
+    workers = getattr(executor, "_max_workers", None)  # ProcessPoolExecutor, ThreadPoolExecutor
+    if isinstance(workers, int) and workers > 0:
+        return workers
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    try:
+        threads = sum(client.nthreads().values()) if client is not None else 0
+    except Exception:  # noqa: BLE001 - not a Dask client after all: fall back to this machine
+        threads = 0
+    return threads or _cores()
 
 
 def _process_pool() -> Executor:
