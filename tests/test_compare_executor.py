@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from mxclaw_nb.analysis import compare, summarize_comparison
+from mxclaw_nb.analysis.compare import PROCESS_MIN_SESSIONS
 from mxclaw_nb.analysis.sources import read_pairs
 from mxclaw_nb.demo.examples import synthetic_transcript
 from tests.conftest import SHARED_TRANSCRIPTS
@@ -127,6 +128,13 @@ def test_auto_is_inline_for_small_jobs_and_unpicklable_parts_get_a_clear_error()
     convs = [synthetic_transcript(6, seed=k) for k in range(3)]
     df = compare(convs, [{"window": 2_000}], progress=False)
     assert df.attrs["timing"]["executor"] == "inline"
+    many = [(f"s{k}", convs[k % 3]) for k in range(PROCESS_MIN_SESSIONS)]
+    local = compare(many, [{"window": 2_000}], progress=False, summarize=lambda m: "notes", facts=False)
+    assert local.attrs["timing"]["executor"] == "inline"  # a lambda cannot reach a process: auto stays here
+    pooled = compare(many, [{"window": 2_000}], progress=False, facts=False)
+    assert pooled.attrs["timing"]["executor"] == "ProcessPoolExecutor"  # from PROCESS_MIN_SESSIONS on
+    pd.testing.assert_frame_equal(pooled, compare(many, [{"window": 2_000}], progress=False, facts=False,
+                                                  executor="inline"))
     with pytest.raises(ValueError, match="summarize=.*cannot be sent to another process"):
         compare(convs, [{"window": 2_000}], progress=False, executor="processes", summarize=lambda m: "x")
     with pytest.raises(ValueError, match="chunk_size"):

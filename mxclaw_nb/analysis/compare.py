@@ -74,7 +74,8 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
     Where it runs (SPEC S4, "past one machine"): ``executor`` is ``"inline"`` (this process), ``"processes"``
     (a ``ProcessPoolExecutor`` on this machine's cores, started and shut down here) or any
     ``concurrent.futures.Executor`` you own, e.g. a Dask cluster's ``client.get_executor()``. The default
-    (None, ``"auto"``) is inline below ``PROCESS_MIN_SESSIONS`` sessions and processes from there on.
+    (None, ``"auto"``) is inline below ``PROCESS_MIN_SESSIONS`` sessions and processes from there on (inline
+    too when ``summarize`` or ``reduce`` is defined in the notebook or script, so no worker can import it).
     Sessions go out in chunks of ``chunk_size``; at most ``max_pending`` chunks (default: twice the
     executor's workers, or a Dask cluster's threads) are in flight or waiting to be stacked, so memory stays
     bounded however many sessions the iterator yields. ``reduce`` (e.g.
@@ -91,7 +92,9 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
         head = list(itertools.islice(items, PROCESS_MIN_SESSIONS))
         items = itertools.chain(head, items)
         known = len(head) if len(head) < PROCESS_MIN_SESSIONS else known
-        executor = "inline" if len(head) < PROCESS_MIN_SESSIONS else "processes"
+        big = len(head) >= PROCESS_MIN_SESSIONS
+        # a function defined in a notebook or script (__main__) pickles by name, which a worker cannot resolve
+        executor = "processes" if big and all(map(_importable, (summarize, reduce))) else "inline"
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     started = time.perf_counter()
@@ -158,6 +161,19 @@ def _sessions(source: Any, store: Any) -> tuple[Iterator[Pair], int | None]:
         return (one_conversation(item, store) for item in source), None
     pairs = conversations(source, store)
     return iter(pairs), len(pairs)
+
+
+def _importable(fn: Any) -> bool:
+    """Whether a worker process can load ``fn`` by name (None counts: nothing to load)."""
+    if fn is None:
+        return True
+    if getattr(fn, "__module__", "__main__") == "__main__":
+        return False
+    try:
+        pickle.dumps(fn)
+    except Exception:  # noqa: BLE001 - lambdas, closures, bound methods of unpicklable objects
+        return False
+    return True
 
 
 def _chunks(items: Iterator[Pair], size: int) -> Iterator[list[Pair]]:
