@@ -301,10 +301,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, dict[str, Any]]:
     """C0 + provider call, with the single C9 retry per turn."""
-    built = time.perf_counter()
     view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
                          carried, it)
-    build_ms = (time.perf_counter() - built) * 1000  # C10: how long building (and compacting) the view took
     retry = False
     while True:
         result.views.append(view)
@@ -314,7 +312,6 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             if retry:
                 event["stage"] = "prompt_too_long_retry"
             event["session_id"] = session_id
-            event["duration_ms"] = round(build_ms, 3)
             result.compactions.append(event)
             _emit(ctx, session_id, "context.compacted", event, turn, it)
         started = time.perf_counter()
@@ -333,10 +330,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 view, ctx.provider, turn, it, seqs, latency_ms=latency, error=reason, retry=retry))
             if known and exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
-                built = time.perf_counter()
                 view = _with_lineage(build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}"),
                                      seqs, carried, it)
-                build_ms = (time.perf_counter() - built) * 1000
                 continue
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000

@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 from mxclaw_nb import Agent  # noqa: E402
-from mxclaw_nb.analysis.otel import SCHEMA_URL, export_otel, follow_otel  # noqa: E402
+from mxclaw_nb.analysis.otel import SCHEMA_URL, export_otel  # noqa: E402
 
 
 class _Receiver:
@@ -93,9 +93,6 @@ def test_otel_spans_over_otlp_http_attribute_by_attribute(session: Agent, tmp_pa
     chats = [span for _, _, span in spans if span.name.startswith("chat")]
     assert len(roots) == len(turns) and len(chats) == len(calls)
     by_key = {(int(r.turn), int(r.iteration)): r for r in calls.itertuples()}
-    compactions = session.store.events(session.session_id, type="context.compacted")
-    durations = {(int(e.turn), int(e.iteration)): json.loads(e.payload)["duration_ms"]
-                 for e in compactions.itertuples()}
     compacted = 0
     for span in chats:
         attrs = {a.key: _value(a.value) for a in span.attributes}
@@ -118,9 +115,6 @@ def test_otel_spans_over_otlp_http_attribute_by_attribute(session: Agent, tmp_pa
             ev = {a.key: _value(a.value) for a in event.attributes}
             assert ev["mxclaw.context.before_tokens"] == row.before_tokens
             assert ev["mxclaw.context.after_tokens"] == row.after_tokens
-            stored = durations[(int(row.turn), int(row.iteration))]  # C10: the build's run time, from the event
-            assert ev["mxclaw.context.compaction.duration_ms"] == stored and stored > 0
-            assert event.time_unix_nano == span.start_time_unix_nano - int(stored * 1e6)
         else:
             assert "gen_ai.conversation.compacted" not in attrs and not span.events
     assert compacted >= 1  # the small window made the demo compact
@@ -134,48 +128,3 @@ def test_otel_spans_over_otlp_http_attribute_by_attribute(session: Agent, tmp_pa
 def test_otel_export_needs_a_destination(session: Agent) -> None:
     with pytest.raises(ValueError, match="endpoint="):
         export_otel(session.store)
-
-
-def _attrs(span: Any) -> dict[str, Any]:
-    return {a.key: _value(a.value) for a in span.attributes}
-
-
-def test_follow_otel_exports_each_turn_of_a_live_agent_as_it_ends(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Live export: each finished turn reaches the receiver before the next starts, with the same spans as
-    the after-the-fact export; after close() nothing more is sent; an unreachable collector only warns."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    agent = Agent(db=str(tmp_path / "live.duckdb"), approval="allow", approver=None, context_window_tokens=6000,
-                  keep_recent_tokens=1500)
-    receiver = _Receiver()
-    try:
-        follower = follow_otel(agent, endpoint=receiver.url, path=tmp_path / "live.jsonl")
-        agent.run("fix the failing tests")
-        after_first = len(receiver.requests)
-        agent.run("now summarise what you changed")
-        follower.close()
-        agent.run("one more thing")  # not followed any more
-        live = [span for req in receiver.requests for rs in req.resource_spans for sc in rs.scope_spans
-                for span in sc.spans]
-        after = tmp_path / "after.jsonl"
-        export_otel(agent.store, [agent.session_id], path=after)
-    finally:
-        receiver.close()
-    assert after_first == 1 and len(receiver.requests) == 2 and follower.spans == len(live) and not follower.errors
-    turns = sorted({_attrs(s)["mxclaw.turn"] for s in live})
-    assert turns == [1, 2]
-    expected = [json.loads(line) for line in after.read_text().splitlines()]
-    expected = [e for e in expected if e["attributes"]["mxclaw.turn"] in turns]
-    def key(name: str, attrs: dict[str, Any]) -> str:
-        return json.dumps([name, sorted(attrs.items())])
-
-    assert sorted(key(s.name, _attrs(s)) for s in live) == sorted(key(e["name"], e["attributes"]) for e in expected)
-    assert sorted(_attrs(s)["gen_ai.conversation.id"] for s in live) == [agent.session_id] * len(live)
-    assert len((tmp_path / "live.jsonl").read_text().splitlines()) == len(live)
-    # a collector that is down: the turn still succeeds, the follower records the failure
-    down = follow_otel(agent, endpoint="http://127.0.0.1:9/v1/traces", timeout=1.0)
-    with pytest.warns(UserWarning, match="OpenTelemetry export of turn"):
-        result = agent.run("and the last one")
-    down.close()
-    assert result.status == "ok" and len(down.errors) == 1

@@ -16,13 +16,8 @@ Shape, one trace per turn:
 - the context engine's figures on each chat span under ``mxclaw.context.*``, their unit in the name
   (``..._tokens_est`` is the C1 estimate, ``..._tokens`` with ``mxclaw.context.counter`` naming the counter);
 - a call that compacted carries ``gen_ai.conversation.compacted = true`` and a span event
-  ``gen_ai.conversation.compaction`` with the stage, before/after tokens (labelled as above) and
-  ``mxclaw.context.compaction.duration_ms``, how long building the compacted view took (C10: stored with
-  the ``context.compacted`` event; the event is stamped when that build began). Sessions stored before
-  the duration was recorded export without it.
-
-Live: ``follow_otel(agent, endpoint=...)`` exports each turn of a running Agent as soon as it ends, from
-the store (the same spans as the after-the-fact export), until ``close()``.
+  ``gen_ai.conversation.compaction`` with the stage and before/after tokens (labelled as above). The
+  engine's own run time is not recorded per call, so the event has no duration of its own.
 
 Nothing secret is exported: URLs are stored without credentials (SPEC L6) and message contents are
 not exported at all (the conventions make content opt-in; the transcript stays in the store).
@@ -30,7 +25,6 @@ not exported at all (the conventions make content opt-in; the transcript stays i
     from mxclaw_nb.analysis.otel import export_otel
     export_otel(store, endpoint="http://127.0.0.1:4318/v1/traces")   # OTLP/HTTP
     export_otel(store, path="traces.jsonl")                           # one JSON span per line
-    follower = follow_otel(agent, endpoint="http://127.0.0.1:4318/v1/traces")   # live, per finished turn
 """
 
 from __future__ import annotations
@@ -135,26 +129,8 @@ def _turn_bounds(events: pd.DataFrame) -> dict[tuple[str, int], tuple[int, int |
     return out
 
 
-def _compaction_durations(store: Any, ids: list[str] | None) -> dict[tuple[str, int, int, bool], float]:
-    """(session, turn, iteration, retry) -> ms the compacting build took, from stored context.compacted events."""
-    events = store.events(None, type="context.compacted")
-    if ids is not None:
-        events = events[events["session_id"].isin(ids)]
-    out: dict[tuple[str, int, int, bool], float] = {}
-    for row in events.itertuples():
-        payload = json.loads(row.payload) if isinstance(row.payload, str) else (row.payload or {})
-        duration = payload.get("duration_ms") if isinstance(payload, dict) else None
-        if duration is None or _opt(row.turn) is None:
-            continue
-        retry = payload.get("stage") == "prompt_too_long_retry"
-        out[(str(row.session_id), int(row.turn), int(_opt(row.iteration) or 0), retry)] = float(duration)
-    return out
-
-
-def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provider: Any = None,
-                turns: Sequence[int] | None = None) -> list[Any]:
-    """Finished SDK spans for the stored sessions (all of them when ``session_ids`` is None; only ``turns``
-    when given)."""
+def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provider: Any = None) -> list[Any]:
+    """Finished SDK spans for the stored sessions (all of them when ``session_ids`` is None)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -168,10 +144,6 @@ def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provide
         return []
     calls = store.call_records(_CALL_COLUMNS, ids)
     events = store.turn_events(ids)
-    if turns is not None:
-        calls = calls[calls["turn"].isin(list(turns))]
-        events = events[events["turn"].isin(list(turns))]
-    durations = _compaction_durations(store, ids) if (calls["stage"].fillna("unchanged") != "unchanged").any() else {}
     memory = InMemorySpanExporter()
     tp = provider or TracerProvider(resource=Resource.create({"service.name": "mxclaw_nb",
                                                               "service.version": __version__}))
@@ -192,17 +164,11 @@ def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provide
             span = tracer.start_span(f"chat {attrs.get('gen_ai.request.model', '')}".strip(), context=ctx,
                                      kind=SpanKind.CLIENT, start_time=start, attributes=attrs)
             if attrs.get("gen_ai.conversation.compacted"):
-                event: dict[str, Any] = {
+                span.add_event("gen_ai.conversation.compaction", timestamp=start, attributes={
                     "mxclaw.context.stage": attrs["mxclaw.context.stage"],
                     "mxclaw.context.before_tokens": attrs.get("mxclaw.context.before_tokens", 0),
                     "mxclaw.context.after_tokens": attrs.get("mxclaw.context.after_tokens", 0),
-                    "mxclaw.context.counter": attrs["mxclaw.context.counter"]}
-                key = (str(sid), int(turn), attrs["mxclaw.iteration"], bool(_opt(row.get("retry"))))
-                duration = durations.get(key)
-                if duration is not None:
-                    event["mxclaw.context.compaction.duration_ms"] = duration
-                began = start - int((duration or 0) * 1e6)
-                span.add_event("gen_ai.conversation.compaction", timestamp=began, attributes=event)
+                    "mxclaw.context.counter": attrs["mxclaw.context.counter"]})
             if attrs.get("error.type"):
                 span.set_status(Status(StatusCode.ERROR, str(_opt(row.get("error")))[:500]))
             span.end(end_time=max(end, start))
@@ -234,65 +200,3 @@ def export_otel(store: Any, session_ids: Sequence[str] | None = None, *, endpoin
                 fh.write(json.dumps(json.loads(span.to_json()), ensure_ascii=False) + "\n")
     return len(spans)
 
-
-
-class OtelFollower:
-    """Exports each turn of a live Agent when it ends (see ``follow_otel``); ``close()`` stops it."""
-
-    def __init__(self, agent: Any, endpoint: str | None, path: str | Path | None, headers: dict[str, str] | None,
-                 timeout: float) -> None:
-        if endpoint is None and path is None:
-            raise ValueError("follow_otel needs endpoint= (OTLP/HTTP traces URL) and/or path= (a .jsonl file)")
-        self.agent, self.path = agent, None if path is None else Path(path)
-        self.exporter: Any = None
-        if endpoint is not None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            self.exporter = OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=timeout)
-        self.endpoint = endpoint
-        self.spans = 0  # exported so far
-        self.errors: list[str] = []  # an export that failed is reported here and as a warning, never to the turn
-        self._unsubscribe = agent.subscribe(self._on_event)
-
-    def _on_event(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind not in _END_EVENTS or payload.get("turn") is None:
-            return
-        try:
-            self.export_turn(str(self.agent.session_id), int(payload["turn"]))
-        except Exception as exc:  # an unreachable collector must not fail the agent's turn
-            import warnings
-
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-            warnings.warn(f"OpenTelemetry export of turn {payload['turn']} failed: {exc}", stacklevel=2)
-
-    def export_turn(self, session_id: str, turn: int) -> int:
-        """Export one stored turn now; returns its number of spans."""
-        spans = build_spans(self.agent.store, [session_id], turns=[turn])
-        if spans and self.exporter is not None:
-            from opentelemetry.sdk.trace.export import SpanExportResult
-
-            if self.exporter.export(spans) is not SpanExportResult.SUCCESS:
-                raise RuntimeError(f"the OTLP endpoint {self.endpoint} did not accept the {len(spans)} spans")
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as fh:
-                for span in spans:
-                    fh.write(json.dumps(json.loads(span.to_json()), ensure_ascii=False) + "\n")
-        self.spans += len(spans)
-        return len(spans)
-
-    def close(self) -> None:
-        """Stop following (turns that end later are not exported) and shut the exporter down."""
-        self._unsubscribe()
-        if self.exporter is not None:
-            self.exporter.shutdown()
-            self.exporter = None
-
-
-def follow_otel(agent: Any, *, endpoint: str | None = None, path: str | Path | None = None,
-                headers: dict[str, str] | None = None, timeout: float = 10.0) -> OtelFollower:
-    """Export a live Agent's turns as they end (OTLP/HTTP and/or appended JSON lines), until ``close()``.
-
-    Each turn is read back from the store when its end event arrives (the store has it by then), so the
-    live spans are exactly those ``export_otel`` would give for that turn afterwards.
-    """
-    return OtelFollower(agent, endpoint, path, headers, timeout)
