@@ -46,7 +46,8 @@ from mxclaw_nb.analysis import (  # noqa: E402 - after the path tweak so the scr
     import_openai_jsonl,
     summarize_policies,
 )
-from mxclaw_nb.analysis.compare import peak_rss_mb, summarize_comparison  # noqa: E402
+from mxclaw_nb.analysis.compare import summarize_comparison  # noqa: E402
+from mxclaw_nb.analysis.dispatch import peak_rss_mb  # noqa: E402
 from mxclaw_nb.analysis.sources import read_pairs  # noqa: E402
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from mxclaw_nb.analysis import compare, summarize_comparison
-from mxclaw_nb.analysis.compare import PROCESS_MIN_SESSIONS
+from mxclaw_nb.analysis.dispatch import PROCESS_MIN_SESSIONS
 from mxclaw_nb.analysis.sources import read_pairs
 from mxclaw_nb.demo.examples import synthetic_transcript
 from tests.conftest import SHARED_TRANSCRIPTS
