@@ -12,6 +12,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -139,3 +140,19 @@ def test_auto_is_inline_for_small_jobs_and_unpicklable_parts_get_a_clear_error()
         compare(convs, [{"window": 2_000}], progress=False, executor="processes", summarize=lambda m: "x")
     with pytest.raises(ValueError, match="chunk_size"):
         compare(convs, [{"window": 2_000}], progress=False, chunk_size=0)
+
+
+def test_a_store_is_read_lazily_and_empty_sessions_give_no_rows(tmp_path: Path) -> None:
+    """S4: a Store's sessions load one chunk at a time; an empty session (first chunk empty) changes nothing."""
+    from mxclaw_nb.store.writer import Store
+
+    policy = {"window": 2_000, "keep_recent": 200}
+    with Store(tmp_path / "s.duckdb") as store:
+        store.create_session(session_id="empty")
+        for k in range(3):
+            sid = store.create_session(session_id=f"s{k}")
+            store.append_messages(sid, synthetic_transcript(6, seed=k), turn=1)
+        chunked = compare(store, [policy], progress=False, executor="inline", chunk_size=1)
+        whole = compare({f"s{k}": store.load_transcript(f"s{k}") for k in range(3)}, [policy], progress=False)
+    assert chunked.attrs["timing"]["sessions"] == 4
+    pd.testing.assert_frame_equal(chunked, whole)

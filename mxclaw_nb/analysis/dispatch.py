@@ -89,7 +89,7 @@ def run_compare(source: Any, pols: list[tuple[str, ContextPolicy]], *, store: An
             worker_seconds += result.seconds
             worker_cpu += result.cpu_seconds
             worker_peak = max(worker_peak, result.peak_rss_mb) if worker_peak == worker_peak else result.peak_rss_mb
-            if len(result.frame) or not parts:
+            if len(result.frame):  # an empty chunk's columns have no dtypes to stack with
                 parts.append(result.frame)
             if bar is not None:
                 bar.update(result.sessions)
@@ -114,7 +114,7 @@ def _sessions(source: Any, store: Any) -> tuple[Iterator[Pair], int | None]:
     """(id, messages) pairs, lazily where the source allows it (a Store, an iterator), and their number if known."""
     if _is_store(source):
         ids = [str(sid) for sid in source.sessions()["id"]]
-        return (one_conversation(sid, source) for sid in ids), len(ids)
+        return ((sid, source.load_transcript(sid)) for sid in ids), len(ids)  # an empty session replays to no rows
     if isinstance(source, Iterator):
         return (one_conversation(item, store) for item in source), None
     pairs = conversations(source, store)
