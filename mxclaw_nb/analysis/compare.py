@@ -22,9 +22,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -32,13 +31,15 @@ from mxclaw_nb.analysis.agent_logs import HARNESS_EVENT
 from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, combine_views, survival
 from mxclaw_nb.analysis.importers import Conversation
 from mxclaw_nb.analysis.policies import as_policy
-from mxclaw_nb.analysis.replay import FACT_COLUMNS, SessionCaches, exact_o200k, frame, replay_messages
-from mxclaw_nb.analysis.sources import conversations
+from mxclaw_nb.analysis.replay import FACT_COLUMNS, SessionCaches
 from mxclaw_nb.context import ContextPolicy, RequestView, build_request_view, build_structured_summary
 from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.messages import Message, sanitize
 
 PROGRESS_MIN_SESSIONS = 20  # fewer sessions than this replay in well under a second: no bar
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 def _policies(policies: Any) -> list[tuple[str, ContextPolicy]]:
@@ -56,44 +57,37 @@ def _policies(policies: Any) -> list[tuple[str, ContextPolicy]]:
 
 def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dict[str, Any]] | Any, *,
             store: Any = None, progress: bool = True, exact: bool = False, facts: bool = True,
-            summarize: Callable[[list[Message]], str] | None = build_structured_summary) -> pd.DataFrame:
+            summarize: Callable[[list[Message]], str] | None = build_structured_summary,
+            executor: Executor | str | None = None, chunk_size: int | None = None,
+            max_pending: int | None = None,
+            reduce: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> pd.DataFrame:
     """Replay every session under every policy: one row per (policy, session, simulated call).
 
     Sessions: a JSONL path or folder, a Store (all sessions), session ids with ``store=``, a dict
-    {id: messages}, or a list of message lists / (id, messages) pairs. Policies: ContextPolicy objects
-    or dicts (see ``policies.as_policy``). ``exact=True`` adds exact o200k_base counts of every view.
-    """
-    convs = conversations(sessions_or_transcripts, store)
-    pols = _policies(policies)
-    exact_counter = exact_o200k() if exact else None
-    rows: list[dict[str, Any]] = []
-    started = time.perf_counter()
-    items: Any = convs
-    if progress and len(convs) >= PROGRESS_MIN_SESSIONS:
-        from tqdm.auto import tqdm
+    {id: messages}, a list of message lists / (id, messages) pairs, or any iterator of those (read lazily).
+    Policies: ContextPolicy objects or dicts (see ``policies.as_policy``). ``exact=True`` adds exact
+    o200k_base counts of every view.
 
-        items = tqdm(convs, desc=f"replay x{len(pols)} policies", unit="session")
-    n_calls = 0
-    for sid, messages in items:
-        caches = SessionCaches(exact_counter)
-        for label, pol in pols:
-            out = replay_messages(messages, pol, session_id=sid, summarize=summarize, facts=facts, caches=caches)
-            for row in out:
-                row["policy"] = label
-                row["threshold_ratio"] = pol.threshold_ratio
-            rows.extend(out)
-            n_calls += len(out)
-    seconds = time.perf_counter() - started
-    df = frame(rows, facts=facts, exact=exact, extra=("policy",))
-    df.insert(df.columns.get_loc("threshold") + 1, "threshold_ratio", [r["threshold_ratio"] for r in rows])
-    df["policy"] = pd.Categorical(df["policy"], [label for label, _ in pols], ordered=True)
-    n = max(len(convs), 1)
-    df.attrs["timing"] = {
-        "sessions": len(convs), "policies": len(pols), "calls": n_calls, "seconds": seconds,
-        "ms_per_session": 1000 * seconds / n, "ms_per_session_policy": 1000 * seconds / (n * len(pols)),
-        "exact": exact, "facts": facts,
-    }
-    return df
+    Where it runs (SPEC S4, "past one machine"): ``executor`` is ``"inline"`` (this process), ``"processes"``
+    (a ``ProcessPoolExecutor`` on this machine's cores, started and shut down here) or any
+    ``concurrent.futures.Executor`` you own, e.g. a Dask cluster's ``client.get_executor()``. The default
+    (None, ``"auto"``) is inline below ``PROCESS_MIN_SESSIONS`` sessions and processes from there on (inline
+    too when ``summarize`` or ``reduce`` is defined in the notebook or script, so no worker can import it).
+    Sessions go out in chunks of ``chunk_size`` (default 25); at most ``max_pending`` chunks (default: twice the
+    executor's workers, or a Dask cluster's threads) are in flight or waiting to be stacked, so memory stays
+    bounded however many sessions the iterator yields. ``reduce`` (e.g.
+    ``summarize_comparison``) is applied to each chunk's rows where the chunk ran, so only its result
+    comes back: one row per (policy, session) instead of one per simulated call (10,000 sessions x 3
+    policies: 30,000 rows instead of 324,000).
+    The result is the same whatever the executor (chunks are stacked in input order). ``df.attrs["timing"]``
+    adds ``executor``, ``worker_seconds``/``worker_cpu_seconds`` (summed over chunks) and ``worker_peak_rss_mb``
+    (the highest ``ru_maxrss`` a worker process reported after a chunk).
+    """
+    from mxclaw_nb.analysis.dispatch import run_compare  # chunks on any executor (SPEC S4); see its module doc
+
+    return run_compare(sessions_or_transcripts, _policies(policies), store=store, progress=progress, exact=exact,
+                       facts=facts, summarize=summarize, executor=executor, chunk_size=chunk_size,
+                       max_pending=max_pending, reduce=reduce, progress_min=PROGRESS_MIN_SESSIONS)
 
 
 def _share(num: pd.Series, den: pd.Series) -> float:

@@ -18,7 +18,7 @@ import duckdb
 from mxclaw_nb.store.codec import MESSAGE_COLUMNS, row_to_message
 from mxclaw_nb.store.errors import StoreError, translate
 from mxclaw_nb.store.lease import Lease
-from mxclaw_nb.store.parquet import export_tables, import_tables
+from mxclaw_nb.store.parquet import export_partitioned, export_tables, import_tables
 
 if TYPE_CHECKING:  # DuckDB's .df() imports pandas when a DataFrame is asked for, not at import
     import pandas as pd
@@ -208,11 +208,15 @@ class StoreReads:
 
     # -- Parquet --------------------------------------------------------------------------------
 
-    def export_parquet(self, folder: str | os.PathLike[str]) -> list[Path]:
-        """Write each public table to `folder/<table>.parquet`; return the files."""
+    def export_parquet(self, folder: str | os.PathLike[str],
+                       partition_by: Sequence[str] | None = None) -> list[Path]:
+        """Write each public table to `folder/<table>.parquet`; return the files. With ``partition_by``
+        (e.g. ``("source", "date")``): hive-style `folder/<table>/source=../date=../part-0.parquet` (S4)."""
         target = Path(folder).expanduser()
         with self._lease.connection(f"export Parquet to {target}") as con:
             try:
+                if partition_by is not None:
+                    return export_partitioned(con, target, partition_by)
                 return export_tables(con, target)
             except OSError as exc:
                 raise translate(self.path, exc, f"export Parquet to {target}") from exc
