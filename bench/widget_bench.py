@@ -140,7 +140,7 @@ def per_call(sizes: tuple[int, ...] = (100, 10_000)) -> None:
 
 
 def timeline_ms(calls: int = 1000, runs: int = 5) -> float:
-    """Median ms to build a TokenTimeline (SVG + PNG fallback + caption) of `calls` model calls (N2)."""
+    """Median ms to build a TokenTimeline (one SVG render, inline and as an image, + caption) of `calls` calls."""
     import pandas as pd
 
     from mxclaw_nb.widgets.timeline import TokenTimeline
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeline", action="store_true", help="only time the timeline on 1,000 calls")
     args = parser.parse_args(argv)
     if args.timeline:
-        print(f"timeline of 1,000 calls: median {timeline_ms():.0f} ms to build (SVG + PNG + caption)", flush=True)
+        print(f"timeline of 1,000 calls: median {timeline_ms():.0f} ms to build (SVG once + caption)", flush=True)
         return 0
     if args.per_call:
         per_call()
