@@ -21,8 +21,8 @@ from mxclaw_nb.context import lineage_messages
 from mxclaw_nb.demo import plans
 from mxclaw_nb.demo.model import DEMO_WORKSPACE, next_reply
 from mxclaw_nb.widgets.data import stored_lineage
+from tests.helpers.shell import ENV_VARS, agent_shell
 
-ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_DB", "MXCLAW_CONTEXT_WINDOW")
 PROMPTS = ("Load the sample sales CSV, find the anomaly and plot it.", "plot the sales anomaly again",
            "find the anomaly in the sales data")
 TYPED = ("[old tool output compacted: 18,419 characters; DataFrame 360x5 (date, region, units, ...); "
@@ -32,18 +32,8 @@ STATE = "- sales: DataFrame 360x5 (date, region, units, ...)"
 
 @pytest.fixture
 def ip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("MXCLAW_DB", str(tmp_path / "store.duckdb"))
-    monkeypatch.chdir(tmp_path)
-    shell = InteractiveShell.instance()
-    shell.config.pop("AgentMagics", None)
-    for name in ("sales", "anomalies", "fig", "stats", "weekly"):
-        shell.user_ns.pop(name, None)
-    shell.run_line_magic("load_ext", "mxclaw_nb")
-    yield shell
-    shell.run_line_magic("unload_ext", "mxclaw_nb")
-    shell.config.pop("AgentMagics", None)
+    with agent_shell(monkeypatch, tmp_path, forget=("sales", "anomalies", "fig", "stats", "weekly")) as shell:
+        yield shell
 
 
 def test_sample_data_ships_with_one_planted_anomaly() -> None:

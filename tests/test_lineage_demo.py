@@ -20,23 +20,15 @@ from mxclaw_nb import Agent
 from mxclaw_nb.context import lineage_messages
 from mxclaw_nb.widgets import CompactionInspector
 from mxclaw_nb.widgets.data import stored_lineage
+from tests.helpers.shell import agent_shell
 
-ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_DB", "MXCLAW_CONTEXT_WINDOW")
 PROMPTS = ("fix the failing tests", "look at the build log", "review the tests and the code")  # fix, logs, review
 
 
 @pytest.fixture
 def ip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("MXCLAW_DB", str(tmp_path / "store.duckdb"))
-    monkeypatch.chdir(tmp_path)
-    shell = InteractiveShell.instance()
-    shell.config.pop("AgentMagics", None)
-    shell.run_line_magic("load_ext", "mxclaw_nb")
-    yield shell
-    shell.run_line_magic("unload_ext", "mxclaw_nb")
-    shell.config.pop("AgentMagics", None)
+    with agent_shell(monkeypatch, tmp_path) as shell:
+        yield shell
 
 
 def _view(shell: InteractiveShell) -> tuple[CompactionInspector, str]:

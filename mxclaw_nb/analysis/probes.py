@@ -42,7 +42,7 @@ import pandas as pd
 
 from mxclaw_nb.analysis.facts import message_text, normalize, number_tokens, path_tokens
 from mxclaw_nb.analysis.policies import as_policy
-from mxclaw_nb.analysis.replay import SessionCaches, replay_messages
+from mxclaw_nb.analysis.replay import SessionCaches, _turns, replay_messages
 from mxclaw_nb.analysis.sources import conversations
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.messages import Message, content_text, tool_call_args, tool_call_name
@@ -364,14 +364,6 @@ def transcript_text(messages: Sequence[Message]) -> str:
 
 
 # -- views ---------------------------------------------------------------------------------------------------------
-def _turns(messages: Sequence[Any]) -> list[int]:
-    turn, out = 0, []
-    for m in messages:
-        turn += isinstance(m, dict) and m.get("role") == "user"
-        out.append(turn)
-    return out
-
-
 def policy_view(messages: Sequence[Message], policy: ContextPolicy | dict[str, Any], at: int, *,
                 summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                 cache: TokenCache | None = None) -> RequestView:
