@@ -22,7 +22,7 @@ from typing import Any
 
 from mxclaw_nb.context.counters import TokenCounter
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
-from mxclaw_nb.context.incremental import Layout, layout_of, plan_and_count
+from mxclaw_nb.context.incremental import Layout, layout_of, own_inputs, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
 from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
@@ -85,7 +85,7 @@ def build_request_view(
     """SPEC C0: the request view for one model call, with its provenance."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("messages must be a list of message dicts")
-    inputs = list(messages)
+    inputs = own_inputs(messages, cache)  # a session cache's own list, extended in place (C7: O(new))
     planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
