@@ -12,11 +12,11 @@ an iteration that appends a few messages does not re-count the history.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
-from itertools import compress
+from itertools import compress, islice
 from operator import not_
 from typing import Any
 
@@ -105,6 +105,13 @@ class _From(Sequence[Any]):
 
     def __len__(self) -> int:
         return self._stop - self._offset
+
+    def __iter__(self) -> Iterator[Any]:  # C speed (the Sequence mixin would call __getitem__ per item)
+        return islice(self._seq, self._offset, self._stop)
+
+    def __reversed__(self) -> Iterator[Any]:  # C speed: the safe tail and the summary read from the end
+        n = len(self._seq)
+        return islice(reversed(self._seq), n - self._stop, n - self._offset)
 
     def __getitem__(self, k: Any) -> Any:
         if isinstance(k, slice):
