@@ -55,13 +55,15 @@ class Layout:
 
 
 def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_counts: bool = False,
-              old_tokens: Sequence[int] = (), old_tail: Sequence[int] | None = None) -> Layout:
+              old_tokens: Sequence[int] = (), old_tail: Sequence[int] | None = None,
+              totals: tuple[int, int] | None = None) -> Layout:
     """The layout of `planned`, reusing the first `k` steps of `old` (its totals too when `same_counts`;
-    `old_tokens` are the counts `old` was made from, or `old_tail` their part from step k on)."""
+    `old_tokens` are the counts `old` was made from, or `old_tail` their part from step k on). `totals`:
+    (total, tool total) of `planned.tokens` when the caller kept them (the calibrated counting does)."""
     if old is None:
         k = 0
     tokens = planned.tokens
-    reuse_totals = same_counts and old is not None and k
+    reuse_totals = same_counts and old is not None and k and totals is None
     if reuse_totals and old is not None:  # before the roles change below
         tail = old_tokens[k:] if old_tail is None else old_tail
         total = old.total - sum(tail)
@@ -72,7 +74,9 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     roles += map(dict.get, planned.messages[k:], repeat("role"))
     systems = [s for s in old.systems if s < k] if old is not None and k else []
     systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
-    if reuse_totals:
+    if totals is not None:
+        total, tool_total = totals
+    elif reuse_totals:
         total += sum(tokens[k:])
         tool_total += _tool_sum(tokens[k:], roles[k:])
     else:
@@ -96,18 +100,27 @@ class _Calibration:
     by_key: dict[Any, list[int]] = field(default_factory=dict)
     factor: float | None = None
     scaled: list[int] = field(default_factory=list)
+    tools: list[bool] = field(default_factory=list)  # per step: a tool result (the layout's tool total)
+    total: int = 0  # sum of `scaled`, and over tool steps only: kept as it grows (O(new), not O(steps))
+    tool_total: int = 0
+    made: tuple[int, int] | None = None  # (total, tool total) of the counts the last call returned, if known
 
     def truncate(self, k: int) -> None:
         for step in range(k, len(self.keys)):
             self.by_key[self.keys[step]].remove(step)
+        dropped = self.scaled[k:]
+        self.total -= sum(dropped)
+        self.tool_total -= sum(compress(dropped, self.tools[k:]))
         del self.keys[k:]
         del self.scaled[k:]
+        del self.tools[k:]
 
-    def extend(self, sent: list[Message]) -> None:
+    def extend(self, sent: list[Message], steps: Sequence[Message]) -> None:
         for step in range(len(self.keys), len(sent)):
             key = message_key(sent[step])
             self.keys.append(key)
             self.by_key.setdefault(key, []).append(step)
+        self.tools += map("tool".__eq__, map(dict.get, steps[len(self.tools):], repeat("role")))
 
 
 def _scaled(c1: Sequence[int], factor: float) -> list[int]:
@@ -119,17 +132,23 @@ _EPSILON = 1e-9
 
 
 def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[int], state: _Calibration,
-                      k: int) -> list[int]:
+                      k: int, steps: Sequence[Message]) -> list[int]:
     """Per-step counts of `counter` (base C1) equal to `counter.count(sent[i])`, with the state's first `k`
-    steps reused: O(new + what the last usage report covered), not O(steps)."""
+    steps reused: O(new + what the last usage report covered), not O(steps). `steps` are the step messages
+    (their roles); `state.made` is left with the counts' total and tool total when they came at that cost."""
     state.truncate(min(k, len(state.keys)))
-    state.extend(sent)
+    state.extend(sent, steps)
     factor = float(counter.factor)
     if state.factor != factor:
         state.factor, state.scaled = factor, _scaled(c1, factor)
+        state.total, state.tool_total = sum(state.scaled), sum(compress(state.scaled, state.tools))
     else:
-        state.scaled += _scaled(c1[len(state.scaled):], factor)
+        added = _scaled(c1[len(state.scaled):], factor)
+        state.total += sum(added)
+        state.tool_total += sum(compress(added, state.tools[len(state.scaled):]))
+        state.scaled += added
     counts = list(state.scaled)
+    state.made = None
     report = counter.last_report
     if report is not None and report.base_total > 0:
         ratio = max(counter.floor, report.reported / report.base_total)
@@ -143,10 +162,18 @@ def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[
                 if state.keys[step] in index:
                     counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
             return counts
-        by_key = state.by_key
+        by_key, tools = state.by_key, state.tools
+        total, tool_total = state.total, state.tool_total
         for key in report.index if len(report.index) <= len(by_key) else [x for x in by_key if x in report.index]:
             for step in by_key.get(key, ()):
-                counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
+                now = math.ceil(c1[step] * ratio - _EPSILON)
+                total += now - counts[step]
+                if tools[step]:
+                    tool_total += now - counts[step]
+                counts[step] = now
+        state.made = (total, tool_total)
+        return counts
+    state.made = (state.total, state.tool_total)
     return counts
 
 
@@ -322,7 +349,7 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
             cache.misses += len(new.messages)
     elif cache is not None and _is_calibrated(counter_key):  # T2: a factor over the cached C1 counts
         calibration = reuse.calibration if reuse is not None and reuse.calibration is not None else _Calibration()
-        counted = calibrated_counts(counter_key, sent, c1, calibration, k if reuse is not None else 0)
+        counted = calibrated_counts(counter_key, sent, c1, calibration, k if reuse is not None else 0, messages)
         cache.__dict__["_calibration_made"] = calibration
         planned = Planned(sources, messages, dropped, sent, counted, c1)
     else:  # another counter counts the sent forms: only new messages, unless the counter changed
@@ -340,7 +367,9 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     if cache is not None:
         same = reuse is not None and reuse.counter_key is counter_key  # None for C1: the counts are C1 both times
         old_layout = reuse.planned.layout if reuse is not None else None
-        layout = layout_of(planned, old_layout, k, same, old_tail=old_tail)
+        made = cache.__dict__.get("_calibration_made") if _is_calibrated(counter_key) else None
+        layout = layout_of(planned, old_layout, k, same, old_tail=old_tail,
+                           totals=made.made if isinstance(made, _Calibration) else None)
         planned = Planned(planned.sources, planned.messages, planned.dropped, planned.sent, planned.tokens,
                           planned.estimates, layout)
         _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
