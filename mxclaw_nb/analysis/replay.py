@@ -113,7 +113,9 @@ class SessionCaches:
     def token_cache(self, policy: ContextPolicy) -> TokenCache:
         """The TokenCache for this policy's counter (a different counter would clear a shared one)."""
         key = policy.counter_name if policy.counter is None else id(policy.counter)
-        return self.tokens.setdefault(key, TokenCache())
+        # append-only (S2: stored rows are values): two prefixes kept, the whole transcript at each turn's start and
+        # the turn's C7 input, so neither evicts the other and each build re-plans only what was appended
+        return self.tokens.setdefault(key, TokenCache(append_only=True))
 
 
 def _turns(messages: Sequence[Any]) -> list[int]:
