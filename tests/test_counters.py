@@ -309,3 +309,35 @@ def test_calibrated_counts_the_same_message_object_and_an_equal_copy_alike() -> 
     edited["content"] = "2 failed, 1 passed " * 20  # same dict, new content object: not what was reported
     assert again.count(edited) == again.count(copy.deepcopy(edited))
     assert again.count(edited) == math.ceil(EstimateCounter().count(edited) * again.factor - 1e-9)
+
+
+def test_reports_of_one_chain_share_their_facts_and_stay_values() -> None:
+    """T2, C7: a report that extends the last one adds only its new messages' facts (observe is O(new)); every
+    counter still counts as one built alone, also after an older counter is extended again (a branch) and
+    after a non-extending report (compaction) starts afresh."""
+    def msg(i: int, n: int = 40) -> dict:
+        return {"role": "user" if i % 2 else "assistant", "content": f"message {i} " + "x" * (n + i)}
+
+    base = [msg(i) for i in range(6)]
+    x, y, z = msg(100, 400), msg(101, 800), msg(102, 1200)
+    a = CalibratedCounter().observe(base, 300)
+    b = a.observe([*base, x], 600)
+    c = a.observe([*base, y], 900)  # a branch off `a` (not the newest report of its chain)
+    d = b.observe([*base, x, z], 1500)
+    e = d.observe([z], 400)  # not an extension: a new chain
+    refs = {  # the same counters, each built alone from a fresh chain
+        "a": CalibratedCounter().observe(base, 300),
+        "b": CalibratedCounter().observe(base, 300).observe([*base, x], 600),
+        "c": CalibratedCounter().observe(base, 300).observe([*base, y], 900),
+        "d": CalibratedCounter().observe(base, 300).observe([*base, x], 600).observe([*base, x, z], 1500),
+    }
+    refs["e"] = refs["d"].observe([z], 400)
+    probes = [*base, x, y, z, dict(x), {"role": "user", "content": "unseen"}]
+    for name, counter in {"a": a, "b": b, "c": c, "d": d, "e": e}.items():
+        ref = refs[name]
+        assert counter.factor == ref.factor, name
+        assert [counter.count(m) for m in probes] == [ref.count(m) for m in probes], name
+        assert dict(counter.last_report.index) == dict(ref.last_report.index), name
+        assert len(counter.last_report.index) == len(ref.last_report.index), name
+    assert b.last_report.ledger is d.last_report.ledger  # extended, not copied
+    assert c.last_report.ledger is not b.last_report.ledger  # the branch got its own

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
+from operator import not_
 from typing import Any
 
 import pandas as pd
@@ -46,6 +48,7 @@ from mxclaw_nb.records import RequestRecord, c1_estimate
 from mxclaw_nb.store.records import opt_int, records_frame
 
 COMPACTED = ("placeholder", "summarized", "dropped")
+_STAYING = frozenset({"kept", "placeholder"})  # the states a kept step leaves as they are
 COLUMNS = [
     "session_id", "call", "turn", "n_messages", "n_input", "rebuilt", "full_tokens", "before_tokens", "after_tokens",
     "estimate_tokens", "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept",
@@ -117,7 +120,9 @@ class SessionCaches:
     def token_cache(self, policy: ContextPolicy) -> TokenCache:
         """The TokenCache for this policy's counter (a different counter would clear a shared one)."""
         key = policy.counter_name if policy.counter is None else id(policy.counter)
-        return self.tokens.setdefault(key, TokenCache())
+        # append-only (S2: stored rows are values): two prefixes kept, the whole transcript at each turn's start and
+        # the turn's C7 input, so neither evicts the other and each build re-plans only what was appended
+        return self.tokens.setdefault(key, TokenCache(append_only=True))
 
 
 def _turns(messages: Sequence[Any]) -> list[int]:
@@ -187,6 +192,11 @@ class _Chain:
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
         trace = _trace(view)
+        if (isinstance(trace.sent_sources, range) and isinstance(trace.step_sources, range)
+                and trace.step_sources == range(len(self.pos_map))):  # sent as it came: the map only grows
+            self.pos_map += range(start, end)
+            self.synthetic = set()
+            return
         self.pos_map = [None if s is None else self.pos_map[s] for s in view.sources] + list(range(start, end))
         self.synthetic = {p for p, k in enumerate(trace.sent_sources)
                           if k is not None and trace.step_sources[k] is None}
@@ -196,6 +206,40 @@ class _Chain:
         trace = _trace(view)
         synthetic = 0
         touched: list[int] = []
+        if (trace.runs is not None and isinstance(trace.step_sources, range) and not trace.dropped
+                and not self.synthetic):
+            self._record_runs(trace, touched)
+        else:
+            synthetic = self._record_steps(trace, touched)
+        if self._resync:  # inherited members whose action this chain has not set are "kept" now
+            touched.extend(self.members)
+            self._resync = False
+        self._sync(touched)
+        return synthetic
+
+    def _record_runs(self, trace: Trace, touched: list[int]) -> None:
+        """`record` when every step is an input message and the trace lists its non-kept steps as runs: the
+        kept steps are looked at at C speed and only those whose state changes are touched (a long
+        unchanged view costs what its new messages cost)."""
+        sources = trace.step_sources
+        assert isinstance(sources, range)
+        ts = self.pos_map[sources.start:sources.stop]
+        # a kept step keeps a placeholder state (the C7 input carries the placeholder) and leaves "kept" as is
+        changed = compress(ts, map(not_, map(_STAYING.__contains__, map(self.state.get, ts))))
+        for t in changed:
+            if t is not None:
+                self._set(t, "kept", touched)
+        for a, b, action in trace.runs or ():
+            for k in range(a, b):
+                t = self.pos_map[sources[k]]
+                if t is None:
+                    continue
+                if action == "kept" and self.state.get(t) == "placeholder":
+                    continue
+                self._set(t, action, touched)
+
+    def _record_steps(self, trace: Trace, touched: list[int]) -> int:
+        synthetic = 0
         for k, src in enumerate(trace.step_sources):
             action = trace.actions[k]
             if src is None or src in self.synthetic:
@@ -213,10 +257,6 @@ class _Chain:
                 self.orphans.add(t)
                 self._set(t, "dropped", touched)
                 touched.append(t)  # an orphan leaves the compacted facts even when already "dropped"
-        if self._resync:  # inherited members whose action this chain has not set are "kept" now
-            touched.extend(self.members)
-            self._resync = False
-        self._sync(touched)
         return synthetic
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -152,18 +152,84 @@ def _message_key(message: Msg) -> Key:
 message_key = _message_key  # the engine's calibrated counting keys its per-step facts the same way
 
 
+@dataclass(eq=False)
+class _Ledger:
+    """The per-message facts of a chain of reports in which each extends the one before (the usual loop step:
+    the last view + the assistant message and tool results), shared by them. Each entry carries the number
+    of the report that added it, so a report sees only its own entries (counters stay immutable values) and
+    the next report of the chain adds its new messages' entries, O(new), instead of copying every entry.
+
+    `index`: message key -> (base count, report number); `by_id`: the same facts by object identity
+    (message, its content, base count, key, report number): the loop sends the same dicts again for every
+    message it did not change, so neither counting nor the next report builds the content keys of a long
+    history again. `sizes[g]`: keys seen by report g; `head`: the newest report (only it may add entries).
+    """
+
+    index: dict[Key, tuple[int, int]] = field(default_factory=dict)
+    by_id: dict[int, tuple[Msg, Any, int, Key, int]] = field(default_factory=dict)
+    sizes: list[int] = field(default_factory=list)
+    head: int = -1
+
+    def upto(self, gen: int) -> _Ledger:
+        """A ledger holding only the entries of reports 0..gen (a report that is not the chain's newest is
+        extended again: a branch; rare, O(entries))."""
+        return _Ledger({k: v for k, v in self.index.items() if v[1] <= gen},
+                       {k: v for k, v in self.by_id.items() if v[4] <= gen}, self.sizes[: gen + 1], gen)
+
+
+class _Index(Mapping[Key, int]):
+    """Message key -> base count, as one report sees its ledger (read-only)."""
+
+    __slots__ = ("_entries", "_gen", "_len")
+
+    def __init__(self, ledger: _Ledger, gen: int) -> None:
+        self._entries, self._gen, self._len = ledger.index, gen, ledger.sizes[gen]
+
+    def __getitem__(self, key: Key) -> int:
+        value = self._entries[key]
+        if value[1] > self._gen:
+            raise KeyError(key)
+        return value[0]
+
+    def get(self, key: Key, default: Any = None) -> Any:
+        value = self._entries.get(key)
+        return default if value is None or value[1] > self._gen else value[0]
+
+    def __contains__(self, key: object) -> bool:
+        value = self._entries.get(key)  # type: ignore[call-overload]
+        return value is not None and value[1] <= self._gen
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Key]:
+        gen = self._gen
+        return (k for k, v in self._entries.items() if v[1] <= gen)
+
+
 @dataclass(frozen=True, eq=False)
 class _Report:
-    """One usage report: what was sent, its base total, the reported tokens, base count per message key."""
+    """One usage report: what was sent, its base total, the reported tokens, and (in its ledger) the base count
+    per message key."""
 
     sent: tuple[Msg, ...]
     base_total: int
     reported: int
-    index: dict[Key, int]
-    # the same facts by object identity (message, its content, base count, key): the loop sends the same
-    # dicts again for every message it did not change, so neither counting nor the next report needs to
-    # build the content keys of a long history again
-    by_id: dict[int, tuple[Msg, Any, int, Key]] = field(default_factory=dict)
+    ledger: _Ledger = field(repr=False)
+    gen: int = 0  # this report's number in its ledger
+
+    @property
+    def index(self) -> _Index:
+        """Base count per message key of the messages this report covered."""
+        return _Index(self.ledger, self.gen)
+
+    def known(self, message: Msg) -> tuple[Msg, Any, int, Key, int] | None:
+        """The ledger's facts of this very message object when this report covered it (and its content
+        object is unchanged), else None."""
+        hit = self.ledger.by_id.get(id(message))
+        if hit is None or hit[0] is not message or hit[1] is not message.get("content") or hit[4] > self.gen:
+            return None
+        return hit
 
 
 @dataclass(frozen=True)
@@ -242,8 +308,8 @@ class CalibratedCounter:
         """Calibrated tokens of one message (anchored share when last reported, else base * factor)."""
         report = self.last_report
         if report is not None and report.base_total > 0 and isinstance(message, dict):
-            hit = report.by_id.get(id(message))
-            if hit is not None and hit[0] is message and hit[1] is message.get("content"):
+            hit = report.known(message)
+            if hit is not None:
                 base: int | None = hit[2]
             else:
                 base = report.index.get(_message_key(message))
@@ -260,18 +326,22 @@ class CalibratedCounter:
         if reported is None:
             return self
         sent = tuple(sent_messages)
-        index: dict[Key, int] = {}
-        by_id: dict[int, tuple[Msg, Any, int, Key]] = {}
         last = self.last_report
-        previous = last.index if last is not None else {}
-        previous_ids = last.by_id if last is not None else {}
-        base_total = 0
+        # counts are a function of the key (the same base counter): any earlier entry may be reused
+        previous: dict[Key, tuple[int, int]] = last.ledger.index if last is not None else {}
+        previous_ids: dict[int, tuple[Msg, Any, int, Key, int]] = last.ledger.by_id if last is not None else {}
+        base_total, gen = 0, 0
         rest: Sequence[Any] = sent
         if last is not None and last.sent and len(last.sent) <= len(sent) and sent[: len(last.sent)] == last.sent:
-            # the usual loop step: the last report's messages + what was appended. Its facts are copied at C
-            # speed and only the new messages are looked at (O(new), not O(view)).
-            index, by_id, base_total = dict(last.index), dict(last.by_id), last.base_total
+            # the usual loop step: the last report's messages + what was appended. Its ledger is extended by
+            # the new messages only (O(new) entries, not a copy of every one)
+            ledger = last.ledger if last.ledger.head == last.gen else last.ledger.upto(last.gen)
+            base_total, gen = last.base_total, last.gen + 1
             rest = sent[len(last.sent):]
+        else:
+            ledger = _Ledger()
+        index, by_id = ledger.index, ledger.by_id
+        ledger.head = gen  # first: a report that fails half-way leaves a ledger the next one will not extend
         for m in rest:
             if isinstance(m, dict):
                 content = m.get("content")
@@ -281,13 +351,17 @@ class CalibratedCounter:
                 else:
                     key = _message_key(m)
                     known = previous.get(key)
-                    n = self.base.count(m) if known is None else known
-                index[key] = n
-                by_id[id(m)] = (m, content, n, key)
+                    n = self.base.count(m) if known is None else known[0]
+                if key not in index:  # the first report that covered it (earlier reports see it then)
+                    index[key] = (n, gen)
+                entry = by_id.get(id(m))
+                if entry is None or entry[0] is not m or entry[1] is not content:
+                    by_id[id(m)] = (m, content, n, key, gen)
             else:
                 n = self.base.count(m)
             base_total += n
-        report = _Report(sent, base_total, reported, index, by_id)
+        ledger.sizes.append(len(index))
+        report = _Report(sent, base_total, reported, ledger, gen)
         ratios, bootstrap, start = self.ratios, self.bootstrap, report
         added = None if self.segment_start is None else messages_added_since(self.segment_start.sent, sent)
         if added is not None and self.segment_start is not None:

@@ -55,23 +55,28 @@ class Layout:
 
 
 def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_counts: bool = False,
-              old_tokens: Sequence[int] = ()) -> Layout:
+              old_tokens: Sequence[int] = (), old_tail: Sequence[int] | None = None,
+              totals: tuple[int, int] | None = None) -> Layout:
     """The layout of `planned`, reusing the first `k` steps of `old` (its totals too when `same_counts`;
-    `old_tokens` are the counts `old` was made from)."""
+    `old_tokens` are the counts `old` was made from, or `old_tail` their part from step k on). `totals`:
+    (total, tool total) of `planned.tokens` when the caller kept them (the calibrated counting does)."""
     if old is None:
         k = 0
     tokens = planned.tokens
-    reuse_totals = same_counts and old is not None and k
+    reuse_totals = same_counts and old is not None and k and totals is None
     if reuse_totals and old is not None:  # before the roles change below
-        total = old.total - sum(old_tokens[k:])
-        tool_total = old.tool_tokens_before(old_tokens, k)
+        tail = old_tokens[k:] if old_tail is None else old_tail
+        total = old.total - sum(tail)
+        tool_total = old.tool_total - _tool_sum(tail, old.roles[k:])
     # the old layout belongs to the prefix this build consumed (nothing else reads it): extended in place
     roles = old.roles if k and old is not None else []
     del roles[k:]
     roles += map(dict.get, planned.messages[k:], repeat("role"))
     systems = [s for s in old.systems if s < k] if old is not None and k else []
     systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
-    if reuse_totals:
+    if totals is not None:
+        total, tool_total = totals
+    elif reuse_totals:
         total += sum(tokens[k:])
         tool_total += _tool_sum(tokens[k:], roles[k:])
     else:
@@ -95,18 +100,27 @@ class _Calibration:
     by_key: dict[Any, list[int]] = field(default_factory=dict)
     factor: float | None = None
     scaled: list[int] = field(default_factory=list)
+    tools: list[bool] = field(default_factory=list)  # per step: a tool result (the layout's tool total)
+    total: int = 0  # sum of `scaled`, and over tool steps only: kept as it grows (O(new), not O(steps))
+    tool_total: int = 0
+    made: tuple[int, int] | None = None  # (total, tool total) of the counts the last call returned, if known
 
     def truncate(self, k: int) -> None:
         for step in range(k, len(self.keys)):
             self.by_key[self.keys[step]].remove(step)
+        dropped = self.scaled[k:]
+        self.total -= sum(dropped)
+        self.tool_total -= sum(compress(dropped, self.tools[k:]))
         del self.keys[k:]
         del self.scaled[k:]
+        del self.tools[k:]
 
-    def extend(self, sent: list[Message]) -> None:
+    def extend(self, sent: list[Message], steps: Sequence[Message]) -> None:
         for step in range(len(self.keys), len(sent)):
             key = message_key(sent[step])
             self.keys.append(key)
             self.by_key.setdefault(key, []).append(step)
+        self.tools += map("tool".__eq__, map(dict.get, steps[len(self.tools):], repeat("role")))
 
 
 def _scaled(c1: Sequence[int], factor: float) -> list[int]:
@@ -118,17 +132,23 @@ _EPSILON = 1e-9
 
 
 def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[int], state: _Calibration,
-                      k: int) -> list[int]:
+                      k: int, steps: Sequence[Message]) -> list[int]:
     """Per-step counts of `counter` (base C1) equal to `counter.count(sent[i])`, with the state's first `k`
-    steps reused: O(new + what the last usage report covered), not O(steps)."""
+    steps reused: O(new + what the last usage report covered), not O(steps). `steps` are the step messages
+    (their roles); `state.made` is left with the counts' total and tool total when they came at that cost."""
     state.truncate(min(k, len(state.keys)))
-    state.extend(sent)
+    state.extend(sent, steps)
     factor = float(counter.factor)
     if state.factor != factor:
         state.factor, state.scaled = factor, _scaled(c1, factor)
+        state.total, state.tool_total = sum(state.scaled), sum(compress(state.scaled, state.tools))
     else:
-        state.scaled += _scaled(c1[len(state.scaled):], factor)
+        added = _scaled(c1[len(state.scaled):], factor)
+        state.total += sum(added)
+        state.tool_total += sum(compress(added, state.tools[len(state.scaled):]))
+        state.scaled += added
     counts = list(state.scaled)
+    state.made = None
     report = counter.last_report
     if report is not None and report.base_total > 0:
         ratio = max(counter.floor, report.reported / report.base_total)
@@ -142,10 +162,18 @@ def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[
                 if state.keys[step] in index:
                     counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
             return counts
-        by_key = state.by_key
+        by_key, tools = state.by_key, state.tools
+        total, tool_total = state.total, state.tool_total
         for key in report.index if len(report.index) <= len(by_key) else [x for x in by_key if x in report.index]:
             for step in by_key.get(key, ()):
-                counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
+                now = math.ceil(c1[step] * ratio - _EPSILON)
+                total += now - counts[step]
+                if tools[step]:
+                    tool_total += now - counts[step]
+                counts[step] = now
+        state.made = (total, tool_total)
+        return counts
+    state.made = (state.total, state.tool_total)
     return counts
 
 
@@ -155,7 +183,8 @@ def _is_calibrated(counter_key: Any) -> bool:
 
 @dataclass
 class _Prefix:
-    inputs: list[Any]
+    inputs: list[Any]  # the build's own list; an append-only cache extends it in place (see own_inputs)
+    length: int  # how many of `inputs` this prefix planned
     contents: list[Any] | None  # None for an append-only cache (nothing in place is checked)
     calls: list[Any] | None
     planned: Planned
@@ -180,9 +209,11 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> bool:
     if prev is None:
         return False
-    m = len(prev.inputs)
+    m = prev.length
     if len(inputs) < m:
         return False
+    if inputs is prev.inputs:  # adopted by own_inputs: already compared
+        return True
     if prev.contents is None or prev.calls is None:  # append-only: values never edited in place
         # identity first at C speed; a message read back from the store is an equal copy (compared by value).
         # `inputs` is the build's own copy: cut to m for the comparison and restored (no slice of the history)
@@ -191,7 +222,7 @@ def _reusable(prev: _Prefix | None, inputs: list[Any], snap: tuple[list[Any], li
         tail = inputs[m:]
         del inputs[m:]
         try:
-            return inputs == prev.inputs
+            return inputs == prev.inputs if len(prev.inputs) == m else inputs == prev.inputs[:m]
         finally:
             inputs += tail
     if snap is None:
@@ -233,6 +264,16 @@ def _extended(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
     return head
 
 
+def _kept_extended(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
+    """`head[:k] + tail`: in place in `head` when its items stay as they are (views hold it as Upto their
+    length: only appending is invisible to them), else a new list."""
+    overlap = len(head) - k
+    if 0 <= overlap <= len(tail) and head[k:] == tail[:overlap]:
+        head += tail[overlap:]
+        return head
+    return _grown(head, k, tail)
+
+
 def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Message], tuple[int, Message]]:
     return lambda _message: (counter(out), out)
 
@@ -240,10 +281,36 @@ def _counted(counter: Callable[[Message], int], out: Message) -> Callable[[Messa
 def _pick(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[Any]] | None) -> _Prefix | None:
     """The cached prefix `inputs` extends (the longest), or None."""
     best: _Prefix | None = None
-    for prev in getattr(cache, "slots", ()):
-        if (best is None or len(prev.inputs) > len(best.inputs)) and _reusable(prev, inputs, snap):
+    slots: list[_Prefix] = getattr(cache, "slots", [])
+    for prev in slots:
+        if prev.inputs is inputs and len(inputs) >= prev.length:  # adopted (own_inputs)
+            return prev
+    for prev in slots:
+        if (best is None or prev.length > best.length) and _reusable(prev, inputs, snap):
             best = prev
     return best
+
+
+def own_inputs(messages: Sequence[Any], cache: TokenCache | None) -> list[Any]:
+    """The build's own list of `messages` (C0 copies its input). With an append-only session cache and a list
+    that extends a cached prefix, that prefix's list is extended in place by the new messages instead (O(new)
+    plus a comparison of pointers at C speed): no copy of the history per build. Views built earlier hold
+    it as `view.Upto` their length, so they do not see it grow."""
+    if cache is None or not getattr(cache, "append_only", False) or messages.__class__ is not list:
+        return list(messages)
+    n = len(messages)
+    slots: list[_Prefix] = getattr(cache, "slots", [])
+    for prev in sorted(slots, key=lambda p: -p.length) if len(slots) > 1 else slots:
+        mine: list[Any] = prev.inputs
+        m = prev.length
+        if m > n or m == 0:
+            continue
+        del mine[m:]  # a build that failed half-way may have left it extended
+        mine += messages[m:]
+        if mine == messages:  # identity first per item: pointer reads only when it is the same history
+            return mine
+        del mine[m:]
+    return list(messages)
 
 
 def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
@@ -258,11 +325,13 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     reuse = _pick(cache, inputs, snap) if cache is not None else None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
     k = 0
+    old_tail: list[int] | None = None
     sources, messages, dropped, sent, c1 = new.sources, new.messages, new.dropped, new.sent, new.tokens
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
         old_c1 = old.tokens if old.estimates is None else old.estimates
         sources = _joined(old.sources[:k], new.sources)
+        old_tail = reuse.planned.tokens[k:]  # before the in-place extension below (the layout's totals)
         # nothing repaired: the steps are the input (our own copy), no second list of the same messages
         messages = inputs if sources == range(len(inputs)) else _grown(old.messages, k, new.messages)
         dropped = {**{i: why for i, why in old.dropped.items() if i < reuse.resume}, **new.dropped}
@@ -271,7 +340,8 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
             sent = _extended(old.sent, k, new.sent)
         else:
             sent = _grown(old.sent, k, new.sent)
-        c1 = _grown(old_c1, k, new.tokens)  # views keep their counts (Trace.tokens): a new list
+        # views hold their counts as Upto their length (Trace.tokens): the session cache extends in place
+        c1 = _kept_extended(old_c1, k, new.tokens) if append_only else _grown(old_c1, k, new.tokens)
     if counter is estimate_sent:  # C1 comes with the plan
         planned = Planned(sources, messages, dropped, sent, c1, None)
         if cache is not None:
@@ -279,7 +349,7 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
             cache.misses += len(new.messages)
     elif cache is not None and _is_calibrated(counter_key):  # T2: a factor over the cached C1 counts
         calibration = reuse.calibration if reuse is not None and reuse.calibration is not None else _Calibration()
-        counted = calibrated_counts(counter_key, sent, c1, calibration, k if reuse is not None else 0)
+        counted = calibrated_counts(counter_key, sent, c1, calibration, k if reuse is not None else 0, messages)
         cache.__dict__["_calibration_made"] = calibration
         planned = Planned(sources, messages, dropped, sent, counted, c1)
     else:  # another counter counts the sent forms: only new messages, unless the counter changed
@@ -297,7 +367,9 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     if cache is not None:
         same = reuse is not None and reuse.counter_key is counter_key  # None for C1: the counts are C1 both times
         old_layout = reuse.planned.layout if reuse is not None else None
-        layout = layout_of(planned, old_layout, k, same, reuse.planned.tokens if reuse is not None else ())
+        made = cache.__dict__.get("_calibration_made") if _is_calibrated(counter_key) else None
+        layout = layout_of(planned, old_layout, k, same, old_tail=old_tail,
+                           totals=made.made if isinstance(made, _Calibration) else None)
         planned = Planned(planned.sources, planned.messages, planned.dropped, planned.sent, planned.tokens,
                           planned.estimates, layout)
         _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
@@ -317,6 +389,7 @@ def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[
     summary = reuse.summary if reuse is not None else None
     # the calibrated counting state of this build (plan_and_count leaves it on the cache), else none
     calibration = cache.__dict__.pop("_calibration_made", None) if _is_calibrated(counter_key) else None
-    prefix = _Prefix(inputs, contents, calls, planned, resume, resume_step, counter_key, summary, calibration)
+    prefix = _Prefix(inputs, len(inputs), contents, calls, planned, resume, resume_step, counter_key, summary,
+                     calibration)
     cache.slots = [prefix, *slots][: 2 if append_only else 1]
     cache.prefix, cache.summary = prefix, summary

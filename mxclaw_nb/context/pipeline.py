@@ -26,17 +26,17 @@ their results into a RequestView with its provenance.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
-from itertools import compress
+from itertools import compress, islice
 from operator import not_
 from typing import Any
 
 from mxclaw_nb.context.counters import TokenCounter
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
-from mxclaw_nb.context.incremental import Layout, layout_of, plan_and_count
+from mxclaw_nb.context.incremental import Layout, layout_of, own_inputs, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
 from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
@@ -99,7 +99,7 @@ def build_request_view(
     """SPEC C0: the request view for one model call, with its provenance."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("messages must be a list of message dicts")
-    inputs = list(messages)
+    inputs = own_inputs(messages, cache)  # a session cache's own list, extended in place (C7: O(new))
     planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
@@ -119,6 +119,13 @@ class _From(Sequence[Any]):
 
     def __len__(self) -> int:
         return self._stop - self._offset
+
+    def __iter__(self) -> Iterator[Any]:  # C speed (the Sequence mixin would call __getitem__ per item)
+        return islice(self._seq, self._offset, self._stop)
+
+    def __reversed__(self) -> Iterator[Any]:  # C speed: the safe tail and the summary read from the end
+        n = len(self._seq)
+        return islice(reversed(self._seq), n - self._stop, n - self._offset)
 
     def __getitem__(self, k: Any) -> Any:
         if isinstance(k, slice):

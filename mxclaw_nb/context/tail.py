@@ -22,10 +22,13 @@ def safe_tail_start(conversation: Sequence[Message], tokens: Sequence[int], keep
     if n == 0:
         return 0
     start = n - 1  # exception (a): the last message is always kept
-    total = tokens[start]
-    while start > 0 and total + tokens[start - 1] <= keep_recent_tokens:
+    back = reversed(tokens)  # from the end, at C speed (a long history is never indexed item by item)
+    total = next(back)
+    for count in back:
+        if total + count > keep_recent_tokens:
+            break
         start -= 1
-        total += tokens[start]
+        total += count
     # exception (b): never begin on a tool result; extend to the issuing assistant message.
     while start > 0 and conversation[start].get("role") == "tool":
         start -= 1

@@ -9,10 +9,11 @@ nothing extra, which keeps the incremental rebuild inside the loop cheap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, NamedTuple
+from itertools import islice
+from typing import Any, NamedTuple, TypeVar, overload
 
 from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.messages import (
@@ -113,25 +114,97 @@ BEFORE_FIELDS = MessageRecord._fields
 AFTER_FIELDS = SentRecord._fields
 
 
+_T = TypeVar("_T")
+
+
+class Upto(Sequence[_T]):
+    """The first `n` items of a list that may grow later (read-only, no copy).
+
+    A session's append-only TokenCache extends its lists of inputs and counts in place (SPEC C7: a rebuild
+    after one new message costs O(new), not a copy of the history); a view built earlier keeps seeing the
+    items it was built from. Iteration and slices run at C speed.
+    """
+
+    __slots__ = ("_n", "_seq")
+
+    def __init__(self, seq: list[_T], n: int) -> None:
+        self._seq, self._n = seq, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, k: int) -> _T: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[_T]: ...
+    def __getitem__(self, k: int | slice) -> _T | list[_T]:
+        if isinstance(k, slice):
+            start, stop, step = k.indices(self._n)
+            return self._seq[start:stop:step]
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError(k)
+        return self._seq[k]
+
+    def __iter__(self) -> Iterator[_T]:
+        return islice(self._seq, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Upto):
+            other = other._seq[: other._n]
+        if isinstance(other, list):
+            return len(other) == self._n and self._seq[: self._n] == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Upto({self._seq[: self._n]!r})"
+
+    @property
+    def base(self) -> list[_T]:
+        """The underlying list (its first `len(self)` items are this sequence's; read-only)."""
+        return self._seq
+
+
+def _bounded(seq: Any) -> Any:
+    return Upto(seq, len(seq)) if seq.__class__ is list else seq
+
+
+def raw(seq: Sequence[_T]) -> Sequence[_T]:
+    """A sequence to index at C speed in a hot loop: the list behind an `Upto` (only indices < len(seq) may be
+    read), else `seq` itself."""
+    return seq._seq if isinstance(seq, Upto) else seq
+
+
 @dataclass(frozen=True)
 class Trace:
-    """The pipeline's raw decision, from which provenance rows are derived on demand."""
+    """The pipeline's raw decision, from which provenance rows are derived on demand.
+
+    The lists a session cache may extend later (inputs, step messages, counts) are held as `Upto` their
+    length at construction (O(1)), so this trace keeps describing the build that made it.
+    """
 
     inputs: Sequence[Any]
     step_sources: Sequence[int | None]  # per repaired step: input position, None for a synthetic result
     step_messages: Sequence[Message]  # per repaired step: the message as given
     dropped: dict[int, str]
-    tokens: list[int]  # per step, before
+    tokens: Sequence[int]  # per step, before
     actions: list[str]  # per step
     sent_of_step: Sequence[int | None]  # per step: position in the sent list (a range when unchanged)
     sent_sources: Sequence[int | None]  # per sent message: step index, None for engine-made messages
-    sent_tokens: list[int]
+    sent_tokens: Sequence[int]
     # per-message display facts (chars, preview, failure) kept across builds by the session's TokenCache,
     # keyed by message identity: a long session's provenance then only looks at new messages' texts
     memo: dict[int, tuple[Any, ...]] | None = field(default=None, compare=False)
     # (start step, stop step, action) of every step whose action is not kept/synthetic, when the stage can say
     # so cheaply (unchanged, micro, summary); None = read `actions` (the lineage then looks at every step)
     runs: list[tuple[int, int, str]] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("inputs", "step_messages", "tokens", "sent_tokens"):
+            object.__setattr__(self, name, _bounded(getattr(self, name)))
 
 
 def _preview(text: str) -> str:
@@ -189,14 +262,15 @@ class RequestView:
             as_came += appended
             return as_came
         out: list[Message] = []
+        steps = raw(t.step_messages)
         for pos, k in enumerate(t.sent_sources):
             action = None if k is None else t.actions[k]
             if action in ("kept", "synthetic"):
-                out.append(t.step_messages[k])  # type: ignore[index]
-            elif action == "placeholder" and FACTS_KEY in t.step_messages[k]:  # type: ignore[index]
+                out.append(steps[k])  # type: ignore[index]
+            elif action == "placeholder" and FACTS_KEY in steps[k]:  # type: ignore[index]
                 # K3: a placeholder keeps its result's recorded facts (stored-only, never sent), so a later
                 # summary's Kernel state still names the variables it created
-                out.append({**self.messages[pos], FACTS_KEY: t.step_messages[k][FACTS_KEY]})  # type: ignore[index]
+                out.append({**self.messages[pos], FACTS_KEY: steps[k][FACTS_KEY]})  # type: ignore[index]
             else:
                 out.append(self.messages[pos])
         return out + list(appended)
@@ -261,11 +335,11 @@ def _build_provenance(view: RequestView, t: Trace) -> Provenance:
         lengths.append(chars)
         previews.append(preview)
         contents.append(content)
-    sources, n = t.step_sources, len(t.step_messages)
+    sources, n, sent_tokens = t.step_sources, len(t.step_messages), raw(t.sent_tokens)
     unchanged = isinstance(t.sent_of_step, range)
     before: tuple[list[Any], ...] = (
         list(sources), roles, names, list(t.tokens),
-        list(t.sent_tokens) if unchanged else [0 if s is None else t.sent_tokens[s] for s in t.sent_of_step],
+        list(t.sent_tokens) if unchanged else [0 if s is None else sent_tokens[s] for s in t.sent_of_step],
         list(t.actions), list(t.sent_of_step), failures,
         [False] * n if isinstance(sources, range) else [s is None for s in sources], lengths, previews, [None] * n)
     row_of_step: Sequence[int] = range(n)

@@ -392,10 +392,12 @@ def test_session_cache_extended_by_appends_equals_a_cold_build(steps: list[list]
     from dataclasses import replace
 
     from mxclaw_nb.context.counters import FunctionCounter
+    from mxclaw_nb.context.view import _build_provenance
 
     counters = [None, FunctionCounter("chars", len), FunctionCounter("words", lambda t: len(t.split()))]
     cache = TokenCache(append_only=True)
     transcript: list = []
+    earlier: list = []
     at, call = 0, 0
     while at < len(steps):
         n = chunks[call % len(chunks)]
@@ -410,6 +412,7 @@ def test_session_cache_extended_by_appends_equals_a_cold_build(steps: list[list]
         for _ in range(data.draw(st.integers(1, 3))):  # C7 iterations: previous view + what the turn appended
             warm = build_request_view(view_input, counted, cache=cache)
             _same_view(warm, build_request_view(view_input, counted))
+            earlier.append((warm, list(view_input), counted))
             more = data.draw(st.lists(step, max_size=2))
             appended = [m for s in more for m in s]
             transcript.extend(appended)
@@ -417,6 +420,16 @@ def test_session_cache_extended_by_appends_equals_a_cold_build(steps: list[list]
             if not has_usable(view_input):
                 break
         call += 1
+    # the cache extends its lists in place (O(new)); every earlier view still describes its own build
+    for warm, inputs, counted in earlier:
+        cold = build_request_view(inputs, counted)
+        for name in ("inputs", "step_sources", "step_messages", "tokens", "actions", "sent_of_step", "sent_sources",
+                     "sent_tokens"):
+            assert list(getattr(warm.trace, name)) == list(getattr(cold.trace, name)), name
+        assert warm.trace.dropped == cold.trace.dropped
+        assert _build_provenance(warm, warm.trace) == cold.provenance
+        assert json.dumps(warm.next_input([]), ensure_ascii=False) == json.dumps(cold.next_input([]),
+                                                                                  ensure_ascii=False)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
