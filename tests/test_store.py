@@ -414,3 +414,29 @@ def test_l4_deferred_commit_after_commits_what_waits_while_the_block_runs(store:
     with store.deferred(commit_after=60):  # a quick block: one commit at its end
         store.append_message(sid, {"role": "user", "content": "c"}, turn=2)
     assert len(store.load_transcript(sid)) == 3
+
+
+def test_l4_committer_and_a_batch_inside_a_deferred_block_never_wait_for_each_other(store: Store) -> None:
+    """The committer thread only tries the connection and the queue: a batch() inside a deferred block (holding
+    the connection while it appends to the queue) cannot deadlock with it; every row is stored in order (L4)."""
+    import threading
+    import time
+
+    sid = store.create_session()
+    done = threading.Event()
+
+    def block() -> None:
+        with store.deferred(commit_after=0.05):
+            with store.batch():  # holds the connection while the committer's ticks come
+                store.append_message(sid, {"role": "user", "content": "a"}, turn=1)
+                time.sleep(0.4)  # the row is due: the committer wants the connection now
+                store.append_message(sid, {"role": "assistant", "content": "b"}, turn=1)
+                time.sleep(0.2)
+            store.append_message(sid, {"role": "user", "content": "c"}, turn=1)
+        done.set()
+
+    worker = threading.Thread(target=block, daemon=True)
+    worker.start()
+    worker.join(20)
+    assert done.is_set(), "the block and the committer thread deadlocked"
+    assert [m["content"] for m in store.load_transcript(sid)] == ["a", "b", "c"]

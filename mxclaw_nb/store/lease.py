@@ -148,6 +148,11 @@ class Lease:
                 self._depth -= 1
                 self._last_used = time.monotonic()
 
+    @property
+    def mutex(self) -> threading.RLock:
+        """The lock every use of the connection holds (for a thread that must only try it)."""
+        return self._mu
+
     def read_only_error(self, action: str) -> StoreError:
         """The sentence a refused write gets: why the file is read-only and what still works."""
         return StoreError(

@@ -271,19 +271,31 @@ class Store(StoreReads):
         # On the committer thread: commit what is queued once its oldest row waited `commit_after`; on failure the
         # rows go back to the front of the queue and the block's end retries them (and raises there). Returns
         # False when no block with commit_after ran for a while (the thread ends; the next block starts one).
-        with self._pending_mu:
-            if self._commit_after is None:
-                return time.monotonic() - self._committer_used < _COMMITTER_IDLE
-            self._committer_used = time.monotonic()
-            if self._oldest is None or time.monotonic() - self._oldest < self._commit_after or not self._pending:
-                return True
-            pending, self._pending, self._oldest = self._pending, [], None
-            try:
-                self._flush(pending)
-            except BaseException:
-                if self._pending is not None:
-                    self._pending[:0] = pending
+        # Both locks are only tried, never waited for: the caller's thread may hold the connection (a batch()
+        # inside the block) and want the queue, or hold the queue (the block's end) and want the connection.
+        # A busy tick is skipped; the next one (0.1 s later) tries again.
+        if not self._lease.mutex.acquire(blocking=False):
             return True
+        try:
+            if not self._pending_mu.acquire(blocking=False):
+                return True
+            try:
+                if self._commit_after is None:
+                    return time.monotonic() - self._committer_used < _COMMITTER_IDLE
+                self._committer_used = time.monotonic()
+                if self._oldest is None or time.monotonic() - self._oldest < self._commit_after or not self._pending:
+                    return True
+                pending, self._pending, self._oldest = self._pending, [], None
+                try:
+                    self._flush(pending)
+                except BaseException:
+                    if self._pending is not None:
+                        self._pending[:0] = pending
+                return True
+            finally:
+                self._pending_mu.release()
+        finally:
+            self._lease.mutex.release()
 
     def _flush(self, pending: list[tuple[str, str, str, list[Any]]]) -> None:
         # One multi-row INSERT per table and session, in queue order within each, one transaction.
