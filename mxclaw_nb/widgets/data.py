@@ -60,13 +60,16 @@ class CallData:
         return replace(self, record=replace(self.record, **changes))
 
 
-def _lineage_fields(lineage: Lineage | None, transcript: Sequence[Message] | None) -> dict[str, Any] | None:
-    """Before/after rows and the carried description from a lineage and the stored transcript (N3)."""
+def _lineage_fields(lineage: Lineage | None, transcript: Sequence[Message] | None,
+                    sent: Sequence[Message] | None = None) -> dict[str, Any] | None:
+    """Before/after rows and the carried description from a lineage and the stored transcript (N3); `sent`:
+    what was sent when known (a live view), else rebuilt from the lineage."""
     if lineage is None or transcript is None:
         return None
     try:
         rows = lineage_rows(lineage, transcript)
-        sent = lineage_messages(lineage, transcript)  # what was sent, rebuilt: After rows open what the model got
+        if sent is None:  # a stored call: rebuilt, so its After rows open what the model got
+            sent = lineage_messages(lineage, transcript)
     except (ValueError, KeyError, IndexError):
         return None  # a transcript that does not match the record: show the view's own provenance
     return {"before": rows["before"], "after": rows["after"], "carried": lineage.describe(), "sent": sent,
@@ -78,10 +81,8 @@ def call_data(record: RequestRecord, transcript: Sequence[Message] | None = None
               view: RequestView | None = None) -> CallData:
     """CallData of a record: N3 rows from its lineage and the stored `transcript` when both are there, else
     the view's own provenance rows (relative to the call's input), else none."""
-    n3 = _lineage_fields(record.lineage, transcript)
+    n3 = _lineage_fields(record.lineage, transcript, view.messages if view is not None else None)
     if n3 is not None:
-        if view is not None:
-            n3["sent"] = view.messages
         return CallData(record, **n3)
     provenance = record.provenance if record.provenance is not None or view is None else view.provenance
     rows = provenance.to_records() if provenance is not None else {"before": [], "after": []}
