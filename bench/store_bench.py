@@ -317,10 +317,68 @@ def iteration_table(runs: int) -> None:
           f"with the same one commit (target <= 3x), {d / med[('sqlite', 'rows')]:.2f}x sqlite row by row; the loop's "
           f"two commits: {med[('duckdb', 'two')]:.2f} ms = {med[('duckdb', 'two')] / d:.2f}x now; before deferred(): "
           f"{med[('duckdb', 'old')]:.2f} ms = {med[('duckdb', 'old')] / d:.2f}x now")
+    floor = engine_floor(runs)
+    print("\nthe engines' floor: the iteration's five rows as bare 3-column INSERTs (session, seq, 2 KB text), no "
+          "encoding, no store; medians of 400 commits")
+    for label, key in (("duckdb, three tables (the store's layout)", "duckdb3"),
+                       ("duckdb, all five rows in one table", "duckdb1"), ("sqlite3 WAL FULL, three tables", "sqlite")):
+        print(f"  {label:<44} {floor[key]:6.2f} ms = {floor[key] / floor['sqlite']:5.2f}x sqlite")
+    print(f"  (this disk's fsync: {floor['fsync']:.2f} ms; the loop's iteration above is "
+          f"{d / floor['duckdb3']:.2f}x DuckDB's own floor)")
     parts = iteration_breakdown()
     print("\nwhere the DuckDB iteration's time goes (one run, medians of 200 iterations):")
     for name, ms in parts.items():
         print(f"  {name:<36} {ms:7.2f} ms")
+
+
+def engine_floor(runs: int, commits: int = 400) -> dict[str, float]:
+    """The least any store can pay per iteration on each engine: five narrow rows, one commit, interleaved."""
+    import duckdb
+
+    got: dict[str, list[float]] = {}
+    text = "x" * 2000
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="mxclaw-bench-") as tmp:
+            duck = duckdb.connect(str(Path(tmp) / "floor.duckdb"))
+            lite = sqlite3.connect(Path(tmp) / "floor.sqlite", isolation_level=None)
+            lite.execute("PRAGMA journal_mode=WAL")
+            lite.execute("PRAGMA synchronous=FULL")
+            for con in (duck, lite):
+                for table in ("r", "m", "e", "one"):
+                    con.execute(f"CREATE TABLE {table} (s VARCHAR, seq INTEGER, c VARCHAR, PRIMARY KEY (s, seq))")
+            times: dict[str, list[float]] = {"duckdb3": [], "duckdb1": [], "sqlite": []}
+            for i in range(commits):
+                for key, con in (("duckdb3", duck), ("duckdb1", duck), ("sqlite", lite)):
+                    start = time.perf_counter()
+                    con.execute("BEGIN IMMEDIATE" if key == "sqlite" else "BEGIN TRANSACTION")
+                    if key == "duckdb1":
+                        con.execute("INSERT INTO one VALUES " + ", ".join(["(?, ?, ?)"] * 5),
+                                    [v for k in range(5) for v in ("s", 5 * i + k, text)])
+                    else:
+                        con.execute("INSERT INTO r VALUES (?, ?, ?)", ["s", i, text])
+                        for table in ("m", "e"):
+                            if key == "sqlite":
+                                con.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)",
+                                                [("s", 2 * i, text), ("s", 2 * i + 1, text)])
+                            else:
+                                con.execute(f"INSERT INTO {table} VALUES (?, ?, ?), (?, ?, ?)",
+                                            ["s", 2 * i, text, "s", 2 * i + 1, text])
+                    con.execute("COMMIT")
+                    times[key].append(time.perf_counter() - start)
+            duck.close()
+            lite.close()
+            fd = os.open(Path(tmp) / "fsync", os.O_WRONLY | os.O_CREAT)
+            syncs = []
+            for _ in range(100):
+                os.write(fd, b"x" * 4096)
+                start = time.perf_counter()
+                os.fsync(fd)
+                syncs.append(time.perf_counter() - start)
+            os.close(fd)
+            times["fsync"] = syncs
+            for key, values in times.items():
+                got.setdefault(key, []).append(statistics.median(values) * 1e3)
+    return {k: statistics.median(v) for k, v in got.items()}
 
 
 def iteration_breakdown(iterations: int = 200) -> dict[str, float]:

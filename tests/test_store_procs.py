@@ -122,3 +122,20 @@ def test_s3_an_idle_holder_hands_the_file_over_when_another_process_asks(tmp_pat
         assert child[0]["ok"] and child[0]["seconds"] < 3.0
         # The holder gets the file back transparently on its next call.
         assert holder.append_message(sid, {"role": "user", "content": "still mine"}, turn=0) == 0
+
+
+def test_s3_a_busy_holder_hands_the_file_over_within_its_hold_slice(tmp_path: Path) -> None:
+    # The holder never goes idle (an append every few ms, like a bulk writer); the waiter announces itself on
+    # `<db>.queue.lock` (filelock) and the holder's per-poll check (a flock try on a kept descriptor) must see it.
+    path = tmp_path / "busy.duckdb"
+    with Store(path, idle_release=600) as holder:
+        sid = holder.create_session()
+        child = spawn("open", str(path))
+        appended, deadline = 0, time.monotonic() + 60
+        while child.poll() is None and time.monotonic() < deadline:
+            holder.append_message(sid, {"role": "user", "content": f"busy {appended}"}, turn=0)
+            appended += 1
+        got = facts(child)
+        assert got[0]["ok"] and got[0]["seconds"] < 5.0, got
+        assert appended > 10  # the holder really was busy while the child waited
+        assert len(holder.load_transcript(sid)) == appended

@@ -66,6 +66,8 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]
     """INSERT `rows`: multi-row VALUES for a few rows, an Arrow table for many or when `bulk` (executemany
     runs one statement per row, ~0.7 ms each)."""
     head, marks = sql.split(" VALUES ")
+    if not bulk and len(rows) <= _CHUNK:
+        head, marks, rows = _without_null_columns(head, rows)
     if len(rows) > _CHUNK or (bulk and len(rows) > 1):
         import pyarrow as pa  # only bulk paths (seed, import) pay for it
 
@@ -84,6 +86,17 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]
     for i in range(0, len(rows), _CHUNK):
         part = rows[i:i + _CHUNK]
         con.execute(f"{head} VALUES {', '.join([marks] * len(part))}", [v for r in part for v in r])
+
+
+def _without_null_columns(head: str, rows: list[list[Any]]) -> tuple[str, str, list[list[Any]]]:
+    # Leave out the columns that are NULL in every row (their default, NULL, applies): DuckDB binds and casts
+    # every listed value, ~0.03 ms a column, and a request record or a message leaves most columns empty.
+    names = head[head.index("(") + 1:head.rindex(")")].split(", ")
+    keep = [k for k in range(len(names)) if any(r[k] is not None for r in rows)]
+    if len(keep) == len(names):
+        return head, f"({', '.join('?' * len(names))})", rows
+    head = f"{head[:head.index('(')]}({', '.join(names[k] for k in keep)})"
+    return head, f"({', '.join('?' * len(keep))})", [[r[k] for k in keep] for r in rows]
 
 
 _COMMIT_TICK = 0.1  # s: how often the committer thread looks at an open deferred(commit_after=) block
@@ -154,6 +167,7 @@ class Store(StoreReads):
         self._oldest: float | None = None  # monotonic time of the oldest row queued while a commit_after applies
         self._committer: threading.Thread | None = None
         self._committer_used = 0.0  # monotonic time a block with commit_after last ran
+        self._cursor: tuple[int, duckdb.DuckDBPyConnection] | None = None  # see _write_cursor
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
@@ -303,7 +317,9 @@ class Store(StoreReads):
         for table, session_id, sql, row in pending:
             groups.setdefault((table, session_id), (sql, []))[1].append(row)
         with self._lease.connection("write an iteration", write=True) as con:
-            try:  # inside Store.batch() the batch's transaction holds these rows too (e.g. an import)
+            if not self._batch_depth:  # inside Store.batch() the batch's transaction holds these rows too
+                con = self._write_cursor(con)
+            try:
                 with transaction(con) if not self._batch_depth else contextlib.nullcontext():
                     for (table, session_id), (sql, rows) in groups.items():
                         if table != "messages":  # seqs nobody has seen yet: numbered now, under the lease
@@ -314,6 +330,16 @@ class Store(StoreReads):
             except BaseException:
                 self._next.clear()
                 raise
+
+    def _write_cursor(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+        # A second connection to the open file, for the iteration's INSERT ... VALUES only, with DuckDB's query
+        # optimizer off (it has nothing to optimize there and costs ~0.3 ms a statement); reads keep theirs.
+        # It dies with the lease's connection (closing that closes its cursors), so it never holds the file.
+        if self._cursor is None or self._cursor[0] != self._lease.generation:
+            cursor = con.cursor()
+            cursor.execute("PRAGMA disable_optimizer")
+            self._cursor = (self._lease.generation, cursor)
+        return self._cursor[1]
 
     def __enter__(self) -> Store:
         return self
