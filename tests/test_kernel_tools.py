@@ -87,3 +87,36 @@ def test_k1_python_stops_at_its_time_limit_and_lets_an_interrupt_through(tmp_pat
     assert not run_python({"code": "1 + 1"}, ctx, lambda: {}).is_error  # the timer was cancelled
     with pytest.raises(KeyboardInterrupt):  # an interrupt of the kernel ends the turn, not just the tool
         run_python({"code": "raise KeyboardInterrupt"}, ctx, lambda: {})
+
+
+def test_k1_python_time_limit_holds_in_a_worker_thread(tmp_path: Path) -> None:
+    # ipykernel 7 can run cells in subshell threads, where no SIGALRM reaches the code: the limit must still hold.
+    import threading
+    import time
+
+    ctx, _ = _ctx(tmp_path, approval="allow")
+    ctx.shell_timeout = 0.3
+    results: dict[str, object] = {}
+
+    def work() -> None:
+        started = time.monotonic()
+        results["busy"] = run_python({"code": "n = 0\nwhile True:\n    n += 1"}, ctx, lambda: {})
+        results["busy_s"] = time.monotonic() - started
+        results["sleepy"] = run_python({"code": "import time\nfor _ in range(100):\n    time.sleep(0.05)"}, ctx,
+                                       lambda: {})
+        quick = [run_python({"code": "sum(range(1000))"}, ctx, lambda: {}) for _ in range(20)]
+        time.sleep(0.6)  # past the quick calls' limits: a cancelled timer must not fire into this thread later
+        results["quick"] = quick
+        results["after"] = "reached"
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    busy, sleepy = results["busy"], results["sleepy"]
+    assert busy.is_error and "longer than 0.3 s (shell_timeout)" in busy.content  # type: ignore[attr-defined]
+    assert busy.meta["facts"]["exc_type"] == "PythonTimeout"  # type: ignore[attr-defined]
+    assert results["busy_s"] < 3.0
+    assert sleepy.is_error and "shell_timeout" in sleepy.content  # type: ignore[attr-defined]
+    assert all(not r.is_error for r in results["quick"])  # type: ignore[attr-defined]
+    assert results["after"] == "reached"

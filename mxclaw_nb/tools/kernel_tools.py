@@ -128,25 +128,60 @@ def notebook_cells(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Name
 class PythonTimeout(Exception):
     """The agent's code ran past its time limit (the shell_timeout setting)."""
 
+    limit = 0.0
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or f"the code ran longer than {self.limit:g} s (shell_timeout) and was stopped")
+
 
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise PythonTimeout in the code after `seconds` (a real-time timer: the kernel runs cells in its main thread;
-    elsewhere, e.g. a worker thread, there is no limit)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
+    """Raise PythonTimeout in the code after `seconds` of real time.
+
+    In the main thread (a classic kernel runs cells there) a SIGALRM timer, which also cuts a blocking call such
+    as `time.sleep` short. In any other thread (ipykernel 7's subshells, a worker thread) a timer thread raises
+    the exception in this thread asynchronously (`PyThreadState_SetAsyncExc`): Python code stops at its next
+    bytecode; a blocking C call is stopped only when it returns.
+    """
+    expired = type("PythonTimeout", (PythonTimeout,), {"limit": seconds, "__module__": __name__})
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        def alarm(signum: int, frame: Any) -> None:
+            raise expired()
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
         return
+    yield from _thread_time_limit(seconds, expired)
 
-    def expired(signum: int, frame: Any) -> None:
-        raise PythonTimeout(f"the code ran longer than {seconds:g} s (shell_timeout) and was stopped")
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+def _thread_time_limit(seconds: float, expired: type[PythonTimeout]) -> Iterator[None]:
+    import ctypes
+
+    target = ctypes.c_ulong(threading.get_ident())
+    mu, state = threading.Lock(), {"active": True, "fired": False}
+
+    def fire() -> None:
+        with mu:
+            if state["active"]:
+                state["fired"] = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(expired))
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        timer.cancel()
+        with mu:
+            state["active"] = False
+            if state["fired"]:  # raised but maybe not yet delivered: never let it land in the caller's code
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
 
 
 def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
