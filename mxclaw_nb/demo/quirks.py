@@ -12,7 +12,8 @@ provider adapter and whole turns are tested over real HTTP against the same byte
 
 A quirk has `stream` (a function of the list of SSE items: chunk dicts, or bytes written verbatim) and/or
 `plain` (a function of a non-streamed completion body), and/or `reject` (the message of a 400 for a
-request the server refuses). Quirks apply in the order of `QUIRKS`; `seen_in` says where it comes from.
+request the server refuses). Quirks apply in the order of `QUIRKS` (those that regroup tool calls before those
+that strip fields from each delta); `seen_in` says where each comes from; `PROFILES` combines them per server.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["QUIRKS", "Quirk"]
+__all__ = ["PROFILES", "QUIRKS", "Quirk"]
 
 Item = dict[str, Any] | bytes  # one SSE event: a JSON payload, or raw bytes (a comment line)
 
@@ -346,13 +347,13 @@ QUIRKS: dict[str, Quirk] = {
                                 lambda u: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
     "usage_prompt_null": _usage_quirk("proxies", lambda u: {**u, "prompt_tokens": None}),
     "usage_total_only": _usage_quirk("some gateways", lambda u: {"total_tokens": u["total_tokens"]}),
-    "tool_no_index": Quirk("Ollama < 0.4.7, sglang, Gemini's compatible API", stream=_tool_no_index),
-    "tool_id_every_chunk": Quirk("llama.cpp, LM Studio", stream=_tool_id_every_chunk),
-    "tool_name_every_chunk": Quirk("llama.cpp before PR 13800", stream=_tool_name_every_chunk),
     "tool_whole": Quirk("Ollama, LM Studio", stream=_tool_whole),
     "tool_same_index": Quirk("Ollama 0.20 (parallel calls), Gemini proxies", stream=_tool_same_index),
     "tool_args_object": Quirk("llama.cpp (March 2026 builds)", stream=_args_object_stream, plain=_args_object_plain),
+    "tool_id_every_chunk": Quirk("llama.cpp, LM Studio", stream=_tool_id_every_chunk),
+    "tool_name_every_chunk": Quirk("llama.cpp before PR 13800", stream=_tool_name_every_chunk),
     "tool_id_empty": Quirk("small local servers", stream=_tool_id_empty_stream, plain=_tool_id_empty_plain),
+    "tool_no_index": Quirk("Ollama < 0.4.7, sglang, Gemini's compatible API", stream=_tool_no_index),
     "finish_stop_with_tools": _set_finish("gpt-4o, Ollama, Gemini proxies", "stop", only_with_tools=True),
     "finish_eos": _set_finish("TGI", "eos"),
     "finish_null": _set_finish("proxies that end with [DONE] only", None),
@@ -368,4 +369,14 @@ QUIRKS: dict[str, Quirk] = {
     "comments": Quirk("OpenRouter (`: OPENROUTER PROCESSING`), keep-alive proxies", stream=_comments),
     "error_midstream": Quirk("OpenRouter, LiteLLM (error object in a 200 stream)", stream=_error_midstream),
     "strict_params": Quirk("strict gateways (pydantic extra=forbid)", reject=_reject_unknown),
+}
+
+# Several quirks as one server shows them together (what the survey found; versions differ).
+PROFILES: dict[str, frozenset[str]] = {
+    "vllm": frozenset({"usage_every_chunk", "content_null", "reasoning_both"}),
+    "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object"}),
+    "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null"}),
+    "openrouter": frozenset({"comments", "reasoning_field", "usage_on_finish_chunk"}),
+    "strict gateway": frozenset({"strict_params", "no_meta", "finish_missing", "usage_prompt_null"}),
+    "bare": frozenset({"tool_no_index", "tool_id_empty", "finish_null", "no_role", "no_meta"}),
 }

@@ -364,7 +364,7 @@ class _Answer:
         arguments = _arguments_of(raw)
         call = self._at.get(index) if index is not None else (self.calls[-1] if self.calls else None)
         if call is None or (call_id and call.id and call_id != call.id) or (
-                name and call.name and arguments and _is_json("".join(call.arguments))):
+                name and call.name and _is_json("".join(call.arguments))):
             call = _Call()
             self.calls.append(call)
             if index is not None:
