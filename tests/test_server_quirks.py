@@ -212,7 +212,8 @@ def test_the_adapter_gives_one_shape_whatever_the_server_sends(quirks: frozenset
         assert calls.finish_reason  # a stream without one but with [DONE] is named for what it carries
         usage = expected_usage(quirks, stream, CALL_USAGE)
         assert (calls.usage and (calls.usage.prompt_tokens, calls.usage.completion_tokens)) == usage
-        text = p.complete(USER, TOOLS)
+        live: list[str] = []
+        text = p.complete(USER, TOOLS, on_delta=live.append)
         assert text.message == {"role": "assistant", "content": ANSWER, "reasoning": REASONING}
         usage = expected_usage(quirks, stream, TEXT_USAGE)
         assert (text.usage and (text.usage.prompt_tokens, text.usage.completion_tokens)) == usage
@@ -222,8 +223,8 @@ def test_the_adapter_gives_one_shape_whatever_the_server_sends(quirks: frozenset
             assert text.notes == []
         else:
             assert calls.notes == text.notes == []
-        if stream and "think_tags" not in quirks:
-            assert "".join(pieces) == LOOKING  # what was shown live is the answer text, nothing else
+        if stream:  # what was shown live is the answer text, nothing else (no <think> block, no reasoning)
+            assert "".join(pieces) == LOOKING and "".join(live) == ANSWER, (pieces, live)
 
 
 def test_a_refused_field_that_is_not_stream_options_is_not_hidden() -> None:
@@ -407,3 +408,27 @@ def test_the_magic_against_a_quirky_server(name: str, quirky_server: TestServer,
         with capture_output() as cap:
             shell.run_line_magic("agent", "are you there?")
         assert cap.stdout.strip() == "next turn works"
+
+
+def test_the_live_log_says_what_the_adapter_did_and_hides_inline_reasoning(
+        quirky_server: TestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The printed live log: one ⓘ line for the refused stream_options, no <think> block or reasoning as text;
+    `%agent events --type provider.note` shows the note."""
+    srv = quirky_server
+    (tmp_path / "a.txt").write_text("alpha\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("beta\n", encoding="utf-8")
+    with agent_shell(monkeypatch, tmp_path) as shell:
+        shell.run_line_magic("config", f"AgentMagics.base_url = '{srv.base_url}'")
+        shell.run_line_magic("config", "AgentMagics.model = 'test-model'")
+        shell.run_line_magic("config", "AgentMagics.widgets = False")
+        srv.quirks = {"strict_params", "think_tags"}
+        script(srv)
+        with capture_output() as cap:
+            shell.run_line_magic("agent", "what is in a.txt and b.txt?")
+        out = cap.stdout
+        notes = [line for line in out.splitlines() if line.strip().startswith("ⓘ")]
+        assert len(notes) == 1 and "stream_options" in notes[0] and "est." in notes[0], out
+        assert ANSWER in out and "<think>" not in out and REASONING not in out and "think>" not in out, out
+        with capture_output():
+            frame = shell.run_line_magic("agent", "events --type provider.note")
+        assert len(frame) == 1 and "stream_options" in frame.iloc[0]["detail"]

@@ -65,7 +65,8 @@ def _finish_choice(items: list[Item]) -> dict[str, Any] | None:
 
 
 def _message(body: dict[str, Any]) -> dict[str, Any]:
-    return body["choices"][0]["message"]
+    message: dict[str, Any] = body["choices"][0]["message"]
+    return message
 
 
 def _each_stream_usage(fix: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[list[Item]], list[Item]]:
@@ -295,11 +296,18 @@ def _rename_reasoning(seen_in: str, both: bool) -> Quirk:
 
 
 def _think_tags_stream(items: list[Item]) -> list[Item]:
-    """Reasoning inline in the content as <think>...</think> (Ollama, llama.cpp without a reasoning parser)."""
-    for d in _deltas(items):
-        if d.get("reasoning_content"):
-            d["content"] = f"<think>{d.pop('reasoning_content')}</think>\n\n"
-    return items
+    """Reasoning inline in the content as <think>...</think>, streamed piece by piece like any text (Ollama,
+    llama.cpp without a reasoning parser)."""
+    out: list[Item] = []
+    for item in items:
+        delta = item["choices"][0]["delta"] if isinstance(item, dict) and item.get("choices") else {}
+        if not isinstance(item, dict) or not delta.get("reasoning_content"):
+            out.append(item)
+            continue
+        text = delta.pop("reasoning_content")
+        pieces = ["<", "think", ">", *[text[i:i + 5] for i in range(0, len(text), 5)], "</", "think>", "\n\n"]
+        out += [{**item, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+    return out
 
 
 def _think_tags_plain(body: dict[str, Any]) -> dict[str, Any]:

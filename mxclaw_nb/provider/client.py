@@ -9,6 +9,10 @@ reject it), keeping raw tool-call argument strings (malformed JSON is the loop's
 turning every failure into a `ProviderError` with a `kind` the loop can act on (`prompt_too_long`
 drives the C9 retry) and one paragraph a user can act on. Model context windows live here too.
 
+SPEC L2: servers other than OpenAI bend the wire format (usage with zeros, tool-call deltas without `index` or all
+at index 0, arguments as an object, no finish_reason, `<think>` reasoning, ...); `_Answer` normalises every
+answer, streamed or plain, in one place (README, "Other servers: wire quirks").
+
 SPEC L7: a response the client accepts is not yet an answer. A malformed SSE line, a 200 whose body is
 not a completion, an empty `choices` list or an answer with neither text nor tool calls is a
 `bad_response`; a stream that stops before a `finish_reason` is truncated and asked once more. Besides
@@ -310,6 +314,11 @@ class _Call:
     name: str = ""
     arguments: list[str] = field(default_factory=list)
 
+    def complete(self) -> bool:
+        """The arguments so far are one whole JSON value (checked only when they end like one: O(1) mostly)."""
+        return bool(self.arguments) and self.arguments[-1].rstrip().endswith(("}", "]")) and _is_json(
+            "".join(self.arguments))
+
 
 class _Answer:
     """One assistant answer as it arrives: `add` a streamed chunk or a whole (non-streamed) response."""
@@ -325,6 +334,8 @@ class _Answer:
         self.choices = 0
         self.text_chars = 0
         self.notes: list[str] = []
+        self._held: str | None = ""  # leading text held back from the live view while it is (or may be) <think>
+        self._trim = False
 
     def add(self, resp: Any, *, whole: bool = False) -> str:
         """Take one chunk (or, `whole`, a plain response); returns the new answer text, to show live."""
@@ -348,9 +359,31 @@ class _Answer:
             text = _text_of(getattr(part, "content", None))
             self.text.append(text)
             self.text_chars += len(text)
-            shown += text
+            shown += self._visible(text)
             for n, tc in enumerate(getattr(part, "tool_calls", None) or ()):
                 self._add_call(tc, n if whole else getattr(tc, "index", None))
+        return shown
+
+    def _visible(self, text: str) -> str:
+        """The part of `text` to show live: a leading <think> block (reasoning inline) is not the answer."""
+        if self._held is None or not text:
+            if self._trim:  # white space after </think> is not part of the answer either
+                text = text.lstrip()
+                self._trim = not text
+            return text
+        before = len(self._held)
+        self._held += text
+        head = self._held.lstrip()
+        if not head or "<think>".startswith(head):
+            return ""  # undecided: it may become a <think> block
+        if not head.startswith("<think>"):
+            shown, self._held = self._held, None
+            return shown
+        end = self._held.find("</think>", max(0, before - len("</think>")))
+        if end < 0:
+            return ""  # inside the block
+        shown, self._held = self._held[end + len("</think>"):].lstrip(), None
+        self._trim = not shown
         return shown
 
     def _add_call(self, tc: Any, index: int | None) -> None:
@@ -364,7 +397,7 @@ class _Answer:
         arguments = _arguments_of(raw)
         call = self._at.get(index) if index is not None else (self.calls[-1] if self.calls else None)
         if call is None or (call_id and call.id and call_id != call.id) or (
-                name and call.name and _is_json("".join(call.arguments))):
+                name and call.name and call.complete()):
             call = _Call()
             self.calls.append(call)
             if index is not None:
