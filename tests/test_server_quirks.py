@@ -40,6 +40,13 @@ TEXT_USAGE, CALL_USAGE = (100, 7), (200, 20)
 NO_USAGE = {"usage_zeros", "usage_total_only"}
 NO_USAGE_STREAMED = {"strict_params"}  # it refuses stream_options: a stream carries no usage afterwards
 FAILS_STREAMED = {"error_midstream": "server"}
+FAILS = {"finish_error": "server"}  # streamed or plain
+
+
+def failure(quirks: frozenset[str], stream: bool) -> str | None:
+    """The ProviderError kind the user gets from a server with these quirks, or None (an answer)."""
+    return next((kind for q, kind in (*FAILS.items(), *(FAILS_STREAMED.items() if stream else ())) if q in quirks),
+                None)
 
 
 def expected_usage(quirks: frozenset[str], stream: bool, figures: tuple[int, int]) -> tuple[int, int] | None:
@@ -148,6 +155,7 @@ ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk
     "finish_eos": lambda ev, pl: "eos" in _finishes(ev) and pl["choices"][0]["finish_reason"] == "eos",
     "finish_null": lambda ev, pl: set(_finishes(ev)) == {None} and pl["choices"][0]["finish_reason"] is None,
     "finish_missing": lambda ev, pl: set(_finishes(ev)) == {"absent"} and "finish_reason" not in pl["choices"][0],
+    "finish_error": lambda ev, pl: "error" in _finishes(ev) and pl["choices"][0]["finish_reason"] == "error",
     "content_null": lambda ev, pl: any("content" in d and d["content"] is None for d in _deltas(ev)),
     "no_role": lambda ev, pl: not any("role" in d for d in _deltas(ev)),
     "no_meta": lambda ev, pl: not any("id" in e or "model" in e for e in ev if isinstance(e, dict))
@@ -198,7 +206,7 @@ def test_the_adapter_gives_one_shape_whatever_the_server_sends(quirks: frozenset
     with TestServer(quirks=quirks) as srv:
         script(srv)
         p = provider(srv, stream)
-        failing = next((kind for q, kind in FAILS_STREAMED.items() if q in quirks and stream), None)
+        failing = failure(quirks, stream)
         if failing:
             with pytest.raises(ProviderError) as err:
                 p.complete(USER, TOOLS)
@@ -281,8 +289,8 @@ def test_a_stream_cut_without_done_is_still_a_cut_when_finish_reason_is_never_se
 
 TURN_CASES = [
     "tool_no_index", "tool_same_index", "tool_args_object", "tool_id_empty", "finish_null", "usage_zeros",
-    "think_tags", "strict_params", "error_midstream", "profile:ollama", "profile:llama.cpp", "profile:vllm",
-    "profile:openrouter", "profile:strict gateway", "profile:bare",
+    "think_tags", "strict_params", "error_midstream", "finish_error", "profile:ollama", "profile:llama.cpp",
+    "profile:vllm", "profile:openrouter", "profile:strict gateway", "profile:bare",
 ]
 
 
@@ -316,7 +324,7 @@ def test_a_whole_turn_against_a_quirky_server(name: str, quirky_server: TestServ
     assert agent.run("warm up").text == "ready"
     before = stored_rows(agent)
     srv.quirks = quirks
-    failing = next((k for q, k in FAILS_STREAMED.items() if q in quirks), None)
+    failing = failure(quirks, True)
     script(srv, answer=not failing)
     kind, text, error = drive(agent, "what is in a.txt and b.txt?")
     stored = agent.transcript()

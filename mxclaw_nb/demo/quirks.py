@@ -366,6 +366,7 @@ QUIRKS: dict[str, Quirk] = {
     "finish_eos": _set_finish("TGI", "eos"),
     "finish_null": _set_finish("proxies that end with [DONE] only", None),
     "finish_missing": _set_finish("minimal servers", None, drop=True),
+    "finish_error": _set_finish("OpenRouter (the upstream model failed mid-answer)", "error"),
     "content_null": Quirk("vLLM, Ollama (content: null deltas)", stream=_content_null),
     "no_role": Quirk("llama.cpp, proxies", stream=_no_role),
     "no_meta": Quirk("minimal servers (no id/object/created/model)", stream=_no_meta_stream, plain=_no_meta_plain),
