@@ -27,17 +27,18 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mxclaw_nb.demo import model as demo_model
 from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
+from mxclaw_nb.demo.quirks import QUIRKS
 from mxclaw_nb.demo.usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
 from mxclaw_nb.messages import content_text
 
-__all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "Reply", "TestServer", "ToolCall",
+__all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "QUIRKS", "Reply", "TestServer", "ToolCall",
            "count_completion_tokens", "count_prompt_tokens", "stream_tokens"]
 
 DEFAULT_TEST_MODEL = "test-model"
@@ -84,16 +85,20 @@ class TestServer:
     def __init__(self, *, demo: bool = False, api_key: str | None = None, model: str | None = None,
                  known_models: list[str] | None = None, accept_stream_options: bool = True,
                  report_usage: bool = True, usage_counter: str = "auto", port: int = 0,
-                 keep_requests: int | None = None, answers: Mapping[str, Answer] | None = None) -> None:
+                 keep_requests: int | None = None, answers: Mapping[str, Answer] | None = None,
+                 quirks: Iterable[str] = ()) -> None:
         """`keep_requests`: how many recent request bodies `requests` keeps (None: all; the demo default
         keeps DEMO_KEEP_REQUESTS, since the offline demo serves inside a kernel for a whole session).
-        `answers`: replies scripted by question text (see `answer_for`); may also be set later."""
+        `answers`: replies scripted by question text (see `answer_for`); may also be set later.
+        `quirks`: names from `mxclaw_nb.demo.quirks.QUIRKS`: wire behaviours of other servers (vLLM, llama.cpp,
+        Ollama, OpenRouter, ...) this server then shows in every reply (SPEC L2); `quirks` may also be set later."""
         self.demo = demo
         self.api_key = api_key
         self.model = model or (DEMO_MODEL if demo else DEFAULT_TEST_MODEL)
         self.known_models = known_models
         self.accept_stream_options = accept_stream_options
         self.report_usage = report_usage
+        self.quirks = frozenset(quirks)
         self.usage_counter = usage_counter
         self.usage_scale = 1.0
         # Like a real server: refuse requests whose prompt (counted as for usage, times usage_scale) is longer
@@ -154,6 +159,22 @@ class TestServer:
     def base_url(self) -> str:
         """Base URL for the openai client, e.g. http://127.0.0.1:PORT/v1."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def quirks(self) -> frozenset[str]:
+        """The server quirks in effect (names of `QUIRKS`), applied in the table's order."""
+        return self._quirks
+
+    @quirks.setter
+    def quirks(self, names: Iterable[str]) -> None:
+        names = frozenset([names] if isinstance(names, str) else names)
+        unknown = sorted(names - QUIRKS.keys())
+        if unknown:
+            raise ValueError(f"unknown server quirk(s) {unknown}; known: {', '.join(QUIRKS)}")
+        self._quirks = names
+
+    def _quirk_list(self) -> list[Any]:
+        return [q for name, q in QUIRKS.items() if name in self._quirks]
 
     # -- scripting ----------------------------------------------------------------------------------
     def enqueue_text(self, text: str, usage: tuple[int, int] | None = None, *, reasoning: str | None = None,
@@ -334,6 +355,11 @@ class _Handler(BaseHTTPRequestHandler):
             srv._record(body)
             self._error(400, "Unrecognized request argument supplied: stream_options", "invalid_request")
             return
+        refusal = next((msg for q in srv._quirk_list() if q.reject and (msg := q.reject(body))), None)
+        if refusal is not None:
+            srv._record(body)
+            self._error(400, refusal, "invalid_request")
+            return
         known = srv.known_models
         if known is not None and body.get("model") not in known:
             srv._record(body)
@@ -380,6 +406,8 @@ class _Handler(BaseHTTPRequestHandler):
                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}]}
         if self.server_obj.report_usage:
             out["usage"] = self.server_obj.usage_for(body, reply)
+        for quirk in self.server_obj._quirk_list():
+            out = quirk.plain(out) if quirk.plain else out
         return out
 
     def _stream(self, body: dict, reply: Reply) -> None:
@@ -395,7 +423,7 @@ class _Handler(BaseHTTPRequestHandler):
         def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
 
-        events = [chunk({"role": "assistant", "content": ""})]
+        events: list[Any] = [chunk({"role": "assistant", "content": ""})]
         if reply.reasoning:
             events.append(chunk({"reasoning_content": reply.reasoning}))
         text, step = reply.text or "", srv.stream_chunk_chars
@@ -411,12 +439,14 @@ class _Handler(BaseHTTPRequestHandler):
         events.append(chunk({}, reply.finish_reason))
         if srv.report_usage and (body.get("stream_options") or {}).get("include_usage"):
             events.append({**base, "choices": [], "usage": srv.usage_for(body, reply)})
+        for quirk in srv._quirk_list():
+            events = quirk.stream(events) if quirk.stream else events
         try:
             for event in events:
                 if srv.stream_delay and not srv.wait(srv.stream_delay):
                     self.close_connection = True  # closing: leave the stream unfinished
                     return
-                self._write_chunk(b"data: " + _wire(event) + b"\n\n")
+                self._write_chunk(event if isinstance(event, bytes) else b"data: " + _wire(event) + b"\n\n")
             self._write_chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
         except OSError:  # the client went away (timeout, interrupt): nothing left to do

@@ -114,6 +114,8 @@ def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         row.update(status=p.get("status"), detail=one_line(p.get("text"), DETAIL_CHARS))
     elif kind == "turn.failed":
         row.update(status=p.get("kind") or "failed", detail=one_line(p.get("error"), DETAIL_CHARS))
+    elif kind == "provider.note":
+        row["detail"] = one_line(p.get("note"), DETAIL_CHARS)
     else:
         rest = {k: v for k, v in p.items() if k != "session_id"}
         row["detail"] = one_line(json.dumps(rest, ensure_ascii=False, default=str), DETAIL_CHARS)

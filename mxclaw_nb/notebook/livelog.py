@@ -215,6 +215,13 @@ class LiveLog:
             self.entries.append({"kind": "note", "text": f"{mark} {verb} by {p.get('by')}: {command}"})
         self._refresh()
 
+    def _on_provider_note(self, p: dict[str, Any]) -> None:
+        """L2: what the adapter did about this server (e.g. asked again without stream_options), one line."""
+        text = f"ⓘ {' '.join(str(p.get('note') or '').split())}"
+        self.entries.append({"kind": "note", "text": text})
+        self._print("  " + text)
+        self._refresh()
+
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
         self.finish(f"done · {counted(p.get('iterations'), 'model call')}")
 

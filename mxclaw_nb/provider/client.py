@@ -9,6 +9,10 @@ reject it), keeping raw tool-call argument strings (malformed JSON is the loop's
 turning every failure into a `ProviderError` with a `kind` the loop can act on (`prompt_too_long`
 drives the C9 retry) and one paragraph a user can act on. Model context windows live here too.
 
+SPEC L2: servers other than OpenAI bend the wire format (usage with zeros, tool-call deltas without `index` or all
+at index 0, arguments as an object, no finish_reason, `<think>` reasoning, ...); `_Answer` normalises every
+answer, streamed or plain, in one place (README, "Other servers: wire quirks").
+
 SPEC L7: a response the client accepts is not yet an answer. A malformed SSE line, a 200 whose body is
 not a completion, an empty `choices` list or an answer with neither text nor tool calls is a
 `bad_response`; a stream that stops before a `finish_reason` is truncated and asked once more. Besides
@@ -20,13 +24,14 @@ turn forever.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 from weakref import WeakSet
@@ -72,6 +77,7 @@ class Completion:
     finish_reason: str | None
     latency_ms: float
     model: str
+    notes: list[str] = field(default_factory=list)  # what the adapter did about this server (a provider.note event)
 
 
 # How a remedy names each setting when nothing better is known: the environment, as `Agent` reads it. The
@@ -230,6 +236,220 @@ def _bad_data(exc: Exception) -> str:
     return f"data that is not a Chat Completions response ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+# -- one answer, assembled from whatever an OpenAI-compatible server sent (SPEC L2, L7, T3) ---------------------------
+# Every server quirk the adapter knows is normalised here, the same way for streamed chunks and plain bodies, so
+# the rest of the code sees one shape: text, reasoning kept apart, whole tool calls with string arguments and
+# unique ids, usage only when it is a real count. The README's "Server quirks" table lists what each does.
+
+_REFUSED_FIELD = re.compile(r"stream_options|include_usage|extra (inputs|fields)|extra_forbidden|not permitted|"
+                            r"unrecogni[sz]ed|unknown (field|parameter|argument|key)|unsupported (field|parameter)|"
+                            r"additional propert", re.IGNORECASE)
+_THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)  # leading inline reasoning (no reasoning parser)
+
+
+def _count(value: Any) -> int | None:
+    """A token count as reported: a whole number >= 0, else None (null, missing, a string, a bool)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage_of(raw: Any) -> Usage | None:
+    """T3: usage only when it is a count. prompt_tokens null but total and completion given: their difference; a
+    prompt of 0 tokens (servers that count nothing) is no report, so calibration never anchors on it."""
+    if raw is None:
+        return None
+    get = raw.get if isinstance(raw, dict) else lambda key: getattr(raw, key, None)
+    prompt, completion, total = (_count(get(k)) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if prompt is None and total is not None and completion is not None and total >= completion:
+        prompt = total - completion
+    if not prompt:  # 0 or None: nothing was counted
+        prompt = None
+        completion = completion or None
+    return None if prompt is None and completion is None else Usage(prompt, completion)
+
+
+def _text_of(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of content parts (Mistral-style)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") if isinstance(p, dict) else str(getattr(p, "text", "") or "")
+                       for p in content)
+    return ""
+
+
+def _reasoning_of(obj: Any) -> str:
+    """DeepSeek/vLLM `reasoning_content`, OpenRouter/vLLM `reasoning`; one of them when a server sends both."""
+    for key in ("reasoning_content", "reasoning"):
+        value = getattr(obj, key, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _arguments_of(raw: Any) -> str:
+    """Tool-call arguments as the string the wire format specifies; a JSON object (llama.cpp) is serialised."""
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        return raw
+    try:
+        return json.dumps(raw, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(raw)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def complete(self) -> bool:
+        """The arguments so far are one whole JSON value (checked only when they end like one: O(1) mostly)."""
+        return bool(self.arguments) and self.arguments[-1].rstrip().endswith(("}", "]")) and _is_json(
+            "".join(self.arguments))
+
+
+class _Answer:
+    """One assistant answer as it arrives: `add` a streamed chunk or a whole (non-streamed) response."""
+
+    def __init__(self, model: str, start: float) -> None:
+        self.model, self.start = model, start
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[_Call] = []
+        self._at: dict[int, _Call] = {}  # a tool-call index -> the call it now continues
+        self.usage: Usage | None = None
+        self.finish: str | None = None
+        self.choices = 0
+        self.text_chars = 0
+        self.notes: list[str] = []
+        self._held: str | None = ""  # leading text held back from the live view while it is (or may be) <think>
+        self._trim = False
+
+    def add(self, resp: Any, *, whole: bool = False) -> str:
+        """Take one chunk (or, `whole`, a plain response); returns the new answer text, to show live."""
+        self.model = getattr(resp, "model", None) or self.model
+        usage = _usage_of(getattr(resp, "usage", None))
+        if usage is not None:  # the last report wins field by field (vLLM sends a running count on every chunk)
+            old = self.usage or Usage(None, None)
+            self.usage = Usage(usage.prompt_tokens or old.prompt_tokens,
+                               usage.completion_tokens if usage.completion_tokens is not None
+                               else old.completion_tokens)
+        shown = ""
+        for choice in getattr(resp, "choices", None) or ():
+            if getattr(choice, "index", None) not in (None, 0):
+                continue  # only the first choice is the answer
+            self.choices += 1
+            self.finish = getattr(choice, "finish_reason", None) or self.finish
+            part = getattr(choice, "message" if whole else "delta", None)
+            if part is None:
+                continue
+            self.reasoning.append(_reasoning_of(part))
+            text = _text_of(getattr(part, "content", None))
+            self.text.append(text)
+            self.text_chars += len(text)
+            shown += self._visible(text)
+            for n, tc in enumerate(getattr(part, "tool_calls", None) or ()):
+                self._add_call(tc, n if whole else getattr(tc, "index", None))
+        return shown
+
+    def _visible(self, text: str) -> str:
+        """The part of `text` to show live: a leading <think> block (reasoning inline) is not the answer."""
+        if self._held is None or not text:
+            if self._trim:  # white space after </think> is not part of the answer either
+                text = text.lstrip()
+                self._trim = not text
+            return text
+        before = len(self._held)
+        self._held += text
+        head = self._held.lstrip()
+        if not head or "<think>".startswith(head):
+            return ""  # undecided: it may become a <think> block
+        if not head.startswith("<think>"):
+            shown, self._held = self._held, None
+            return shown
+        end = self._held.find("</think>", max(0, before - len("</think>")))
+        if end < 0:
+            return ""  # inside the block
+        shown, self._held = self._held[end + len("</think>"):].lstrip(), None
+        self._trim = not shown
+        return shown
+
+    def _add_call(self, tc: Any, index: int | None) -> None:
+        """A tool-call delta to the call it continues, or a new call (SPEC L2). A delta without `index` continues
+        the last call; a delta whose id differs from its call's, or that names a tool again after that call's
+        arguments are complete JSON (all calls at index 0, whole calls without index), starts a new one."""
+        fn = getattr(tc, "function", None)
+        call_id = getattr(tc, "id", None) or ""
+        name = getattr(fn, "name", None) or ""
+        raw = getattr(fn, "arguments", None)
+        arguments = _arguments_of(raw)
+        call = self._at.get(index) if index is not None else (self.calls[-1] if self.calls else None)
+        if call is None or (call_id and call.id and call_id != call.id) or (
+                name and call.name and call.complete()):
+            call = _Call()
+            self.calls.append(call)
+            if index is not None:
+                self._at[index] = call
+        call.id = call.id or call_id
+        if name and not call.name.endswith(name):  # llama.cpp repeated the whole name on every delta
+            call.name += name
+        if raw is not None and not isinstance(raw, str):  # an object is the whole arguments
+            call.arguments = [arguments]
+        elif arguments:
+            call.arguments.append(arguments)
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message (OpenAI shape, plus `reasoning` kept apart from the answer)."""
+        text = "".join(self.text)
+        reasoning = "".join(self.reasoning)
+        think = _THINK.match(text)
+        if think:  # reasoning inline in the answer (Ollama, llama.cpp without a reasoning parser): kept apart
+            reasoning = "\n\n".join(r for r in (reasoning, think.group(1).strip()) if r)
+            text = text[think.end():]
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            seen: set[str] = set()
+            calls = []
+            for n, call in enumerate(self.calls):
+                call_id = call.id
+                if not call_id or call_id in seen:  # empty or repeated ids would mix up the results (C4)
+                    call_id = f"call_{n}_{int(self.start * 1e6) % 10**9}"
+                seen.add(call_id)
+                calls.append({"id": call_id, "type": "function",
+                              "function": {"name": call.name, "arguments": "".join(call.arguments)}})
+            message["tool_calls"] = calls
+        if reasoning:
+            message["reasoning"] = reasoning
+        return message
+
+
+def _watch_done(stream: Any) -> list[bool]:
+    """A list that gets True when the stream's `data: [DONE]` arrives: a stream that ends with it is whole even
+    without a finish_reason. Watches the client's SSE events (a private hook; without it, nothing is seen)."""
+    seen: list[bool] = []
+    events = getattr(stream, "_iter_events", None)
+    if callable(events):
+        def watched() -> Iterator[Any]:
+            for sse in events():
+                if str(getattr(sse, "data", "")).startswith("[DONE]"):
+                    seen.append(True)
+                yield sse
+        stream._iter_events = watched
+    return seen
+
+
 class OpenAIProvider:
     """A model behind any OpenAI-compatible Chat Completions endpoint."""
 
@@ -360,72 +580,59 @@ class OpenAIProvider:
             raise self._bad_response(f"a body that is not a JSON completion ({shown!r})")
         if not resp.choices or resp.choices[0].message is None:
             raise self._bad_response("an empty `choices` list" if not resp.choices else "a choice without a message")
-        choice = resp.choices[0]
-        msg = choice.message
-        message: dict[str, Any] = {"role": "assistant", "content": msg.content}
-        if msg.tool_calls:
-            message["tool_calls"] = [{"id": tc.id, "type": "function", "function": {
-                "name": tc.function.name, "arguments": tc.function.arguments}} for tc in msg.tool_calls]
-        reasoning = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None)
-        if isinstance(reasoning, str) and reasoning:
-            message["reasoning"] = reasoning
-        self._check_answer(message, choice.finish_reason)
-        usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else None
-        return Completion(message, usage, choice.finish_reason, (time.perf_counter() - start) * 1000,
-                          resp.model or kwargs["model"])
+        answer = _Answer(kwargs["model"], start)
+        answer.add(resp, whole=True)
+        return self._finish(answer, done=True)
 
-    def _check_answer(self, message: dict[str, Any], finish: str | None) -> None:
-        """L7: an answer with neither text nor tool calls is a provider error, not a silent empty answer."""
+    def _finish(self, answer: _Answer, *, done: bool) -> Completion:
+        """The Completion of an assembled answer; L7: neither text nor tool calls is a provider error."""
+        if answer.finish == "error":  # OpenRouter: the upstream failed mid-answer, without an error object
+            raise ProviderError("server", f"Provider at {self.base_url} (model {self.model}) ended the answer "
+                                "with finish_reason 'error' (the model's server failed while answering). Try "
+                                "again later.", base_url=self.base_url)
+        message = answer.message()
+        finish = answer.finish
+        if finish is None and done:  # a whole answer without a finish_reason: say what it is
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
         if not message.get("content") and not message.get("tool_calls"):
-            why = f"finish_reason {finish!r}" + (", reasoning only" if message.get("reasoning") else "")
+            why = f"finish_reason {answer.finish!r}" + (", reasoning only" if message.get("reasoning") else "")
             raise self._bad_response(f"an empty answer: no text and no tool calls ({why})")
+        return Completion(message, answer.usage, finish, (time.perf_counter() - answer.start) * 1000,
+                          answer.model, notes=answer.notes)
 
     def _streamed_once(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None,
                        start: float) -> Completion:
         try:
             return self._streamed(kwargs, on_delta, start)
-        except openai.BadRequestError as exc:
-            if not (self._stream_options and "stream_options" in _server_text(exc)):
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            text = _server_text(exc)
+            if not (self._stream_options and _REFUSED_FIELD.search(text)) or is_prompt_too_long(text):
                 raise
-            self._stream_options = False  # this server rejects stream_options: stream without usage
-            return self._streamed(kwargs, on_delta, start)
+            self._stream_options = False  # a strict server: ask once more without stream_options (SPEC L2)
+            try:
+                completion = self._streamed(kwargs, on_delta, start)
+            except (openai.BadRequestError, openai.UnprocessableEntityError):
+                self._stream_options = True  # it was not stream_options the server refused
+                raise
+            shown = " ".join(text.split())[:200]
+            completion.notes.append(f"The provider at {self.base_url} refused the request with `stream_options` "
+                                    f"(HTTP {exc.status_code}: {shown}); mxclaw_nb asked again without it and "
+                                    "streams without it from now on, so this server's usage is reported only if "
+                                    "it sends usage anyway; token counts stay estimates (est.) otherwise (T3).")
+            return completion
 
     def _streamed(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None, start: float) -> Completion:
         extra = {"stream_options": {"include_usage": True}} if self._stream_options else {}
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage: Usage | None = None
-        finish: str | None = None
-        model = kwargs["model"]
-        events = choices = 0
+        answer = _Answer(kwargs["model"], start)
+        events = 0
         with self._client.chat.completions.create(**kwargs, stream=True, **extra) as stream:
+            done = _watch_done(stream)
             try:
                 for chunk in stream:
                     events += 1
-                    model = chunk.model or model
-                    if chunk.usage is not None:
-                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                    for choice in chunk.choices or ():
-                        choices += 1
-                        finish = choice.finish_reason or finish
-                        delta = choice.delta
-                        piece = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-                        if isinstance(piece, str) and piece:
-                            reasoning.append(piece)
-                        if delta.content:
-                            text.append(delta.content)
-                            if on_delta is not None:
-                                on_delta(delta.content)
-                        for tc in delta.tool_calls or []:
-                            slot = calls.setdefault(tc.index if tc.index is not None else len(calls),
-                                                    {"id": None, "name": "", "arguments": []})
-                            slot["id"] = tc.id or slot["id"]
-                            if tc.function is not None:
-                                name = tc.function.name or ""
-                                if not slot["name"].endswith(name):  # some servers repeat the whole name
-                                    slot["name"] += name
-                                slot["arguments"].append(tc.function.arguments or "")
+                    piece = answer.add(chunk)
+                    if piece and on_delta is not None:
+                        on_delta(piece)
             except (openai.APIConnectionError, _httpx.TransportError) as exc:
                 if isinstance(exc, openai.APITimeoutError | _httpx.TimeoutException):
                     raise  # a stall: the per-read timeout, not a cut (asking again would wait as long)
@@ -440,20 +647,12 @@ class OpenAIProvider:
             if "event-stream" not in ctype:  # e.g. an HTML error page from a proxy, sent with status 200
                 raise self._bad_response(f"status 200 but a body that is not an event stream (Content-Type {ctype})")
             raise _Truncated("no stream events at all")
-        if not choices:
+        if not answer.choices:
             raise self._bad_response(f"{_n(events, 'streamed chunk')}, all with an empty `choices` list")
-        if finish is None:
-            raise _Truncated(f"no finish_reason after {_n(events, 'event')} and {_n(sum(map(len, text)), 'character')}")
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
-        if calls:
-            message["tool_calls"] = [
-                {"id": c["id"] or f"call_{i}_{int(start * 1e6) % 10**9}", "type": "function",
-                 "function": {"name": c["name"], "arguments": "".join(c["arguments"])}}
-                for i, c in sorted(calls.items())]
-        if reasoning:
-            message["reasoning"] = "".join(reasoning)
-        self._check_answer(message, finish)
-        return Completion(message, usage, finish, (time.perf_counter() - start) * 1000, model)
+        if answer.finish is None and not done:  # [DONE] without a finish_reason is a whole answer (L2)
+            raise _Truncated(f"no finish_reason after {_n(events, 'event')} and "
+                             f"{_n(answer.text_chars, 'character')}")
+        return self._finish(answer, done=bool(done))
 
 
 _demo_lock = threading.Lock()
