@@ -164,7 +164,7 @@ def _whole_document(file: Path, rows: list[tuple[int, Any, str | None]]) -> list
         return None
     opener = gzip.open if file.name.endswith(".gz") else open
     try:
-        with opener(file, "rt", encoding="utf-8-sig", errors="replace") as handle:
+        with opener(file, "rt", encoding="utf-8-sig", errors="surrogateescape") as handle:  # as read_jsonl
             doc = json.load(handle)
     except ValueError as exc:
         return [(1, None, f"not JSON: {exc}")] if is_json else None

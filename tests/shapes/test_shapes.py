@@ -130,6 +130,23 @@ def test_l7_lone_surrogates_in_ids_meta_and_text_import_and_show(tmp_path: Path)
     json.dumps(view.messages, ensure_ascii=False).encode("utf-8")  # what is sent is valid UTF-8
 
 
+def test_l7_invalid_utf8_bytes_in_a_file_are_kept_reversibly(tmp_path: Path) -> None:
+    """L7: a byte that is not UTF-8 inside a JSON string is stored as its reversible escape (before: it became
+    U+FFFD and the byte was lost); the content column shows ``\\xff`` and the loaded message holds the byte."""
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"messages": [{"role": "user", "content": "caf\xe9 \xff"}, '
+                     b'{"role": "assistant", "content": "ok"}]}\n')
+    with Store(tmp_path / "s.duckdb") as store:
+        report = import_openai_jsonl(store, path, progress=False)
+        assert report.ok
+        sid = report.sessions[0]
+        loaded = store.load_transcript(sid)[0]["content"]
+        shown = store.sql("SELECT content FROM messages WHERE session_id = ? AND seq = 0", [sid])["content"][0]
+    assert loaded.encode("utf-8", "surrogateescape") == b"caf\xe9 \xff" and shown == "caf\\xe9 \\xff"
+    view = build_request_view([{"role": "user", "content": loaded}], ContextPolicy(1_000))
+    assert view.messages[0]["content"] == "caf\\xe9 \\xff"  # sent escaped, valid UTF-8
+
+
 def test_n3_replay_of_a_log_that_opens_with_results_before_their_call() -> None:
     """Results written before their call (an out-of-order log): replay simulates calls only once something is
     sendable (before: ValueError "nothing to send" from the first simulated call)."""
