@@ -45,7 +45,7 @@ def test_openai_jsonl_imports_good_lines_and_reports_bad_ones_by_number(store: S
     assert list(sessions.loc[report.sessions, "title"]) == ["conv-a", "openai_mixed.jsonl:2", "openai_mixed.jsonl:5",
                                                             "bad-content"]
     assert store.load_transcript(report.sessions[3]) == [{"role": "user", "content": {"text": "x"}}]
-    assert "line 4" in str(report) and "3 sessions" in str(report)
+    assert "line 4" in str(report) and "4 sessions" in str(report)
 
 
 def test_openai_import_round_trips_messages_and_numbers_turns_by_user_messages(store: Store) -> None:
@@ -65,8 +65,8 @@ def test_reimporting_the_same_file_adds_nothing(store: Store) -> None:
     """Session ids come from content, so a second import skips every conversation."""
     import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
     again = import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
-    assert again.sessions == [] and len(again.skipped) == 3
-    assert len(store.sessions()) == 3
+    assert again.sessions == [] and len(again.skipped) == 4
+    assert len(store.sessions()) == 4
 
 
 def test_missing_file_is_a_clear_error(store: Store, tmp_path: Path) -> None:
