@@ -68,10 +68,11 @@ def tool_call_name(call: Any) -> str | None:
     """Function name of one tool call, tolerating malformed shapes."""
     if isinstance(call, dict):
         fn = call.get("function")
+        # shown and quoted in summaries: lone surrogates escaped (SPEC L7), as `sanitize` sends the name
         if isinstance(fn, dict) and fn.get("name") is not None:
-            return str(fn["name"])
+            return display(str(fn["name"]))
         if call.get("name") is not None:
-            return str(call["name"])
+            return display(str(call["name"]))
     return None
 
 

@@ -35,15 +35,17 @@ def store(tmp_path: Path) -> Store:
 def test_openai_jsonl_imports_good_lines_and_reports_bad_ones_by_number(store: Store) -> None:
     """Bad lines are reported with line numbers; the rest are imported as sessions (S1)."""
     report = import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
-    assert [n for n, _ in report.errors] == [4, 6, 7, 8, 9]
+    assert [n for n, _ in report.errors] == [4, 6, 7, 8]
     reasons = dict(report.errors)
     assert "not JSON" in reasons[4] and "'robot'" in reasons[6] and "no messages" in reasons[8]
-    assert "content is a dict" in reasons[9]
-    assert len(report.sessions) == 3 and report.messages == 7 + 2 + 2 and not report.ok
+    # line 9's object content is a real shape (a tool's JSON result): stored as JSON, read back equal (S2)
+    assert len(report.sessions) == 4 and report.messages == 7 + 2 + 2 + 1 and not report.ok
     sessions = store.sessions().set_index("id")
     assert set(sessions.loc[report.sessions, "source"]) == {"import:openai_mixed.jsonl"}
-    assert list(sessions.loc[report.sessions, "title"]) == ["conv-a", "openai_mixed.jsonl:2", "openai_mixed.jsonl:5"]
-    assert "line 4" in str(report) and "3 sessions" in str(report)
+    assert list(sessions.loc[report.sessions, "title"]) == ["conv-a", "openai_mixed.jsonl:2", "openai_mixed.jsonl:5",
+                                                            "bad-content"]
+    assert store.load_transcript(report.sessions[3]) == [{"role": "user", "content": {"text": "x"}}]
+    assert "line 4" in str(report) and "4 sessions" in str(report)
 
 
 def test_openai_import_round_trips_messages_and_numbers_turns_by_user_messages(store: Store) -> None:
@@ -63,8 +65,8 @@ def test_reimporting_the_same_file_adds_nothing(store: Store) -> None:
     """Session ids come from content, so a second import skips every conversation."""
     import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
     again = import_openai_jsonl(store, DATA / "openai_mixed.jsonl", progress=False)
-    assert again.sessions == [] and len(again.skipped) == 3
-    assert len(store.sessions()) == 3
+    assert again.sessions == [] and len(again.skipped) == 4
+    assert len(store.sessions()) == 4
 
 
 def test_missing_file_is_a_clear_error(store: Store, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -77,10 +78,15 @@ def test_s2_transcript_round_trip_is_lossless_and_numbered(store: Store) -> None
     assert store.load_transcript(sid) == MESSAGES + MESSAGES[:2]
 
 
-def test_s2_none_valued_keys_are_omitted_on_load(store: Store) -> None:
+def test_s2_none_valued_keys_come_back_as_given(store: Store) -> None:
+    """Real logs carry explicit nulls (`refusal: None` from the openai package's model_dump): kept, not dropped."""
     sid = store.create_session()
-    store.append_message(sid, {"role": "user", "content": "hi", "name": None, "reasoning": None}, turn=0)
-    assert store.load_transcript(sid) == [{"role": "user", "content": "hi"}]
+    message = {"role": "user", "content": "hi", "name": None, "reasoning": None, "refusal": None}
+    store.append_message(sid, message, turn=0)
+    store.append_message(sid, {"role": "user", "content": "plain"}, turn=0)
+    assert store.load_transcript(sid) == [message, {"role": "user", "content": "plain"}]
+    extras = store.sql("SELECT extra FROM messages WHERE session_id = ? ORDER BY seq", [sid])["extra"]
+    assert json.loads(extras[0]) == {"name": None, "reasoning": None, "refusal": None} and pd.isna(extras[1])
 
 
 def test_s2_sessions_are_separate(store: Store) -> None:
@@ -114,7 +120,7 @@ def test_s2_bad_messages_and_unknown_session_are_refused_without_storing(store: 
     with pytest.raises(StoreError, match="role"):
         store.append_message(sid, {"role": "robot", "content": "x"}, turn=0)
     with pytest.raises(StoreError, match="content"):
-        store.append_message(sid, {"role": "user", "content": 42}, turn=0)
+        store.append_message(sid, {"role": "user", "content": {"when": datetime.now()}}, turn=0)
     with pytest.raises(StoreError, match="JSON"):
         store.append_event(sid, "x", {"when": datetime.now()})
     with pytest.raises(StoreError, match="unknown session"):

@@ -192,12 +192,13 @@ def replay_window(messages: Sequence[dict], window: int, counters: Sequence[str]
     counts with C1 until the first report. Returns one row per (counter, call): stage, counted total,
     exact total, and whether the exact total exceeds the window (the provider would reject it).
     """
+    from mxclaw_nb.analysis.replay import call_positions
     from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view
     from mxclaw_nb.provider.tokenizers import counter_by_name
 
     reference = _MemoCounter(_exact("o200k_base", MESSAGE_OVERHEAD_TOKENS))
     msgs = [m for m in messages if isinstance(m, dict)]
-    calls = [i for i, m in enumerate(msgs) if m.get("role") == "assistant" and i > 0]
+    calls = call_positions(msgs)
     rows = []
     for label in counters:
         counter: TokenCounter | None = None if label == "estimate" else counter_by_name(label)

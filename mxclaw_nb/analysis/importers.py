@@ -17,6 +17,7 @@ same file twice imports nothing new (the second run reports the sessions as skip
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import time
@@ -29,7 +30,10 @@ from mxclaw_nb.analysis.jsonl import read_jsonl
 from mxclaw_nb.events import record
 from mxclaw_nb.store.errors import StoreError
 
-ROLES = ("system", "user", "assistant", "tool")
+ROLES = ("system", "user", "assistant", "tool", "developer", "function")  # as the store takes them
+# Keys under which a conversation object holds its messages: the OpenAI shape, then the nested trajectories of
+# public agent runs (tau-bench `historical_trajectories`: "traj"; SWE-agent `.traj` files: "history").
+MESSAGE_KEYS = ("messages", "traj", "history")
 
 
 @dataclass
@@ -82,14 +86,16 @@ def message_problem(message: Any, k: int) -> str | None:
     role = message.get("role")
     if role not in ROLES:
         return f"message {k} has role {role!r}; expected one of {', '.join(ROLES)}"
-    content = message.get("content")
-    if content is not None and not isinstance(content, str | list):
-        return f"message {k} content is a {type(content).__name__}; expected a string, a list of parts or null"
     calls = message.get("tool_calls")
     if calls is not None and not isinstance(calls, list):
         return f"message {k} tool_calls is a {type(calls).__name__}; expected a list"
-    if "is_error" in message and message["is_error"] is not None and not isinstance(message["is_error"], bool):
-        return f"message {k} is_error must be true or false"
+    return None
+
+
+def _messages_of(row: dict[str, Any]) -> Any:
+    for key in MESSAGE_KEYS:
+        if isinstance(row.get(key), list):
+            return row[key]
     return None
 
 
@@ -106,9 +112,12 @@ def parse_openai_row(row: Any, default_id: str) -> Conversation:
     """One parsed JSONL value -> Conversation; ValueError with a readable reason when it is unusable."""
     if isinstance(row, list):
         row = {"messages": row}
-    if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+    messages = _messages_of(row) if isinstance(row, dict) else None
+    if messages is None:
+        if isinstance(row, dict) and isinstance(row.get("conversations"), list):
+            raise ValueError('a ShareGPT line ({"conversations": [{"from", "value"}]}) is not OpenAI chat format: '
+                             'convert it to {"messages": [{"role", "content"}]} first')
         raise ValueError('expected {"messages": [...]} or a list of messages')
-    messages = row["messages"]
     if not messages:
         raise ValueError("the conversation has no messages")
     for k, m in enumerate(messages):
@@ -133,7 +142,8 @@ def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]],
     if not file.is_file():
         raise FileNotFoundError(f"no such transcript file: {file}")
     good, bad = [], []
-    for line_no, row, error in read_jsonl(file):
+    rows = list(read_jsonl(file))
+    for line_no, row, error in _whole_document(file, rows) or rows:
         try:
             if error is not None:
                 raise ValueError(error)
@@ -141,6 +151,26 @@ def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]],
         except ValueError as exc:
             bad.append((line_no, str(exc)))
     return good, bad
+
+
+def _whole_document(file: Path, rows: list[tuple[int, Any, str | None]]) -> list[tuple[int, Any, str | None]] | None:
+    """A file that is one JSON document rather than JSON lines, as (item number, conversation, error) rows.
+
+    Read whole when named ``*.json`` (``.gz`` allowed), or when no line of it parses on its own but the text does
+    (a pretty-printed file named ``.jsonl``): a list of messages or a ``{"messages"}`` object is one conversation
+    (item 1), a list of those is one conversation per item. None: the file is JSON lines after all."""
+    is_json = jsonl_name(file).endswith(".json")
+    if not is_json and (len(rows) < 2 or any(error is None for _, _, error in rows)):
+        return None
+    opener = gzip.open if file.name.endswith(".gz") else open
+    try:
+        with opener(file, "rt", encoding="utf-8-sig", errors="surrogateescape") as handle:  # as read_jsonl
+            doc = json.load(handle)
+    except ValueError as exc:
+        return [(1, None, f"not JSON: {exc}")] if is_json else None
+    if isinstance(doc, list) and doc and not (isinstance(doc[0], dict) and "role" in doc[0]):
+        return [(k, item, None) for k, item in enumerate(doc, 1)]
+    return [(1, doc, None)]
 
 
 def turn_plan(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int | None, list[dict[str, Any]]]]:
@@ -163,7 +193,8 @@ def turn_plan(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int | None,
 def session_id_for(source: str, conv: Conversation) -> str:
     """Deterministic session id: the same conversation from the same source imports once."""
     blob = json.dumps([source, conv.id, conv.messages], sort_keys=True, ensure_ascii=False, default=str)
-    return "imp-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+    # surrogatepass: a lone surrogate in the data (SPEC L7) hashes instead of raising; valid text is unchanged
+    return "imp-" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def _bar(items: Iterable[Any], total: int, desc: str, progress: bool) -> Iterator[Any]:

@@ -125,6 +125,19 @@ class SessionCaches:
         return self.tokens.setdefault(key, TokenCache(append_only=True))
 
 
+_KEPT_ROLES = frozenset({"system", "developer", "user", "assistant"})
+
+
+def call_positions(messages: Sequence[Any]) -> list[int]:
+    """Positions of the simulated model calls: before each assistant message with something to send before it.
+
+    Repair (C4) drops orphan tool results and unknown roles, so a log opening with those (a real shape: results
+    written before their call) has no call until a message the view keeps (system, developer, user, assistant)."""
+    first = next((k for k, m in enumerate(messages) if isinstance(m, dict) and m.get("role") in _KEPT_ROLES),
+                 len(messages))
+    return [i for i, m in enumerate(messages) if i > first and isinstance(m, dict) and m.get("role") == "assistant"]
+
+
 def _turns(messages: Sequence[Any]) -> list[int]:
     turn, out = 0, []
     for m in messages:
@@ -304,7 +317,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     rows: list[dict[str, Any]] = []
     view: RequestView | None = None
     chain, prev = _Chain(0), 0
-    calls = [i for i, m in enumerate(msgs) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
+    calls = call_positions(msgs)
     steps: Any = enumerate(calls, 1)
     if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
         from tqdm.auto import tqdm

@@ -23,6 +23,7 @@ from mxclaw_nb.context.repair import plan_counted
 from mxclaw_nb.context.tokens import estimate_sent
 from mxclaw_nb.context.view import PREVIEW_CHARS, RequestView
 from mxclaw_nb.messages import Message, content_text, is_failure, sanitize, tool_call_list, tool_call_name
+from mxclaw_nb.text_policy import display
 
 SEQ_ACTIONS = ("kept", "placeholder", "summarized", "dropped")  # what can happen to a stored message
 
@@ -243,7 +244,7 @@ def _decide(view: RequestView, call: int, origins: Sequence[int], states: list[S
 
 
 def _preview(text: str) -> str:
-    text = " ".join(text[: PREVIEW_CHARS * 4].split())
+    text = display(" ".join(text[: PREVIEW_CHARS * 4].split()))  # shown: SPEC L7
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
@@ -298,7 +299,7 @@ def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, l
 
     def row(seq: int | None, msg: Message, tokens: int, st: State, origin: int | None, reason: str | None
             ) -> dict[str, Any]:
-        role = str(msg.get("role"))
+        role = display(str(msg.get("role")))
         if role == "assistant":
             names.update({str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)})
         text = content_text(msg.get("content"))
@@ -337,7 +338,7 @@ def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, l
     after: list[dict[str, Any]] = []
     for position, (o, msg) in enumerate(zip(lineage.sent, sent_msgs, strict=True)):
         text = content_text(msg.get("content"))
-        role = str(msg.get("role"))
+        role = display(str(msg.get("role")))
         if o >= 0:
             action, src, by = lineage.states[o].action, o, lineage.states[o].call
         else:

@@ -25,6 +25,7 @@ from mxclaw_nb.messages import (
     tool_call_list,
     tool_call_name,
 )
+from mxclaw_nb.text_policy import display
 
 ACTIONS = ("kept", "placeholder", "summarized", "dropped", "synthetic", "summary")
 PREVIEW_CHARS = 80
@@ -210,7 +211,8 @@ class Trace:
 def _preview(text: str) -> str:
     # Only the head can show, so collapse whitespace in a bounded slice (a 20 KB tool output costs the same
     # as a short message). Runs of spaces longer than the slice are the only case where this shows less.
-    text = " ".join(text[: PREVIEW_CHARS * 4].split())
+    # SPEC L7: a preview is shown (widgets, DataFrames, Arrow), so lone surrogates are escaped (`display`).
+    text = display(" ".join(text[: PREVIEW_CHARS * 4].split()))
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
@@ -330,7 +332,7 @@ def _build_provenance(view: RequestView, t: Trace) -> Provenance:
             names.append(None)
         else:
             names.append(calls.get(str(msg.get("tool_call_id"))) if role == "tool" else None)
-        roles.append(role if role.__class__ is str else str(role))
+        roles.append(role if role.__class__ is str and role.isascii() else display(str(role)))
         failures.append(failure)
         lengths.append(chars)
         previews.append(preview)

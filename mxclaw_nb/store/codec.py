@@ -6,6 +6,14 @@ the dicts that were appended: a list of content parts stays a list (JSON in `con
 `is_error=False` stays False, and keys this schema has no column for (e.g. `refusal`) travel in the
 `extra` JSON column. Plain string content is stored as plain text so SQL users can read it directly.
 
+Real logs have shapes a column cannot hold (SPEC S2: what goes in comes out equal), so a value goes to
+`extra` instead of its column whenever the column would change it: an explicit `None` for any key
+(`"refusal": null`, `"tool_call_id": null`: the key is kept, as a JSON null), a number or object where a text
+column expects a string (`"tool_call_id": 7`, a `reasoning` object), a non-boolean `is_error`. Content that
+is neither a string, a list of parts nor None (an object or a number) is stored as JSON with
+`content_type = 'json'`. Roles are the four sent ones plus `developer` (OpenAI's newer system role) and the
+legacy `function` (pre-tool-calls function results); the engine decides what is sent.
+
 Text that is not valid Unicode (lone surrogates, e.g. a non-UTF-8 file name from `os.scandir`) follows
 the one text policy of `mxclaw_nb.text_policy` (SPEC L7): it never raises here. A message holding any is
 stored with every string escaped and `"mxclaw_text_escaped": true` in `extra`, and decoded back exactly;
@@ -19,13 +27,25 @@ from typing import Any
 
 from mxclaw_nb.text_policy import ESCAPED_KEY, display, escape_value, is_valid, unescape_value
 
-ROLES = ("system", "user", "assistant", "tool")
+ROLES = ("system", "user", "assistant", "tool", "developer", "function")
 # Columns after (session_id, seq, turn, iteration, created_at), in table order.
 MESSAGE_COLUMNS = (
     "role", "content", "content_type", "tool_calls", "tool_call_id", "name", "is_error", "reasoning",
     "attachments", "extra",
 )
 _COLUMN_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "is_error", "reasoning", "attachments")
+_TEXT_KEYS = ("tool_call_id", "name", "reasoning")  # VARCHAR columns: DuckDB would turn 7 into "7"
+
+
+def _column_value(key: str, value: Any) -> bool:
+    """True when `value` of column key `key` survives its column unchanged (else it travels in `extra`)."""
+    if value is None:
+        return False
+    if key in _TEXT_KEYS:
+        return value.__class__ is str
+    if key == "is_error":
+        return value.__class__ is bool
+    return True
 
 
 def dumps(value: Any, what: str) -> str:
@@ -93,22 +113,23 @@ def _encode(message: dict[str, Any]) -> tuple[Any, ...]:
             content, content_type = raw, "text"
         elif isinstance(raw, list):
             content, content_type = dumps(raw, "message content"), "parts"
-        else:
-            raise ValueError(f"message content must be a string, a list of parts or None, not {type(raw).__name__}")
-    is_error = message.get("is_error")
-    if is_error is not None and not isinstance(is_error, bool):
-        raise ValueError(f"is_error must be a bool, got {is_error!r}")
-    extra = {k: v for k, v in message.items() if k not in _COLUMN_KEYS and v is not None}
+        else:  # an object or a number (some logs store a tool's JSON result as is): kept as JSON
+            content, content_type = dumps(raw, "message content"), "json"
+    # A column keeps only values it gives back unchanged; any other value (and every explicit None but
+    # content's) travels in `extra`, so the decoded dict equals the appended one (SPEC S2).
+    columns = {k: v for k, v in message.items() if k in _COLUMN_KEYS and k not in ("role", "content")
+               and _column_value(k, v)}
+    extra = {k: v for k, v in message.items() if k not in ("role", "content") and k not in columns}
     return (
         role,
         content,
         content_type,
-        None if message.get("tool_calls") is None else dumps(message["tool_calls"], "tool_calls"),
-        message.get("tool_call_id"),
-        message.get("name"),
-        is_error,
-        message.get("reasoning"),
-        None if message.get("attachments") is None else dumps(message["attachments"], "attachments"),
+        None if "tool_calls" not in columns else dumps(columns["tool_calls"], "tool_calls"),
+        columns.get("tool_call_id"),
+        columns.get("name"),
+        columns.get("is_error"),
+        columns.get("reasoning"),
+        None if "attachments" not in columns else dumps(columns["attachments"], "attachments"),
         dumps(extra, "extra message keys") if extra else None,
     )
 
@@ -119,7 +140,7 @@ def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": role}
     if content_type == "text":
         message["content"] = content
-    elif content_type == "parts":
+    elif content_type in ("parts", "json"):
         message["content"] = json.loads(content)
     elif content_type == "null":
         message["content"] = None
