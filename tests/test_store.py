@@ -446,3 +446,24 @@ def test_l4_committer_and_a_batch_inside_a_deferred_block_never_wait_for_each_ot
     worker.join(20)
     assert done.is_set(), "the block and the committer thread deadlocked"
     assert [m["content"] for m in store.load_transcript(sid)] == ["a", "b", "c"]
+
+
+def test_l4_an_iteration_with_many_rows_after_a_seq_lookup_commits(tmp_path: Path) -> None:
+    # DuckDB 2 keeps a result that was not read to its end "unfinished", and registering an Arrow table on that
+    # connection then fails: the seq lookup of a fresh table read one row, then 1,000 tool results (> the VALUES
+    # chunk: the Arrow path) made the whole iteration fail (seen as turn.failed with 1,000 tool calls, L7).
+    store = Store(tmp_path / "many.duckdb")
+    sid = store.create_session()
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+             for i in range(1000)]
+    with store.deferred(commit_after=0.5):
+        store.append_request(sid, {"turn": 0, "iteration": 1, "stage": "unchanged", "estimate_tokens": 5})
+        store.append_message(sid, {"role": "assistant", "content": None, "tool_calls": calls}, turn=0, iteration=1)
+        for i in range(1000):
+            store.append_event(sid, "tool.finished", {"i": i}, turn=0, iteration=1)
+            store.append_message(sid, {"role": "tool", "tool_call_id": f"c{i}", "content": "alpha"}, turn=0,
+                                 iteration=1)
+    assert len(store.load_transcript(sid)) == 1001
+    assert len(store.events(sid)) == 1000 and len(store.requests(sid)) == 1
+    assert store.get_artifact(sid, "missing") is None  # a one-row read after it works too
+    store.close()

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from filelock import FileLock, Timeout
@@ -78,6 +79,17 @@ def _probe_writable(lock_path: str) -> str | None:
         return _not_writable_reason(exc) or str(exc)
     os.close(fd)
     return None
+
+
+def first_row(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+    """The first row of a query, with the result read to its end.
+
+    Why not `fetchone()`: DuckDB 2 streams results, and one that was not read until a fetch returns nothing
+    keeps the connection busy ("connection has an unfinished result from execute()"): the next `register()` of
+    an Arrow table on it fails. The store's queries return a row or none, so reading all of it costs nothing.
+    """
+    rows = con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+    return rows[0] if rows else None
 
 
 @contextmanager

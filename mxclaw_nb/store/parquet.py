@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from mxclaw_nb.store.lease import transaction
+from mxclaw_nb.store.lease import first_row, transaction
 
 # Public tables and the columns that identify a row in each.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
@@ -136,9 +136,7 @@ def import_tables(con: duckdb.DuckDBPyConnection, folder: Path) -> dict[str, int
             if not select:
                 counts[table] = 0
                 continue
-            row = con.execute(
-                f"INSERT INTO {table} BY NAME SELECT p.* FROM ({select}) p "
-                f"ANTI JOIN {table} t USING ({', '.join(keys)})"
-            ).fetchone()
+            row = first_row(con, f"INSERT INTO {table} BY NAME SELECT p.* FROM ({select}) p "
+                                 f"ANTI JOIN {table} t USING ({', '.join(keys)})")
             counts[table] = int(row[0]) if row else 0
     return counts

@@ -17,7 +17,7 @@ import duckdb
 
 from mxclaw_nb.store.codec import MESSAGE_COLUMNS, row_to_message
 from mxclaw_nb.store.errors import StoreError, translate
-from mxclaw_nb.store.lease import Lease
+from mxclaw_nb.store.lease import Lease, first_row
 from mxclaw_nb.store.parquet import export_partitioned, export_tables, import_tables
 
 if TYPE_CHECKING:  # DuckDB's .df() imports pandas when a DataFrame is asked for, not at import
@@ -65,9 +65,8 @@ class StoreReads:
     def get_artifact(self, session_id: str, artifact_id: str) -> str | None:
         """The artifact's whole text, or None if it does not exist in this session."""
         with self._lease.connection("read an artifact") as con:
-            row = con.execute(
-                "SELECT text FROM artifacts WHERE session_id = ? AND id = ?", [session_id, artifact_id]
-            ).fetchone()
+            row = first_row(con, "SELECT text FROM artifacts WHERE session_id = ? AND id = ?",
+                            [session_id, artifact_id])
         return None if row is None else str(row[0])
 
     def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
@@ -129,7 +128,7 @@ class StoreReads:
     # -- small questions the agent, the magics and the kernel ask (SQL stays inside the store) ------------
     def _one(self, query: str, params: list[Any]) -> Any:
         with self._lease.connection("read the store") as con:
-            row = con.execute(query, params).fetchone()
+            row = first_row(con, query, params)
         return None if row is None else row[0]
 
     def has_session(self, session_id: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from mxclaw_nb.store.errors import StoreError
-from mxclaw_nb.store.lease import transaction
+from mxclaw_nb.store.lease import first_row, transaction
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 MIGRATIONS: list[Migration] = []
@@ -79,12 +79,11 @@ def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
     """Highest migration version recorded in the database (0 for a new file)."""
-    found = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations' AND schema_name = 'main'"
-    ).fetchone()
+    found = first_row(
+        con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations' AND schema_name = 'main'")
     if not found or not found[0]:
         return 0
-    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    row = first_row(con, "SELECT coalesce(max(version), 0) FROM schema_migrations")
     return int(row[0]) if row else 0
 
 

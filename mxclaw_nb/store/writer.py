@@ -39,7 +39,7 @@ from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.secrets import redact, redact_obj
 from mxclaw_nb.store.codec import MESSAGE_COLUMNS, dumps_text, message_to_row, text
 from mxclaw_nb.store.errors import StoreError, translate
-from mxclaw_nb.store.lease import Lease, transaction
+from mxclaw_nb.store.lease import Lease, first_row, transaction
 from mxclaw_nb.store.reader import StoreReads
 from mxclaw_nb.store.records import REQUEST_FIELDS, as_record, row_values
 from mxclaw_nb.store.schema import MIGRATIONS, current_version, migrate
@@ -78,14 +78,14 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]
             table = None  # values Arrow cannot type as one column: the VALUES path below takes any
         if table is not None:
             con.register("mxclaw_bulk_rows", table)
-            try:
-                con.execute(f"{head} SELECT * FROM mxclaw_bulk_rows")
+            try:  # fetched: DuckDB 2 streams this INSERT's result, and an unfinished result blocks the connection
+                con.execute(f"{head} SELECT * FROM mxclaw_bulk_rows").fetchall()
             finally:
                 con.unregister("mxclaw_bulk_rows")
             return
     for i in range(0, len(rows), _CHUNK):
         part = rows[i:i + _CHUNK]
-        con.execute(f"{head} VALUES {', '.join([marks] * len(part))}", [v for r in part for v in r])
+        con.execute(f"{head} VALUES {', '.join([marks] * len(part))}", [v for r in part for v in r]).fetchall()
 
 
 def _without_null_columns(head: str, rows: list[list[Any]]) -> tuple[str, str, list[list[Any]]]:
@@ -364,8 +364,8 @@ class Store(StoreReads):
             self._next_gen = self._lease.generation
         key = (table, session_id)
         if key not in self._next:
-            row = con.execute(f"SELECT coalesce(max(seq) + 1, 0) FROM {table} WHERE session_id = ?", [session_id])
-            self._next[key] = int(row.fetchone()[0])  # type: ignore[index]
+            row = first_row(con, f"SELECT coalesce(max(seq) + 1, 0) FROM {table} WHERE session_id = ?", [session_id])
+            self._next[key] = int(row[0])  # type: ignore[index]
         return self._next[key]
 
     def _check_session(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
