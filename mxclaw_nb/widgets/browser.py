@@ -204,6 +204,10 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             lines.append(f"  {str(rec.get('id'))[:8]}  turns {fmt_int(rec.get('turns'))}  calls "
                          f"{fmt_int(rec.get('model_calls'))}  compactions {fmt_int(rec.get('compactions'))}  saved "
                          f"{fmt_int(rec.get(saved)) if saved else '—'} est.")
+        if self.timeline is not None:  # the selected session: its timeline's first line, the call's gauge
+            lines.append(self.timeline.to_text().splitlines()[0])
         if self.inspector is not None:
-            lines.append(self.inspector.to_text())
+            d = self.inspector.data.record
+            lines += [f"call: turn {d.turn}, call {d.iteration} · {d.stage}", self.gauge.to_text(),
+                      self.inspector.to_text()]
         return "\n".join(lines)

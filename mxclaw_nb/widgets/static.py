@@ -49,16 +49,6 @@ class StaticReprMixin:
         return bundle
 
 
-class StaticSnapshot:
-    """The HTML/text a widget showed, as a plain display object (no widget model behind it)."""
-
-    def __init__(self, html: str, text: str) -> None:
-        self.html, self.text = html, text
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        return {"text/plain": self.text, "text/html": self.html}
-
-
 def close_tree(widget: Any) -> None:
     """Close a widget and every widget below it (their comms and models are released)."""
     for child in getattr(widget, "children", ()) or ():
@@ -68,24 +58,84 @@ def close_tree(widget: Any) -> None:
         close()
 
 
-def freeze_on_next_cell(shell: Any, widget: Any, handle: Any, note: str) -> None:
-    """Replace an interactive widget's output by its static snapshot when the next cell starts (SPEC N2).
+LIVE_CLASS = "mx-live-widget"  # on an interactive widget shown by `show_live`
+SNAPSHOT_CLASS = "mx-snapshot"  # on the static snapshot output that follows it
+# JupyterLab / Notebook 7 output areas (Chromium, Firefox >= 121 support :has). While the live widget renders, the
+# snapshot right after it is hidden (the widget shows the same); once the widget's model is gone (a saved notebook
+# reopened without its kernel), the widget output is only a text ("Loading widget...", "Error displaying widget:
+# model not found", no element), hidden in favour of the snapshot, which says why. Other frontends (nbconvert,
+# GitHub, VS Code, untrusted copies whose sanitizer drops <style>) show both outputs, each labelled.
+SNAPSHOT_CSS = (
+    "<style>"
+    f".jp-OutputArea-child:has(.{LIVE_CLASS})+.jp-OutputArea-child:has(.{SNAPSHOT_CLASS}){{display:none}}"
+    ".jp-OutputArea-child:has(>.jp-OutputArea-output.jupyter-widgets:not(:has(*)))"
+    f":has(+.jp-OutputArea-child .{SNAPSHOT_CLASS}){{display:none}}"
+    "</style>")
 
-    Why: a saved notebook keeps a widget output only as a reference to a model that is gone once the
-    kernel stops; JupyterLab then shows "Error displaying widget: model not found" and never the HTML
-    fallback. A widget that stays interactive after its cell (the session browser) is frozen into the
-    state the reader left it in as soon as another cell runs, so what is saved reads the same on reopen.
+
+def snapshot_bundle(widget: Any, note: str) -> dict[str, str]:
+    """The widget's static HTML/text as it is now, labelled with `note` (what it is a snapshot of)."""
+    return {"text/plain": f"{widget.to_text()}\n{note}",
+            "text/html": f'{SNAPSHOT_CSS}<div class="{SNAPSHOT_CLASS}">{widget.to_html()}'
+                         f'<div class="mx-note" style="opacity:0.75">{note}</div></div>'}
+
+
+class LiveSnapshot:
+    """An interactive widget displayed with a static snapshot output right after it (SPEC N2).
+
+    Why: a saved notebook keeps a widget output only as a reference to a model that lives in the kernel;
+    reopened without it, JupyterLab shows "Error displaying widget: model not found" and never the
+    widget's HTML fallback. The snapshot output carries the widget's own `to_html()`/`to_text()` (the same
+    numbers and labels) and is re-published after every change of the widget's `controls` (the reader's
+    clicks), so whenever the notebook is saved, the snapshot is what the widget showed then: in a reopened
+    notebook, an export (nbconvert, GitHub, nbviewer), an untrusted copy and a text console. When the next
+    cell runs, the widget is closed and its output emptied; the snapshot stays, marked as frozen. The live
+    widget itself is unchanged.
     """
-    events = getattr(shell, "events", None)
-    if events is None or handle is None:
-        return
 
-    def freeze(*_: Any) -> None:
-        events.unregister("pre_run_cell", freeze)
+    def __init__(self, shell: Any, widget: Any, *, name: str, again: str, controls: Any = ()) -> None:
+        from IPython.display import display
+
+        self.shell, self.widget, self.name, self.again = shell, widget, name, again
+        self._sent = ""
+        widget.add_class(LIVE_CLASS)
+        pointer = f"{name}: a live widget (it needs its kernel); the static snapshot after it is what it shows"
+        widget_bundle = dict(widget._repr_mimebundle_() or {})
+        widget_bundle.update({"text/plain": pointer, "text/html": f'<div class="mx-note">{pointer}</div>'})
+        self.widget_handle = display(widget_bundle, raw=True, display_id=True)
+        self.snapshot_handle = display(self._bundle(), raw=True, display_id=True)
+        for control in controls:
+            control.observe(self.refresh, names="value")
+        events = getattr(shell, "events", None)
+        self._events = events
+        if events is not None:
+            events.register("pre_run_cell", self.freeze)
+
+    def note(self, frozen: bool) -> str:
+        """What the snapshot is: of the live widget above, or frozen when the next cell ran."""
+        when = "frozen when the next cell ran" if frozen else "as last shown by the live widget above"
+        return f"static snapshot of the {self.name} ({when}) · {self.again} opens it again"
+
+    def _bundle(self, frozen: bool = False) -> dict[str, str]:
+        bundle = snapshot_bundle(self.widget, self.note(frozen))
+        self._sent = bundle["text/html"]
+        return bundle
+
+    def refresh(self, *_: Any) -> None:
+        """Re-publish the snapshot if what the widget shows changed (one click may change several controls)."""
+        bundle = snapshot_bundle(self.widget, self.note(False))
+        if bundle["text/html"] != self._sent and self.snapshot_handle is not None:
+            self._sent = bundle["text/html"]
+            self.snapshot_handle.update(bundle, raw=True)
+
+    def freeze(self, *_: Any) -> None:
+        """The next cell runs: keep only the snapshot (marked frozen), close the widget and empty its output."""
+        if self._events is not None:
+            self._events.unregister("pre_run_cell", self.freeze)
         try:
-            handle.update(StaticSnapshot(f"{widget.to_html()}<div class=\"mx-note\" style=\"opacity:0.75\">"
-                                         f"{note}</div>", f"{widget.to_text()}\n{note}"))
+            if self.snapshot_handle is not None:
+                self.snapshot_handle.update(self._bundle(frozen=True), raw=True)
+            if self.widget_handle is not None:
+                self.widget_handle.update({"text/plain": ""}, raw=True)
         finally:
-            close_tree(widget)
-
-    events.register("pre_run_cell", freeze)
+            close_tree(self.widget)
