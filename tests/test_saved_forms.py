@@ -128,7 +128,11 @@ def test_n2_saved_turns_show_their_final_log_and_gauge(saved: Any) -> None:
         assert head in bundle["text/plain"] and head in bundle["text/html"], bundle["text/plain"][:300]
         # the gauge of the turn's last call, in the unit the policy counted it in
         assert _figures(calls.iloc[-1]) in bundle["text/plain"]
-        assert "\n  → " in bundle["text/plain"]  # the tool lines of the log
+        assert "\n→ " in bundle["text/plain"]  # the tool lines of the log
+        # one "context compacted" line per compacted call of the turn, with its stage
+        lines = [ln for ln in bundle["text/plain"].splitlines() if ln.startswith("⟳ context compacted before call ")]
+        stages = calls.loc[calls["stage"].fillna("unchanged") != "unchanged", "stage"].tolist()
+        assert [ln.split(": ", 1)[1].split(" ·")[0] for ln in lines] == stages, (lines, stages)
 
 
 def test_n2_saved_view_gauge_timeline_compact_dry_run_are_static_with_the_stored_numbers(saved: Any) -> None:
