@@ -159,8 +159,7 @@ def cmd_sessions(m: CommandHost, args: argparse.Namespace) -> Any:
 
         # interactive while the kernel runs, with a static snapshot right after it that follows the reader's
         # clicks: what is saved reads the same on reopen, also as the last cell (N2); frozen when the next cell runs
-        LiveSnapshot(m.shell, browser, name="session browser", again="%agent sessions --browse",
-                     controls=(browser.session_picker, browser.call_picker))
+        LiveSnapshot(m.shell, browser, name="session browser", again="%agent sessions --browse")
         return None
     from mxclaw_nb.notebook.frames import sessions_frame
 

@@ -145,6 +145,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             self.inspector = None
             self._inspector_box.children = []
             self.gauge.update(None)
+        self.shown_changed()  # timeline, call picker, gauge and inspector now all show this session
 
     def select_call(self, turn: int, iteration: int) -> None:
         """Show the gauge and inspector of one model call of the selected session."""
@@ -174,6 +175,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         self.gauge.update(data)
         self.inspector = CompactionInspector(data, max_rows=self.max_rows)
         self._inspector_box.children = [self.inspector]
+        self.shown_changed()
 
     def _transcript(self) -> Any:
         """The selected session's stored transcript, so a call's rows agree with `%agent view` (SPEC N3)."""

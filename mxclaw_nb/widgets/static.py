@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mxclaw_nb.widgets.style import FONT, MUTED, esc
+
 
 class StaticReprMixin:
     """Adds `_repr_html_`, `_repr_pretty_` and a MIME bundle with HTML/text fallbacks to a widget.
@@ -25,6 +27,15 @@ class StaticReprMixin:
     """
 
     static_display: bool = False
+
+    def on_shown_change(self, callback: Any) -> None:
+        """Call `callback()` whenever what the widget shows changed and is consistent again (e.g. after a click)."""
+        self.__dict__.setdefault("_shown_callbacks", []).append(callback)
+
+    def shown_changed(self) -> None:
+        """Tell `on_shown_change` callbacks that the widget's state is complete (widgets call this after an update)."""
+        for callback in self.__dict__.get("_shown_callbacks", ()):
+            callback()
 
     def to_html(self) -> str:
         """Static HTML of the current state."""
@@ -60,24 +71,24 @@ def close_tree(widget: Any) -> None:
 
 LIVE_CLASS = "mx-live-widget"  # on an interactive widget shown by `show_live`
 SNAPSHOT_CLASS = "mx-snapshot"  # on the static snapshot output that follows it
-# JupyterLab / Notebook 7 output areas (Chromium, Firefox >= 121 support :has). While the live widget renders, the
-# snapshot right after it is hidden (the widget shows the same); once the widget's model is gone (a saved notebook
-# reopened without its kernel), the widget output is only a text ("Loading widget...", "Error displaying widget:
-# model not found", no element), hidden in favour of the snapshot, which says why. Other frontends (nbconvert,
-# GitHub, VS Code, untrusted copies whose sanitizer drops <style>) show both outputs, each labelled.
+# JupyterLab / Notebook 7 (and nbconvert's lab template) output areas; Chromium and Firefox >= 121 support :has.
+# While the live widget renders, the snapshot right after it is hidden (the widget shows the same). Any other
+# state of the widget's output (a saved notebook reopened without its kernel: "Loading widget...", then "Error
+# displaying widget: model not found"; an export: a script tag or the pointer text; frozen: emptied) is hidden in
+# favour of the snapshot, which says what it is. (:has cannot nest, so "not live" is `:not(:has(...))`.) Frontends
+# without these classes (GitHub, VS Code, untrusted copies whose sanitizer drops <style>) show both, each labelled.
 SNAPSHOT_CSS = (
     "<style>"
     f".jp-OutputArea-child:has(.{LIVE_CLASS})+.jp-OutputArea-child:has(.{SNAPSHOT_CLASS}){{display:none}}"
-    ".jp-OutputArea-child:has(>.jp-OutputArea-output.jupyter-widgets:not(:has(*)))"
-    f":has(+.jp-OutputArea-child .{SNAPSHOT_CLASS}){{display:none}}"
+    f".jp-OutputArea-child:not(:has(.{LIVE_CLASS})):has(+.jp-OutputArea-child .{SNAPSHOT_CLASS}){{display:none}}"
     "</style>")
 
 
 def snapshot_bundle(widget: Any, note: str) -> dict[str, str]:
     """The widget's static HTML/text as it is now, labelled with `note` (what it is a snapshot of)."""
-    return {"text/plain": f"{widget.to_text()}\n{note}",
-            "text/html": f'{SNAPSHOT_CSS}<div class="{SNAPSHOT_CLASS}">{widget.to_html()}'
-                         f'<div class="mx-note" style="opacity:0.75">{note}</div></div>'}
+    return {"text/plain": f"{note}\n{widget.to_text()}",
+            "text/html": f'{SNAPSHOT_CSS}<div class="{SNAPSHOT_CLASS}"><div class="mx-note" style="{FONT}color:{MUTED};'
+                         f'margin-bottom:4px">{esc(note)}</div>{widget.to_html()}</div>'}
 
 
 class LiveSnapshot:
@@ -86,14 +97,15 @@ class LiveSnapshot:
     Why: a saved notebook keeps a widget output only as a reference to a model that lives in the kernel;
     reopened without it, JupyterLab shows "Error displaying widget: model not found" and never the
     widget's HTML fallback. The snapshot output carries the widget's own `to_html()`/`to_text()` (the same
-    numbers and labels) and is re-published after every change of the widget's `controls` (the reader's
-    clicks), so whenever the notebook is saved, the snapshot is what the widget showed then: in a reopened
+    numbers and labels) and is re-published whenever the widget reports a complete change (`shown_changed`,
+    after the reader's clicks; never halfway through one), so whenever the notebook is saved, the snapshot is
+    what the widget showed then: in a reopened
     notebook, an export (nbconvert, GitHub, nbviewer), an untrusted copy and a text console. When the next
     cell runs, the widget is closed and its output emptied; the snapshot stays, marked as frozen. The live
     widget itself is unchanged.
     """
 
-    def __init__(self, shell: Any, widget: Any, *, name: str, again: str, controls: Any = ()) -> None:
+    def __init__(self, shell: Any, widget: Any, *, name: str, again: str) -> None:
         from IPython.display import display
 
         self.shell, self.widget, self.name, self.again = shell, widget, name, again
@@ -104,8 +116,7 @@ class LiveSnapshot:
         widget_bundle.update({"text/plain": pointer, "text/html": f'<div class="mx-note">{pointer}</div>'})
         self.widget_handle = display(widget_bundle, raw=True, display_id=True)
         self.snapshot_handle = display(self._bundle(), raw=True, display_id=True)
-        for control in controls:
-            control.observe(self.refresh, names="value")
+        widget.on_shown_change(self.refresh)
         events = getattr(shell, "events", None)
         self._events = events
         if events is not None:
@@ -113,7 +124,7 @@ class LiveSnapshot:
 
     def note(self, frozen: bool) -> str:
         """What the snapshot is: of the live widget above, or frozen when the next cell ran."""
-        when = "frozen when the next cell ran" if frozen else "as last shown by the live widget above"
+        when = "frozen when the next cell ran" if frozen else "as last shown; the live one needs its kernel"
         return f"static snapshot of the {self.name} ({when}) · {self.again} opens it again"
 
     def _bundle(self, frozen: bool = False) -> dict[str, str]:
