@@ -4,7 +4,8 @@
    last cell: nothing freezes it). While the kernel runs, the browser is a live widget and its static
    snapshot below it is hidden; a click on the other session's row opens it and the snapshot follows.
    The notebook is saved, its kernel shut down, and it is reopened: no "Error displaying widget" shows,
-   and the snapshot shows the session that was clicked, its timeline and the numbers, in light and dark.
+   and the snapshot shows the session that was clicked, its timeline and the numbers, in light and dark; an
+   unsigned copy (untrusted: sanitized HTML) shows the same numbers and the timeline as an image.
 2. Exported: the notebook of `tests/test_saved_forms.py` (every command, run by nbclient in a real kernel,
    saved with its widget state as nbclient does) is rendered by nbconvert (GitHub and nbviewer show the
    same static outputs) and opened in Chromium with no kernel and no network, light and dark: the
@@ -126,6 +127,19 @@ def test_n2_last_cell_session_browser_reopens_as_its_snapshot(agent_views_lab: A
             _theme(page, "JupyterLab Dark", light=False)
             _snapshot_shot(page, PANEL, shots / "saved-browser-dark.png")
             _theme(page, "JupyterLab Light", light=True)
+
+            # a copy nobody signed (from a git clone): the widget view is not trusted, the sanitized snapshot shows
+            copy = nbformat.read(root / "browse.ipynb", as_version=4)
+            copy.metadata["mx_untrusted_copy"] = True
+            nbformat.write(copy, root / "browse-copy.ipynb")
+            _open(page, base, "browse-copy.ipynb")
+            time.sleep(2.0)
+            text = page.locator(PANEL).inner_text()
+            assert NOT_FOUND not in text and "2 sessions" in text and "tokens saved (est.)" in text
+            assert f"session {other_id} · prompt tokens" in text and "until compaction" in text
+            image = page.locator(f"{PANEL} .mx-snapshot .mx-timeline img").last  # the sanitizer dropped the <svg>
+            assert image.is_visible() and image.evaluate("e => e.complete && e.naturalWidth > 0")
+            _snapshot_shot(page, PANEL, shots / "saved-browser-untrusted.png")
         except Exception:
             page.screenshot(path=str(shots / "failed-saved-browser.png"))
             raise
