@@ -155,11 +155,13 @@ def cmd_sessions(m: CommandHost, args: argparse.Namespace) -> Any:
         browser = SessionBrowser(m.store(), current=agent.session_id)
         if getattr(m.shell, "kernel", None) is None:
             return browser
+        from IPython.display import display
+
         from mxclaw_nb.widgets.static import LiveSnapshot
 
         # interactive while the kernel runs, with a static snapshot right after it that follows the reader's
         # clicks: what is saved reads the same on reopen, also as the last cell (N2); frozen when the next cell runs
-        LiveSnapshot(m.shell, browser, name="session browser", again="%agent sessions --browse")
+        LiveSnapshot(m.shell, browser, display=display, name="session browser", again="%agent sessions --browse")
         return None
     from mxclaw_nb.notebook.frames import sessions_frame
 

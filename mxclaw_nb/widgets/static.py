@@ -105,9 +105,8 @@ class LiveSnapshot:
     widget itself is unchanged.
     """
 
-    def __init__(self, shell: Any, widget: Any, *, name: str, again: str) -> None:
-        from IPython.display import display
-
+    def __init__(self, shell: Any, widget: Any, *, display: Any, name: str, again: str) -> None:
+        """`display`: IPython's `display` (passed in: only the notebook layer imports IPython)."""
         self.shell, self.widget, self.name, self.again = shell, widget, name, again
         self._sent = ""
         widget.add_class(LIVE_CLASS)
