@@ -40,7 +40,11 @@ CELLS = {
     "browse-mid": "%agent sessions --browse",
     "events": "%agent events --tail 3",
     "sql": "%agent sql SELECT count(*) AS calls FROM requests",
+    "long-replay": "import sys\nimport mxclaw_nb.analysis.replay\n"
+                   "sys.modules['mxclaw_nb.analysis.replay'].PROGRESS_DELAY = 0  # every replay shows its bar",
     "replay": "%agent replay --window 8000",
+    "bar": "from IPython.display import display\nfrom mxclaw_nb.widgets.static import saved_progress\n"
+           "for _ in saved_progress(display)(range(7), desc='steps'):\n    pass",
     "transcript": "%agent transcript",
     "sessions": "%agent sessions",
     "new": "%agent new",
@@ -231,3 +235,17 @@ def test_n1_no_saved_output_needs_a_widget_model_but_the_last_live_browser(saved
             assert out["output_type"] != "error", (key, out)
             if WIDGET_VIEW in out.get("data", {}):
                 assert key == "browse-last", key
+
+
+def test_n2_saved_progress_bars_show_their_end_not_their_first_state(saved: Any) -> None:
+    """A replay's bar (tqdm, leave=False) saves as nothing, a kept bar as its final text; never "0%" or a widget."""
+    nb, facts = saved
+    replay = rich(nb, "replay")
+    assert any(b == {"text/plain": ""} for b in replay), replay  # the bar was shown, then emptied
+    for bundle in replay:
+        assert WIDGET_VIEW not in bundle and "%|" not in bundle.get("text/plain", "")
+    caption = "".join(o.get("text", "") for o in outputs(nb, "replay") if o["output_type"] == "stream")
+    assert f" · {counted(len(facts['requests_of'][facts['first']]), 'call')} · " in caption  # every call replayed
+    assert "<table" in static(nb, "replay")["text/html"]
+    (bar,) = rich(nb, "bar")
+    assert bar["text/plain"].startswith("steps: 100%|") and "7/7" in bar["text/plain"] and WIDGET_VIEW not in bar

@@ -149,3 +149,44 @@ class LiveSnapshot:
                 self.widget_handle.update({"text/plain": ""}, raw=True)
         finally:
             close_tree(self.widget)
+
+
+def saved_progress(display: Any) -> Any:
+    """A tqdm class for notebooks whose saved output is the finished bar, not its first state (SPEC N2).
+
+    Why: tqdm's notebook bar is a widget displayed once, so its saved `text/plain` is the text it had
+    when first shown ("0%| | 0/73"), which GitHub, nbconvert and text consoles show for a loop that finished,
+    and its widget view reads "Error displaying widget" after a reopen. This bar is displayed with a display
+    id; when it closes, its output becomes its final text (`leave=True`) or nothing (`leave=False`, the bar
+    only said something was running). Live it is tqdm's own bar. `display`: IPython's `display`.
+    """
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    class SavedProgress(notebook_tqdm):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._handle: Any = None
+            kwargs["display"] = False  # shown by _show, with a display id
+            super().__init__(*args, **kwargs)
+            if not self.disable and self.delay <= 0:
+                self._show()
+
+        def _show(self) -> None:
+            if self._handle is None:
+                self._handle = display(self.container, display_id=True)
+                self.displayed = True
+
+        def display(self, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("check_delay", True) and self.delay > 0 and not self.displayed:
+                self._show()  # the delay passed: shown now (tqdm would display without an id)
+            return super().display(*args, **kwargs)
+
+        def close(self) -> None:
+            if self.disable:
+                return
+            final = "" if not self.leave else self.format_meter(**self.format_dict)
+            super().close()
+            if self._handle is not None:
+                self._handle.update({"text/plain": final}, raw=True)
+                self._handle = None
+
+    return SavedProgress
