@@ -6,7 +6,10 @@ next to the widget view; we add the widget's own `text/html` and `text/plain` re
 same numbers the live widget shows), so nbconvert — which skips the widget view when no widget state
 was saved — and plain-text consoles still show stage, tokens and tables. JupyterLab, however, shows
 the widget view or an error, never the fallback, so views whose final state is known display as
-static HTML only (`static_display`).
+static HTML only (`static_display`). A widget that must stay interactive after its cell (the session
+browser) is shown by `LiveSnapshot`: the widget, then a static snapshot output that follows it, so the
+saved notebook reads the same wherever it is opened (SPEC N2). `saved_progress` does the same for tqdm
+bars: their saved output is the finished bar, not its first state.
 """
 
 from __future__ import annotations
