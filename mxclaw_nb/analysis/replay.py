@@ -295,7 +295,7 @@ def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> di
 def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_id: str = "messages",
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
-                    progress: bool = False) -> list[dict[str, Any]]:
+                    progress: bool | Callable[..., Any] = False) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``."""
     msgs = list(messages)
     caches = caches or SessionCaches()
@@ -322,8 +322,9 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
         from tqdm.auto import tqdm
 
-        steps = tqdm(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
-                     leave=False)
+        bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
+        steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
+                    leave=False)
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         if rebuilt:
@@ -370,12 +371,13 @@ def frame(rows: list[dict[str, Any]], *, facts: bool, exact: bool, extra: Sequen
 
 def replay(session_or_messages: Any, policy: ContextPolicy | dict[str, Any], *, store: Any = None,
            summarize: Callable[[list[Message]], str] | None = build_structured_summary, exact: bool = False,
-           facts: bool = True, progress: bool = False) -> pd.DataFrame:
+           facts: bool = True, progress: bool | Callable[..., Any] = False) -> pd.DataFrame:
     """One row per simulated model call as the transcript grew (see module doc for the columns).
 
     ``session_or_messages``: a list of messages, an ``(id, messages)`` pair, a ``Conversation``, or a
     session id (needs ``store``). ``exact=True`` adds exact o200k_base counts of each view. ``progress=True``
-    shows a progress bar (tqdm) when the replay takes longer than ``PROGRESS_DELAY`` seconds.
+    shows a progress bar (tqdm) when the replay takes longer than ``PROGRESS_DELAY`` seconds; a tqdm class
+    instead of ``True`` draws it (the notebook's, whose saved output is the finished bar).
     """
     from mxclaw_nb.analysis.sources import one_conversation
 

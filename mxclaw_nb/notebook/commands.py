@@ -157,12 +157,11 @@ def cmd_sessions(m: CommandHost, args: argparse.Namespace) -> Any:
             return browser
         from IPython.display import display
 
-        from mxclaw_nb.widgets.static import freeze_on_next_cell
+        from mxclaw_nb.widgets.static import LiveSnapshot
 
-        # interactive until the next cell runs, then a static snapshot that survives a reopen (N2)
-        freeze_on_next_cell(m.shell, browser, display(browser, display_id=True),
-                            "static snapshot of the session browser (frozen when the next cell ran) · "
-                            "%agent sessions --browse opens it again")
+        # interactive while the kernel runs, with a static snapshot right after it that follows the reader's
+        # clicks: what is saved reads the same on reopen, also as the last cell (N2); frozen when the next cell runs
+        LiveSnapshot(m.shell, browser, display=display, name="session browser", again="%agent sessions --browse")
         return None
     from mxclaw_nb.notebook.frames import sessions_frame
 

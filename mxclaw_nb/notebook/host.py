@@ -25,6 +25,7 @@ class CommandHost(Protocol):
     last_view: Any  # RequestView of the last model call made from this shell
     last_view_session: str | None
     last_reported: int | None
+    widgets: bool  # ipywidgets in a kernel (HTML/text otherwise)
 
     def get_agent(self) -> Agent: ...
 

@@ -170,7 +170,14 @@ def cmd_replay(m: CommandHost, args: argparse.Namespace) -> pd.DataFrame:
     from mxclaw_nb.analysis.replay import replay
     from mxclaw_nb.notebook.frames import replay_frame
 
-    df = replay((agent.session_id, messages), policy, progress=True)  # a bar when it takes a few seconds
+    progress: Any = True  # a bar when it takes a few seconds
+    if getattr(m.shell, "kernel", None) is not None and m.widgets:
+        from IPython.display import display
+
+        from mxclaw_nb.widgets.static import saved_progress
+
+        progress = saved_progress(display)  # its saved output is not "0%" of a replay that finished (N2)
+    df = replay((agent.session_id, messages), policy, progress=progress)
     import pandas as pd
 
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)

@@ -145,6 +145,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             self.inspector = None
             self._inspector_box.children = []
             self.gauge.update(None)
+        self.shown_changed()  # timeline, call picker, gauge and inspector now all show this session
 
     def select_call(self, turn: int, iteration: int) -> None:
         """Show the gauge and inspector of one model call of the selected session."""
@@ -174,6 +175,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         self.gauge.update(data)
         self.inspector = CompactionInspector(data, max_rows=self.max_rows)
         self._inspector_box.children = [self.inspector]
+        self.shown_changed()
 
     def _transcript(self) -> Any:
         """The selected session's stored transcript, so a call's rows agree with `%agent view` (SPEC N3)."""
@@ -204,6 +206,10 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             lines.append(f"  {str(rec.get('id'))[:8]}  turns {fmt_int(rec.get('turns'))}  calls "
                          f"{fmt_int(rec.get('model_calls'))}  compactions {fmt_int(rec.get('compactions'))}  saved "
                          f"{fmt_int(rec.get(saved)) if saved else '—'} est.")
+        if self.timeline is not None:  # the selected session: its timeline's first line, the call's gauge
+            lines.append(self.timeline.to_text().splitlines()[0])
         if self.inspector is not None:
-            lines.append(self.inspector.to_text())
+            d = self.inspector.data.record
+            lines += [f"call: turn {d.turn}, call {d.iteration} · {d.stage}", self.gauge.to_text(),
+                      self.inspector.to_text()]
         return "\n".join(lines)
