@@ -12,6 +12,7 @@ a test here cannot pass because the quirk silently did nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -382,17 +383,24 @@ def test_usage_that_is_no_count_leaves_the_session_on_the_estimate(quirky_server
 
 # -- %agent in a real IPython shell ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["profile:ollama", "strict_params", "error_midstream"])
-def test_the_magic_against_a_quirky_server(name: str, quirky_server: TestServer, monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Path) -> None:
-    """What a notebook user sees: the answer (no <think> block), or one paragraph; the note is an event."""
-    srv = quirky_server
+@contextlib.contextmanager
+def _shell_on(srv: TestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, off: str) -> Iterator[Any]:
+    """A real IPython shell with %agent pointed at the quirky server (two files to read; AgentMagics.<off> False)."""
     (tmp_path / "a.txt").write_text("alpha\n", encoding="utf-8")
     (tmp_path / "b.txt").write_text("beta\n", encoding="utf-8")
     with agent_shell(monkeypatch, tmp_path) as shell:
         shell.run_line_magic("config", f"AgentMagics.base_url = '{srv.base_url}'")
         shell.run_line_magic("config", "AgentMagics.model = 'test-model'")
-        shell.run_line_magic("config", "AgentMagics.live = False")
+        shell.run_line_magic("config", f"AgentMagics.{off} = False")
+        yield shell
+
+
+@pytest.mark.parametrize("name", ["profile:ollama", "strict_params", "error_midstream"])
+def test_the_magic_against_a_quirky_server(name: str, quirky_server: TestServer, monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    """What a notebook user sees: the answer (no <think> block), or one paragraph; the note is an event."""
+    srv = quirky_server
+    with _shell_on(srv, monkeypatch, tmp_path, "live") as shell:
         with capture_output():
             shell.run_line_magic("agent", "config approval=allow")
         srv.quirks = _quirks(name)
@@ -423,12 +431,7 @@ def test_the_live_log_says_what_the_adapter_did_and_hides_inline_reasoning(
     """The printed live log: one ⓘ line for the refused stream_options, no <think> block or reasoning as text;
     `%agent events --type provider.note` shows the note."""
     srv = quirky_server
-    (tmp_path / "a.txt").write_text("alpha\n", encoding="utf-8")
-    (tmp_path / "b.txt").write_text("beta\n", encoding="utf-8")
-    with agent_shell(monkeypatch, tmp_path) as shell:
-        shell.run_line_magic("config", f"AgentMagics.base_url = '{srv.base_url}'")
-        shell.run_line_magic("config", "AgentMagics.model = 'test-model'")
-        shell.run_line_magic("config", "AgentMagics.widgets = False")
+    with _shell_on(srv, monkeypatch, tmp_path, "widgets") as shell:
         srv.quirks = {"strict_params", "think_tags"}
         script(srv)
         with capture_output() as cap:

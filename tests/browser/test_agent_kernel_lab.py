@@ -21,6 +21,7 @@ import pytest
 
 from mxclaw_nb.kernel.spec import install
 
+from .test_agent_views_lab import close_and_shut_down
 from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -98,13 +99,10 @@ def test_n4_agent_kernel_in_jupyterlab_launcher_prompts_save_reopen_resume(agent
 
             page.keyboard.press("Control+s")
             page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
-            session, kernel, path = page.evaluate(
+            kernel, path = page.evaluate(
                 "() => { const panel = window.jupyterapp.shell.currentWidget, s = panel.sessionContext.session;"
-                " return [s.id, s.kernel.id, panel.context.path]; }")
-            page.evaluate("() => { window.jupyterapp.shell.currentWidget.dispose(); }")  # close the tab
-            page.evaluate("s => { window.__down = false; window.jupyterapp.serviceManager.sessions.shutdown(s)"
-                          ".then(() => { window.__down = true; }); }", session)
-            page.wait_for_function("window.__down === true", timeout=30_000)  # the kernel is gone
+                " return [s.kernel.id, panel.context.path]; }")
+            close_and_shut_down(page)  # close the tab; the kernel is gone
             assert (root / path).is_file()
             page.evaluate("p => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }", path)
             page.wait_for_function("window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.name"

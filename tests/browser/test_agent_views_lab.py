@@ -49,11 +49,30 @@ def agent_views_lab(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch:
     return request.getfixturevalue("jupyterlab")
 
 
-def _notebook() -> nbformat.NotebookNode:
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A Python-kernel notebook of code cells, written to `path`."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    return nb
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nbformat.write(nb, path)
+
+
+def open_untrusted_copy(page: Any, base: str, root: Path, name: str) -> None:
+    """Open a copy of the saved notebook that nobody signed (as from a git clone): JupyterLab sanitizes its HTML."""
+    copy = nbformat.read(root / name, as_version=4)
+    copy.metadata["mx_untrusted_copy"] = True
+    nbformat.write(copy, root / name.replace(".ipynb", "-copy.ipynb"))
+    _open(page, base, name.replace(".ipynb", "-copy.ipynb"))
+    time.sleep(2.0)  # the widget manager has restored: a missing model would now say so
+
+
+def close_and_shut_down(page: Any) -> None:
+    """Close the current notebook tab and shut its kernel down (what a reader who comes back later sees next)."""
+    session = page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.id")
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.dispose(); }")
+    page.evaluate("s => { window.__down = false; window.jupyterapp.serviceManager.sessions.shutdown(s)"
+                  ".then(() => { window.__down = true; }); }", session)
+    page.wait_for_function("window.__down === true", timeout=30_000)
 
 
 def _open(page: Any, base: str, path: str) -> None:
@@ -87,7 +106,7 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
     from playwright.sync_api import sync_playwright
 
     base, root = agent_views_lab
-    nbformat.write(_notebook(), root / "views.ipynb")
+    write_notebook(root / "views.ipynb", CELLS)
     # not under tmp_path: pytest prunes old temp folders, and the screenshots are there to be looked at
     shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-views-"))
     shots.mkdir(parents=True, exist_ok=True)
@@ -143,11 +162,7 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
             page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
             saved = (root / "views.ipynb").read_text()
             assert "application/vnd.jupyter.widget-view+json" not in saved
-            session = page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.id")
-            page.evaluate("() => { window.jupyterapp.shell.currentWidget.dispose(); }")
-            page.evaluate("s => { window.__down = false; window.jupyterapp.serviceManager.sessions.shutdown(s)"
-                          ".then(() => { window.__down = true; }); }", session)
-            page.wait_for_function("window.__down === true", timeout=30_000)
+            close_and_shut_down(page)
             _open(page, base, "views.ipynb")
             page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
                                    " === 'idle'", timeout=60_000)
@@ -160,11 +175,7 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
             page.screenshot(path=str(shots / "reopened.png"))
 
             # a copy nobody signed (e.g. from a git clone): JupyterLab sanitizes its HTML; numbers still show
-            copy = nbformat.read(root / "views.ipynb", as_version=4)
-            copy.metadata["mx_untrusted_copy"] = True
-            nbformat.write(copy, root / "views-copy.ipynb")
-            _open(page, base, "views-copy.ipynb")
-            time.sleep(2.0)
+            open_untrusted_copy(page, base, root, "views.ipynb")
             text = page.locator(PANEL).inner_text()
             assert NOT_FOUND not in text and "until compaction" in text and "carries the summar" in text
             # the sanitizer drops the inline <svg>; the same figure as a data: image shows instead

@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from .test_agent_views_lab import PANEL, _open, agent_views_lab  # noqa: F401 - the server fixture
+from .test_agent_views_lab import PANEL, _open, agent_views_lab, write_notebook  # noqa: F401 - the fixture
 from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
@@ -59,10 +58,7 @@ def test_n1_approve_and_deny_clicks_and_a_question_prompt_in_jupyterlab(agent_vi
     from playwright.sync_api import sync_playwright
 
     base, root = agent_views_lab
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nbformat.write(nb, root / "approvals.ipynb")
+    write_notebook(root / "approvals.ipynb", CELLS)
     shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-approvals-"))
     shots.mkdir(parents=True, exist_ok=True)
     print("screenshots in", shots)

@@ -27,7 +27,15 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 
-from .test_agent_views_lab import PANEL, _open, _theme, agent_views_lab  # noqa: F401 - the server fixture
+from .test_agent_views_lab import (  # noqa: F401 - agent_views_lab is the server fixture
+    PANEL,
+    _open,
+    _theme,
+    agent_views_lab,
+    close_and_shut_down,
+    open_untrusted_copy,
+    write_notebook,
+)
 from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(480)]
@@ -63,10 +71,7 @@ def test_n2_last_cell_session_browser_reopens_as_its_snapshot(agent_views_lab: A
     from playwright.sync_api import sync_playwright
 
     base, root = agent_views_lab
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nbformat.write(nb, root / "browse.ipynb")
+    write_notebook(root / "browse.ipynb", CELLS)
     shots = _shots()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -103,11 +108,7 @@ def test_n2_last_cell_session_browser_reopens_as_its_snapshot(agent_views_lab: A
             assert len(last) == 2 and f"session {other_id} · prompt tokens" in last[1]["data"]["text/html"]
             # the whole snapshot is of the clicked session: its timeline and the gauge/inspector of that call
             assert f"{call_line} · {stage}" in last[1]["data"]["text/plain"], last[1]["data"]["text/plain"][:800]
-            session = page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.id")
-            page.evaluate("() => { window.jupyterapp.shell.currentWidget.dispose(); }")
-            page.evaluate("s => { window.__down = false; window.jupyterapp.serviceManager.sessions.shutdown(s)"
-                          ".then(() => { window.__down = true; }); }", session)
-            page.wait_for_function("window.__down === true", timeout=30_000)
+            close_and_shut_down(page)
 
             _open(page, base, "browse.ipynb")
             _idle(page)
@@ -129,11 +130,7 @@ def test_n2_last_cell_session_browser_reopens_as_its_snapshot(agent_views_lab: A
             _theme(page, "JupyterLab Light", light=True)
 
             # a copy nobody signed (from a git clone): the widget view is not trusted, the sanitized snapshot shows
-            copy = nbformat.read(root / "browse.ipynb", as_version=4)
-            copy.metadata["mx_untrusted_copy"] = True
-            nbformat.write(copy, root / "browse-copy.ipynb")
-            _open(page, base, "browse-copy.ipynb")
-            time.sleep(2.0)
+            open_untrusted_copy(page, base, root, "browse.ipynb")
             text = page.locator(PANEL).inner_text()
             assert NOT_FOUND not in text and "2 sessions" in text and "tokens saved (est.)" in text
             assert f"session {other_id} · prompt tokens" in text and "until compaction" in text
