@@ -36,8 +36,10 @@ from mxclaw_nb.secrets import known as known_secrets
 from mxclaw_nb.settings import (  # noqa: E402,F401 - the settings table
     COUNTER_MODES,
     DEFAULT_CALL_DEADLINE,
+    DEFAULT_MAX_TOKENS,
     MAX_IMAGE_BYTES,
     MAX_PROMPT_BYTES,
+    TEXT_CALL_MODES,
     check_setting,
     check_settings,
     human_bytes,
@@ -115,6 +117,7 @@ class Agent:
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS, stream: bool = True, text_calls: str = "auto",
                  namespace: Callable[[], dict[str, Any]] | None = None) -> None:
         from mxclaw_nb.provider.client import context_window_for, resolve_provider
         from mxclaw_nb.store.writer import Store
@@ -125,10 +128,13 @@ class Agent:
         check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
-                       max_tool_calls=max_tool_calls)
+                       max_tool_calls=max_tool_calls, max_tokens=max_tokens)
+        if text_calls not in TEXT_CALL_MODES:
+            raise ValueError(f"text_calls must be one of {', '.join(TEXT_CALL_MODES)} (got {text_calls!r})")
         if provider is None:  # validate before the store opens: a bad value leaves nothing behind
             provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
-                                        call_deadline=call_deadline)
+                                        call_deadline=call_deadline, max_tokens=max_tokens, stream=bool(stream),
+                                        text_calls=None if text_calls == "auto" else text_calls == "on")
         self.store = db if isinstance(db, Store) else Store(db)
         self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))

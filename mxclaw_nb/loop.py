@@ -336,7 +336,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                                  engine_ms=engine_ms)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
-            _emit(ctx, session_id, "provider.note", {"note": note}, turn, it)
+            _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
         ctx.emit("model.completed", {"usage": None if usage is None else {
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
             "latency_ms": latency, "turn": turn, "iteration": it})

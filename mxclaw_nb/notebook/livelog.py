@@ -217,6 +217,8 @@ class LiveLog:
 
     def _on_provider_note(self, p: dict[str, Any]) -> None:
         """L2: what the adapter did about this server (e.g. asked again without stream_options), one line."""
+        if p.get("shown") is False:  # a repeat (e.g. another text-written tool call): stored, said once
+            return
         text = f"ⓘ {' '.join(str(p.get('note') or '').split())}"
         self.entries.append({"kind": "note", "text": text})
         self._print("  " + text)
