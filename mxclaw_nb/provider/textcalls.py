@@ -116,16 +116,19 @@ def _calls_from(objects: list[Any], offered: dict[str, dict[str, Any]], keys: tu
     return None if not found or any(f is None for f in found) else [f for f in found if f is not None]
 
 
-def _hermes(text: str, offered: dict[str, dict[str, Any]]) -> list[tuple[str, Any]] | None:
-    if "<tool_call>" not in text:
-        return None
+def _blocks(bodies: list[str], offered: dict[str, dict[str, Any]]) -> list[tuple[str, Any]] | None:
+    """The calls of several text blocks (tags, fences), each a call object or a list of them; all must be calls."""
     objects: list[Any] = []
-    for body in _TAG.findall(text):
-        found = _objects(_json(body))
+    for body in bodies:
+        found = _objects(_json(body.strip()))
         if found is None:
             return None
         objects += found
     return _calls_from(objects, offered, ("arguments", "parameters"))
+
+
+def _hermes(text: str, offered: dict[str, dict[str, Any]]) -> list[tuple[str, Any]] | None:
+    return _blocks(_TAG.findall(text), offered) if "<tool_call>" in text else None
 
 
 def _mistral(text: str, offered: dict[str, dict[str, Any]]) -> list[tuple[str, Any]] | None:
@@ -147,15 +150,7 @@ def _mistral(text: str, offered: dict[str, dict[str, Any]]) -> list[tuple[str, A
 
 def _fenced(text: str, offered: dict[str, dict[str, Any]]) -> list[tuple[str, Any]] | None:
     blocks = _FENCE.findall(text)
-    if not blocks:
-        return None
-    objects: list[Any] = []
-    for block in blocks:
-        found = _objects(_json(block.strip()))
-        if found is None:
-            return None
-        objects += found
-    return _calls_from(objects, offered, ("arguments", "parameters"))
+    return _blocks(blocks, offered) if blocks else None
 
 
 def _bare(text: str, offered: dict[str, dict[str, Any]]) -> tuple[str, list[tuple[str, Any]]] | None:
