@@ -30,7 +30,7 @@ FORMATS = ["fenced", "bare", "hermes", "mistral", "llama3"]
 
 def provider(srv: TestServer, stream: bool, **kw: Any) -> OpenAIProvider:
     return OpenAIProvider(base_url=srv.base_url, api_key="k", model="test-model", stream=stream, max_retries=0,
-                          timeout=5, call_deadline=10, **kw)
+                          timeout=60, call_deadline=120, **kw)  # a busy machine
 
 
 def parsed(message: dict) -> list[tuple[str, Any]]:
