@@ -16,6 +16,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from mxclaw_nb.context import (
     build_structured_summary,
 )
 from mxclaw_nb.context.counters import CalibratedCounter
+from mxclaw_nb.context.overhead import tool_definitions_text
 from mxclaw_nb.frozen import session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
@@ -169,6 +171,8 @@ class Agent:
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
+        # T1-T3/N2: the tool definitions every request carries, counted as their own layer (data for the engine)
+        self.policy = replace(self.policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
         self._subscribers: list[Subscriber] = []
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
@@ -208,8 +212,6 @@ class Agent:
 
     def current_policy(self) -> ContextPolicy:
         """The policy with the counter T3 prescribes right now (estimate until usage was reported)."""
-        from dataclasses import replace
-
         if self._exact is not None:
             return replace(self.policy, counter=self._exact)
         if self.counter_mode == "estimate" or not self.calibrated.calibrated:
@@ -217,8 +219,10 @@ class Agent:
         return replace(self.policy, counter=self.calibrated)
 
     def _observe_usage(self, sent: list[Message], prompt_tokens: int | None) -> None:
+        # T3: the report covers the tool definitions too; the counter learns the messages' share of it (the
+        # definitions stay their own layer, so an anchored view still sums to what was reported)
         if prompt_tokens:
-            self.calibrated = self.calibrated.observe(sent, prompt_tokens)
+            self.calibrated = self.calibrated.observe(sent, max(1, prompt_tokens - self.policy.fixed_tokens))
 
     # -- sessions ------------------------------------------------------------------------------
     def new_session(self) -> str:

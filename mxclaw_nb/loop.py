@@ -151,7 +151,8 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         view, turn=turn, iteration=iteration, model=provider.model, base_url=provider.base_url, retry=retry,
         error=error, latency_ms=latency_ms, engine_ms=engine_ms,
         prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
-        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None)
+        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None,
+        extra={"max_tokens": getattr(provider, "max_tokens", None)})  # L2: the answer's bound, as sent
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:

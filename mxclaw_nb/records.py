@@ -79,12 +79,16 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
                    model: str | None = None, base_url: str | None = None, retry: bool = False,
                    error: str | None = None, latency_ms: float | None = None,
                    prompt_tokens_reported: int | None = None, completion_tokens_reported: int | None = None,
-                   calibrated_tokens: int | None = None, engine_ms: float | None = None) -> RequestRecord:
+                   calibrated_tokens: int | None = None, engine_ms: float | None = None,
+                   extra: Mapping[str, Any] | None = None) -> RequestRecord:
     """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
     its figures. A view with a lineage (N3) carries it; a view without one carries its own provenance."""
     if calibrated_tokens is None and view.counter == "calibrated":
         calibrated_tokens = view.after_tokens
     lineage = view.lineage if isinstance(view.lineage, Lineage) else None
+    more = dict(extra or {})
+    if view.fixed_tokens:  # T3/N2: the "tool definitions" layer, included in the totals, stated apart (est.)
+        more["tool_definitions_tokens"] = view.fixed_tokens
     return RequestRecord(
         turn=turn, iteration=iteration, model=model, base_url=base_url, counter=view.counter,
         estimate_tokens=c1_estimate(view), calibrated_tokens=calibrated_tokens, before_tokens=view.before_tokens,
@@ -92,7 +96,7 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
         prompt_tokens_reported=prompt_tokens_reported, completion_tokens_reported=completion_tokens_reported,
         latency_ms=latency_ms, error=error, summary=view.summary, retry=retry, compactor_error=view.error,
         tail_start=view.tail_start, engine_ms=engine_ms, lineage=lineage,
-        provenance=None if lineage is not None else _provenance(view))
+        provenance=None if lineage is not None else _provenance(view), extra=more)
 
 
 def _provenance(view: RequestView) -> Provenance | None:

@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from mxclaw_nb.context import LAYERS, RequestView
+from mxclaw_nb.store.records import opt_int
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -88,6 +89,12 @@ def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int
             f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap">{esc(figure)}</div></div>')
 
 
+def _with_tool_definitions(layers: dict[str, int], data: CallData) -> dict[str, int]:
+    """N2/T3: the request's tool definitions (est., stored with the record) as their own layer."""
+    layers["tool definitions"] = opt_int((data.record.extra or {}).get("tool_definitions_tokens")) or 0
+    return layers
+
+
 def secondary_figures(data: CallData) -> list[str]:
     """The labelled extra figures: est. (when the view used another counter), calibrated, reported."""
     out, rec = [], data.record
@@ -130,8 +137,8 @@ def gauge_html(data: CallData | None) -> str:
     rec = data.record
     after_tokens, before_tokens, threshold, window = totals(data)
     unit, row_unit = unit_label(rec.counter), unit_label(data.row_counter)
-    sent = layer_split(data.after, "tokens")
-    before = layer_split(data.before, "tokens_before")
+    sent = _with_tool_definitions(layer_split(data.after, "tokens"), data)
+    before = _with_tool_definitions(layer_split(data.before, "tokens_before"), data)
     # N3 rows: the second bar is the stored transcript up to the call (est.), not this call's input
     stored = sum(before.values()) if data.transcript_relative else None
     scale = max(window, before_tokens, after_tokens, stored or 0, 1)
@@ -236,8 +243,8 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
             return dict.fromkeys(LAYERS, 0)
         if which not in ("after", "before"):
             raise ValueError("which must be 'after' or 'before'")
-        return layer_split(self.data.after if which == "after" else self.data.before,
-                           "tokens" if which == "after" else "tokens_before")
+        return _with_tool_definitions(layer_split(self.data.after if which == "after" else self.data.before,
+                                                  "tokens" if which == "after" else "tokens_before"), self.data)
 
     def to_html(self) -> str:
         """Static HTML of the current state."""
