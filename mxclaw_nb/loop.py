@@ -152,7 +152,8 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         error=error, latency_ms=latency_ms, engine_ms=engine_ms,
         prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
         completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None,
-        extra={"max_tokens": getattr(provider, "max_tokens", None)})  # L2: the answer's bound, as sent
+        extra={"max_tokens": getattr(provider, "max_tokens", None),  # L2: the answer's bound, as sent
+               **({"nothing_to_gain": view.no_gain} if view.no_gain else {})})
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
@@ -302,6 +303,10 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
         result.views.append(view)
         _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
         event = view.event()
+        if view.no_gain is not None:  # C5/C6: said, stored, and kept with the record; not shown as a compaction
+            _emit(ctx, session_id, "context.nothing_to_gain", {
+                **view.no_gain, "tokens_are": "estimates" if view.counter == "estimate" else view.counter,
+                "threshold": view.threshold, "session_id": session_id}, turn, it)
         if event is not None:
             if retry:
                 event["stage"] = "prompt_too_long_retry"

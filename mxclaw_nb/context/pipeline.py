@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cached_property
 from itertools import compress, islice
@@ -116,7 +116,14 @@ def build_request_view(
     build = _Builder(inputs, planned, policy, cache)
     if build.before <= policy.threshold:
         return build.finish("unchanged", None, None)
-    return build.compact(summarize)
+    view = build.compact(summarize)
+    if view.stage in ("micro", "summary") and view.after_tokens >= view.before_tokens:
+        # C5/C6: a compaction that does not shrink what it replaces is not applied ("nothing to gain"): the
+        # view goes on unchanged (over the threshold; C9 still guards the call), and says what was tried
+        unchanged = _Builder(inputs, planned, policy, cache).finish("unchanged", None, None)
+        return replace(unchanged, no_gain={"stage": view.stage, "before_tokens": view.before_tokens,
+                                           "after_tokens": view.after_tokens})
+    return view
 
 
 class _From(Sequence[Any]):

@@ -202,6 +202,15 @@ class LiveLog:
         self._print("  " + self._compaction_line(entry))
         self._refresh()
 
+    def _on_context_nothing_to_gain(self, p: dict[str, Any]) -> None:
+        """C5/C6: a compaction was tried and not applied, because it would not have made the view smaller."""
+        unit = str(p.get("tokens_are") or "estimates")
+        text = (f"ⓘ {p.get('stage')} compaction: nothing to gain ({p.get('before_tokens'):,} → "
+                f"{p.get('after_tokens'):,} tokens, {unit}); sent unchanged")
+        self.entries.append({"kind": "note", "text": text})
+        self._print("  " + text)
+        self._refresh()
+
     def _on_approval_decided(self, p: dict[str, Any]) -> None:
         verb = "approved" if p.get("decision") == "allow" else "denied"
         command = shown_command(str(p.get("command") or ""))

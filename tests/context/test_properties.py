@@ -470,3 +470,28 @@ def test_calibrated_counts_as_a_factor_over_cached_counts_equal_a_cold_build(
             if not has_usable(view_input):
                 break
         call += 1
+
+
+@FAST
+@given(cases(), st.sampled_from([None, lambda old: "a much longer summary " * 400, lambda old: "s"]))
+def test_c5_c6_a_compaction_is_applied_only_when_it_shrinks_the_view(case: tuple[list, ContextPolicy],
+                                                                     summarize) -> None:
+    """C5/C6: micro and summary views are smaller than what they replace; one that would not be is not applied
+    ("nothing to gain"): the view is the one sent under the threshold, and says what was tried."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context import build_structured_summary
+
+    messages, policy = case
+    if not has_usable(messages):
+        return
+    view = build_request_view(messages, policy, summarize or build_structured_summary)
+    if view.stage in ("micro", "summary"):
+        assert view.after_tokens < view.before_tokens
+    if view.no_gain is not None:
+        assert view.stage == "unchanged" and view.event() is None
+        assert view.no_gain["stage"] in ("micro", "summary")
+        assert view.no_gain["after_tokens"] >= view.no_gain["before_tokens"] == view.before_tokens
+        roomy = replace(policy, context_window_tokens=10**9, threshold_ratio=1.0)
+        assert view.messages == build_request_view(messages, roomy).messages
+        assert view.after_tokens == view.before_tokens
