@@ -138,7 +138,9 @@ def gauge_html(data: CallData | None) -> str:
     after_tokens, before_tokens, threshold, window = totals(data)
     unit, row_unit = unit_label(rec.counter), unit_label(data.row_counter)
     sent = _with_tool_definitions(layer_split(data.after, "tokens"), data)
-    before = _with_tool_definitions(layer_split(data.before, "tokens_before"), data)
+    before = layer_split(data.before, "tokens_before")
+    if not data.transcript_relative:  # the stored transcript carries no tool definitions; a request view does
+        before = _with_tool_definitions(before, data)
     # N3 rows: the second bar is the stored transcript up to the call (est.), not this call's input
     stored = sum(before.values()) if data.transcript_relative else None
     scale = max(window, before_tokens, after_tokens, stored or 0, 1)
