@@ -41,15 +41,15 @@ FILES = {
         f"Box {i}: {['paper', 'ink', 'tape', 'glue'][i % 4]}, price {3 + i} EUR, shelf {i % 4}.\n" for i in range(30)),
     "todo.txt": "1. count the crates\n2. check the pallets\n3. price the boxes\n",
 }
+PASTED = "".join(f"Box {i}: {['paper', 'ink', 'tape', 'glue'][i % 4]}, price {3 + i} EUR, shelf {i % 4}.\n"
+                 for i in range(60))
+# Short prompts: tool calls in turns 1-2 (micro compaction when the second file comes in), then a long pasted
+# message that micro alone cannot make fit (summary), then turns after it to show the model goes on.
 PROMPTS = [
     "Read notes_a.txt with read_file and tell me how many crates it lists.",
     "Read notes_b.txt with read_file. Which aisle holds pallet 7?",
-    "Read notes_c.txt with read_file. What does box 5 cost?",
+    f"Here is a price list:\n{PASTED}\nWhich box costs 8 EUR? Answer in a few words.",
     "Read todo.txt with read_file and say which task is first.",
-    "In one sentence: what do the three notes files have in common?",
-    "Read notes_a.txt again with read_file. Which dock has crate 4?",
-    "Thanks. In one short sentence, what did we do in this session?",
-    "Read notes_b.txt again with read_file. What is pallet 2?",
     "One word: are we done?",
 ]
 
@@ -58,8 +58,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default=os.environ.get("MXCLAW_TEST_MODEL_URL"))
     ap.add_argument("--db", default=str(Path(tempfile.gettempdir()) / "mxclaw-realmodel.duckdb"))
-    ap.add_argument("--window", type=int, default=4096)
-    ap.add_argument("--keep", type=int, default=300, help="keep_recent_tokens (C3)")
+    ap.add_argument("--window", type=int, default=2400)
+    ap.add_argument("--keep", type=int, default=600, help="keep_recent_tokens (C3)")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
     args = ap.parse_args()
     if not args.url:
@@ -71,7 +71,7 @@ def main() -> int:
     Path(args.db).unlink(missing_ok=True)
     agent = Agent(workspace=ws, db=args.db, base_url=args.url, api_key="local", model="",
                   context_window_tokens=args.window, keep_recent_tokens=args.keep, approval="deny",
-                  max_iterations=6, max_tokens=256, call_deadline=600)
+                  max_iterations=4, max_tokens=96, call_deadline=600)
     turns: list[dict[str, Any]] = []
     started = time.perf_counter()
     stages_seen: set[str] = set()
