@@ -1,10 +1,11 @@
 """A real local model drives the agent until its context compacts (SPEC L2, L7, T1-T3, C5, C6, N2).
 
 Needs a running OpenAI-compatible server with a tool-calling model (scripts/setup_realmodel.sh serve: Qwen2.5-Coder
-1.5B Q4_K_M through llama.cpp's llama-server --jinja, offline) at MXCLAW_TEST_MODEL_URL. A small window (4,096
-tokens) and a small safe tail make compaction happen within a few turns on 2 CPU cores. The session runs turns
-from a fixed list of short prompts until at least one micro and one summary compaction happened and the model
-answered after the last of them, then writes:
+1.5B Q4_K_M through llama.cpp's llama-server --jinja, offline) at MXCLAW_TEST_MODEL_URL. A small window (2,800
+tokens, threshold 2,240; the tool definitions alone are ~900) and a 600-token safe tail make compaction happen
+within three turns on 2 shared CPU cores (where one call takes minutes): two tool-reading turns (micro when the
+second file comes in), then a long pasted message micro alone cannot fit (summary), then turns after it. It stops
+once a micro and a summary compaction happened and a later turn was answered without a new one, then writes:
 
 - `bench/realmodel_session.json`: per call (turn, call, stage, counter, C1 estimate incl. the tool definitions,
   the tool-definitions layer, calibrated count, reported prompt_tokens, reported/estimate), the compactions, the
@@ -41,8 +42,9 @@ FILES = {
         f"Box {i}: {['paper', 'ink', 'tape', 'glue'][i % 4]}, price {3 + i} EUR, shelf {i % 4}.\n" for i in range(30)),
     "todo.txt": "1. count the crates\n2. check the pallets\n3. price the boxes\n",
 }
+PASTE_LINES = int(os.environ.get("MXCLAW_BENCH_PASTE_LINES", "120"))
 PASTED = "".join(f"Box {i}: {['paper', 'ink', 'tape', 'glue'][i % 4]}, price {3 + i} EUR, shelf {i % 4}.\n"
-                 for i in range(60))
+                 for i in range(PASTE_LINES))
 # Short prompts: tool calls in turns 1-2 (micro compaction when the second file comes in), then a long pasted
 # message that micro alone cannot make fit (summary), then turns after it to show the model goes on.
 PROMPTS = [
@@ -58,7 +60,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default=os.environ.get("MXCLAW_TEST_MODEL_URL"))
     ap.add_argument("--db", default=str(Path(tempfile.gettempdir()) / "mxclaw-realmodel.duckdb"))
-    ap.add_argument("--window", type=int, default=2400)
+    ap.add_argument("--window", type=int, default=2800)
     ap.add_argument("--keep", type=int, default=600, help="keep_recent_tokens (C3)")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
     args = ap.parse_args()
