@@ -115,7 +115,7 @@ class Agent:
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
-                 namespace: Callable[[], dict[str, Any]] | None = None) -> None:
+                 namespace: Callable[[], dict[str, Any]] | None = None, python_approval: str = "ask") -> None:
         from mxclaw_nb.provider.client import context_window_for, resolve_provider
         from mxclaw_nb.store.writer import Store
 
@@ -150,6 +150,7 @@ class Agent:
         self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes
         self.summarize = summarize or build_structured_summary
         self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
+        self.python_approval = python_approval  # L5: kernel code has its own setting: `approval` is the shell's
         # L5/L6: the shell's sandbox, its network and the extra variables it may see (env: MXCLAW_SANDBOX,
         # MXCLAW_NETWORK, MXCLAW_SHELL_ENV as a comma-separated list).
         self.sandbox_mode = sandbox or env.get("MXCLAW_SANDBOX") or "auto"
@@ -335,9 +336,10 @@ class Agent:
 
     def _tool_context(self, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> ToolContext:
         return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
-                           approver=self.approver, shell_timeout=self.shell_timeout, on_event=on_event,
-                           sandbox=self.sandbox_mode, network=self.network, shell_env=self.shell_env,
-                           secrets=known_secrets(), max_tool_calls=self.max_tool_calls)
+                           python_approval=self.python_approval, approver=self.approver,
+                           shell_timeout=self.shell_timeout, on_event=on_event, sandbox=self.sandbox_mode,
+                           network=self.network, shell_env=self.shell_env, secrets=known_secrets(),
+                           max_tool_calls=self.max_tool_calls)
 
     @property
     def sandbox(self) -> Sandbox:

@@ -48,7 +48,6 @@ from mxclaw_nb.widgets.turnlog import CallDataMap, TurnLog, TurnRenderer
 
 STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
 GAUGE_INTERVAL = 1.0  # seconds between gauge pushes (~7 KB each); the last state is always pushed
-WAITING_TOOLS = frozenset({"bash", "python"})  # tools that may wait for a person: the gauge is pushed first
 SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
 FINISHED = ("done", "failed", "interrupted", "stopped")
 
@@ -191,8 +190,6 @@ class LiveTurnView(StaticReprMixin, TurnRenderer, widgets.VBox):
             self._more.value = (f'<div style="{FONT}color:{MUTED}">showing the last {len(children):,} of '
                                 f'{len(self.entries):,} lines</div>')
         self._log.children = children
-        if line.kind == "tool" and line.text.split(" ", 2)[1] in WAITING_TOOLS:
-            self._push_gauge(force=True)  # it may wait for an approval or run long: show the current call now
 
     def changed(self, line: LogLine, piece: str = "") -> None:
         if piece:  # streamed text: throttled, only this paragraph is re-sent
@@ -204,6 +201,8 @@ class LiveTurnView(StaticReprMixin, TurnRenderer, widgets.VBox):
 
     def activity_changed(self) -> None:
         self._activity.value = activity_html(self.activity, style=False) if self.status == "running" else ""
+        if self.activity.startswith("waiting for your approval"):  # a person is needed: show the current call
+            self._push_gauge(force=True)
 
     def call_built(self, it: int) -> None:
         self._flush_text()
@@ -222,8 +221,8 @@ class LiveTurnView(StaticReprMixin, TurnRenderer, widgets.VBox):
     def call_ended(self, it: int) -> None:
         if it == self._gauge_call:  # the stored record's figures (reported usage) join the gauge's next push
             self._gauge_stale = True
-            if self.gauge.data is not None:
-                self.gauge.data = self.model.call_data(it)  # the rows stay: only the record changes
+            if self.model.calls[it].data is not None:  # already derived: only the record changes (O(1))
+                self.gauge.data = self.model.call_data(it)
         self._flush_text()
         self._push_gauge()
 
