@@ -248,6 +248,9 @@ class AgentMagics(Magics, AgentSettings):
             unsubscribe.append(agent.subscribe(widget.handle))
         self.last_result = None
         try:
+            new_turn = getattr(agent.approver, "new_turn", None)
+            if callable(new_turn):  # N6: "allow for this turn" lasts one turn
+                new_turn()
             self.last_result = agent.run(prompt, images=images or None)
         except KeyboardInterrupt:
             print(f"Interrupted. Everything done so far is stored (session {agent.session_id[:8]}); the next turn "
