@@ -258,7 +258,8 @@ def button_approver(command: str, timeout: float, poll: float = 0.05, *, shell: 
     text = widgets.HTML(_question_html(command, timeout, wall_deadline))
     approve = widgets.Button(description="Approve", button_style="success", icon="check")
     for_turn = widgets.Button(description="Allow for this turn", icon="check-double",
-                              tooltip="allow this exact command for the rest of the turn")
+                              tooltip="allow this exact command for the rest of the turn",
+                              layout=widgets.Layout(width="auto"))
     deny = widgets.Button(description="Deny", button_style="danger", icon="times")
     approve.add_class("mx-approve")
     deny.add_class("mx-deny")

@@ -229,4 +229,9 @@ def line_html(ln: LogLine, answer: LogLine | None = None) -> str:
             return ""
         return narration_html(ln.text, ln.iteration, partial=ln.partial)
     weight = "font-weight:bold;" if ln.warning else ""
-    return f'<div class="mx-note" style="{MONO_FONT}{weight}color:{ln.color or "inherit"}">{esc(ln.text)}</div>'
+    text = esc(ln.text)
+    if ln.text.startswith("ⓘ "):  # drawn, not a glyph: common UI and monospace fonts lack U+24D8
+        text = (f'<span class="mx-info" title="note" style="display:inline-block;width:1.1em;height:1.1em;'
+                f'line-height:1.1em;border:1px solid currentColor;border-radius:50%;text-align:center;'
+                f'font-size:10px;font-style:italic;font-weight:bold">i</span>{esc(ln.text[1:])}')
+    return f'<div class="mx-note" style="{FONT}{LINE}{weight}color:{ln.color or "inherit"}">{text}</div>'
