@@ -23,7 +23,14 @@ from typing import Any
 
 import pytest
 
-from .test_agent_views_lab import PANEL, _open, _theme, agent_views_lab, write_notebook  # noqa: F401 - fixture
+from .test_agent_views_lab import (  # noqa: F401 - the fixture
+    PANEL,
+    _open,
+    _theme,
+    agent_views_lab,
+    close_and_shut_down,
+    write_notebook,
+)
 from .test_approvals_lab import _idle, _output_text, _run_cell
 from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
 
@@ -161,6 +168,21 @@ def test_n6_live_turn_approval_in_view_warnings_compaction_inspector_and_interru
             assert LONG_ANSWER.strip() not in text  # cut: only the part that was shown
             page.locator(f"{PANEL} .jp-Cell").nth(3).scroll_into_view_if_needed()
             page.screenshot(path=str(shots / "light-interrupts.png"))
+            page.locator(f"{PANEL} .jp-Cell").nth(4).screenshot(path=str(shots / "light-interrupt-mid-stream.png"))
+
+            # N6 in the saved notebook: saved, closed, its kernel shut down, reopened: a compaction line still
+            # opens its call's inspector (static HTML, no kernel)
+            page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+            page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+            close_and_shut_down(page)
+            _open(page, base, "live-turn.ipynb")
+            time.sleep(2.0)
+            reopened = page.locator(f"{PANEL} .jp-Cell").nth(1).locator("summary.mx-compaction").last
+            reopened.scroll_into_view_if_needed()
+            reopened.click()
+            saved = reopened.locator("xpath=..").locator(".mx-compaction-inspector .mx-inspector")
+            saved.wait_for(state="visible", timeout=10_000)
+            assert "Stage" in saved.inner_text()
         except Exception:
             page.screenshot(path=str(shots / "failed.png"))
             raise
