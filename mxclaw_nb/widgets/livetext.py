@@ -1,7 +1,8 @@
 """How one line of the live turn log reads, as HTML and text: narration, tool lines, the answer, the spinner.
 
-Why: the live log exists twice — `LiveTurnView` (ipywidgets) and `LiveLog` (a display handle, or
-printed lines in a terminal) — and both must read the same (UX.md, "A turn in a notebook"): events
+Why: the live log is drawn twice — `LiveTurnView` (ipywidgets) and `LiveLog` (a display handle, or
+printed lines in a terminal), both over the one turn model (`widgets.turnlog.TurnLog`) — and both
+must read the same (UX.md, "A turn in a notebook"): events
 in the order they happened, each tool line openable (`[show]`: its arguments and its output, in
 monospace), the approval decision on its tool line, narration between calls visibly not the answer,
 the final answer set apart, a spinner while the model has not said anything yet. The rendering is
