@@ -263,7 +263,8 @@ def main() -> None:
           "owned by the storage work, are taken out: engine, events, tool run, glue). engine = "
           "build_request_view + compose_lineage + the C7 carry of seqs; record = the request "
           "record's construction (provenance columns + lineage record; made after a call returns, so it is "
-          "counted in the next call's interval); gc = time in the cyclic garbage collector during the interval, on the loop's thread and outside the model call "
+          "counted in the next call's interval); gc = time in the cyclic garbage collector during the interval, "
+          "on the loop's thread and outside the model call "
           "(inside any of the others; a full pass walks every live object, so it grows with the history and with "
           "what the interval allocates); json = json.dumps of the request body.")
 
