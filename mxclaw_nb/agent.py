@@ -28,7 +28,7 @@ from mxclaw_nb.context import (
     build_structured_summary,
 )
 from mxclaw_nb.context.counters import CalibratedCounter
-from mxclaw_nb.frozen import session_preamble
+from mxclaw_nb.frozen import preamble_and_notes, session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
@@ -159,6 +159,7 @@ class Agent:
         self.shell_env = tuple(shell_env)
         self.max_tool_calls = max_tool_calls
         self._warned_unconfined = False
+        self._frozen_notes: list[dict[str, str]] = []  # L9: refused project files, shown when the turn starts
         self._deltas = StreamRedactor()
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
@@ -284,6 +285,10 @@ class Agent:
         payload = redact_obj(display_value(payload))  # what the live log and widgets show (L6, L7)
         for callback in list(self._subscribers):
             callback(kind, payload)
+        if kind == "turn.started":  # L9: the frozen files refused on this session's first turn, after its header
+            notes, self._frozen_notes = self._frozen_notes, []
+            for note in notes:
+                self._send("frozen.note", {**note, "turn": 0, "iteration": None})
 
     # -- turns ---------------------------------------------------------------------------------
     def _user_message(self, prompt: str, images: Sequence[str | Path] | None) -> Message:
@@ -304,8 +309,12 @@ class Agent:
         self._session_stored = True
         transcript = self._sync_transcript()
         if not transcript:
-            for message in session_preamble(self.workspace, home=self.home):
+            messages, notes = preamble_and_notes(self.workspace, home=self.home)
+            for message in messages:
                 self.store.append_message(self.session_id, message, turn=0)
+            for note in notes:  # L9: stored with the preamble, shown in the live log once the turn starts
+                self.store.append_event(self.session_id, "frozen.note", note, turn=0)
+            self._frozen_notes = notes
             transcript = self._sync_transcript()
         return transcript
 

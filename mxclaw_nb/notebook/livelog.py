@@ -222,6 +222,13 @@ class LiveLog:
         self._print("  " + text)
         self._refresh()
 
+    def _on_frozen_note(self, p: dict[str, Any]) -> None:
+        """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
+        text = f"⚠ {' '.join(str(p.get('note') or '').split())}"
+        self.entries.append({"kind": "note", "text": text, "warning": True})
+        self._print("  " + text)
+        self._refresh()
+
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
         self.finish(f"done · {counted(p.get('iterations'), 'model call')}")
 
