@@ -36,8 +36,11 @@ from mxclaw_nb.secrets import known as known_secrets
 from mxclaw_nb.settings import (  # noqa: E402,F401 - the settings table
     COUNTER_MODES,
     DEFAULT_CALL_DEADLINE,
+    MAX_ANSWER_BYTES,
     MAX_IMAGE_BYTES,
     MAX_PROMPT_BYTES,
+    MAX_STREAM_LINE_BYTES,
+    MAX_TOOL_ARGS_BYTES,
     check_setting,
     check_settings,
     human_bytes,
@@ -115,8 +118,11 @@ class Agent:
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
+                 max_tool_args_bytes: int = MAX_TOOL_ARGS_BYTES, max_answer_bytes: int = MAX_ANSWER_BYTES,
+                 max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
                  namespace: Callable[[], dict[str, Any]] | None = None) -> None:
         from mxclaw_nb.provider.client import context_window_for, resolve_provider
+        from mxclaw_nb.provider.limits import Limits
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
@@ -125,10 +131,12 @@ class Agent:
         check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
-                       max_tool_calls=max_tool_calls)
+                       max_tool_calls=max_tool_calls, max_tool_args_bytes=max_tool_args_bytes,
+                       max_answer_bytes=max_answer_bytes, max_stream_line_bytes=max_stream_line_bytes)
         if provider is None:  # validate before the store opens: a bad value leaves nothing behind
             provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
-                                        call_deadline=call_deadline)
+                                        call_deadline=call_deadline,
+                                        limits=Limits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes))
         self.store = db if isinstance(db, Store) else Store(db)
         self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))

@@ -126,6 +126,8 @@ class AgentMagics(Magics, AgentSettings):
                          max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
                          session_id=session_id, call_deadline=self.call_deadline,
                          sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
+                         max_tool_args_bytes=self.max_tool_args_bytes, max_answer_bytes=self.max_answer_bytes,
+                         max_stream_line_bytes=self.max_stream_line_bytes,
                          shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout),
                          namespace=self._user_namespace if self.shell is not None else None)
