@@ -157,12 +157,18 @@ def test_l10_redirect_to_another_origin_is_refused_naming_the_target(tmp_path: P
         target = elsewhere.base_url + "/chat/completions"
         srv.enqueue_hostile("redirect", target=target, status=307)
         outcome = run_bounded(agent, "go")
+        DRILL["escapes"] += len(elsewhere.requests)
         assert_failed_cleanly(agent, srv, outcome, f"redirected the request (HTTP 307) to {target}")
         assert elsewhere.requests == [], "the transcript was re-posted to another origin"
-        srv.enqueue_hostile("redirect", target=target.replace("127.0.0.1", "localhost"), status=308)
-        kind, text, error, _ = run_bounded(agent, "go")  # same port, another host name: another origin
-        assert kind == "failed" and "(HTTP 308) to http://localhost:" in text
-        assert elsewhere.requests == []
+        # the same server under another host name is another origin too (the browser's rule)
+        srv.enqueue_hostile("redirect", target=srv.base_url.replace("127.0.0.1", "localhost") + "/chat/completions",
+                            status=308)
+        served = len(srv.requests)
+        kind, text, error, _ = run_bounded(agent, "go")
+        DRILL["cases"] += 1
+        DRILL["escapes"] += len(elsewhere.requests) + len(srv.requests) - served - 1
+        assert kind == "failed" and f"(HTTP 308) to http://localhost:{srv.port}/v1/chat/completions" in text
+        assert elsewhere.requests == [] and len(srv.requests) == served + 1
 
 
 def test_l10_redirect_to_the_same_origin_is_followed(srv: TestServer, tmp_path: Path) -> None:

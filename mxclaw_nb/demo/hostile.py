@@ -100,18 +100,19 @@ def _body(reply: Hostile, stream: bool) -> tuple[str, Iterator[bytes], int | Non
             yield {"tool_calls": [{"index": 0, "function": {"arguments": '"}'}}]}
         return "text/event-stream", _chunks(base, deltas(), "tool_calls"), None
     # plain bodies of long_answer / huge_tool_args: one JSON completion written in pieces, its length known
+    text_head: str
     if reply.mode == "long_answer":
-        head = ('{"id": "chatcmpl-hostile", "object": "chat.completion", "created": 0, "model": "' + model + '", '
+        text_head = ('{"id": "chatcmpl-hostile", "object": "chat.completion", "created": 0, "model": "' + model + '", '
                 '"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "')
         tail = '"}}]}'
     else:
-        head = ('{"id": "chatcmpl-hostile", "object": "chat.completion", "created": 0, "model": "' + model + '", '
+        text_head = ('{"id": "chatcmpl-hostile", "object": "chat.completion", "created": 0, "model": "' + model + '", '
                 '"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", '
                 '"content": null, "tool_calls": [{"id": "call_huge", "type": "function", "function": {"name": '
                 '"write_file", "arguments": "' + _ARGS_HEAD.replace('"', '\\"'))
         tail = '\\""}}]}}]}'
-    pieces = [head.encode(), *_filler(reply.size), tail.encode()]
-    return "application/json", iter(pieces), len(head) + reply.size + len(tail)
+    pieces = [text_head.encode(), *_filler(reply.size), tail.encode()]
+    return "application/json", iter(pieces), len(text_head) + reply.size + len(tail)
 
 
 def write_hostile(handler: Any, reply: Hostile, stream: bool) -> None:
@@ -123,6 +124,7 @@ def write_hostile(handler: Any, reply: Hostile, stream: bool) -> None:
         handler.end_headers()
         return
     encoding = None
+    length: int | None
     if reply.mode == "gzip_bomb":
         prefix = b'data: {"pad": "' if stream else b'{"pad": "'
         body = gzip_bomb(prefix, max(1, reply.size // _BLOCK))

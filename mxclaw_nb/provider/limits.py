@@ -107,7 +107,7 @@ def _decoder(encoding: str) -> Any:
                           f"(Accept-Encoding: {ACCEPT_ENCODING}) and is not decoded")
 
 
-class _BoundedStream(_httpx.SyncByteStream):  # type: ignore[misc,name-defined]
+class _BoundedStream(_httpx.SyncByteStream):
     """The response body, decoded in bounded pieces and counted against the limits as it is read."""
 
     def __init__(self, raw: Any, encoding: str, limits: Limits, sse: bool) -> None:
