@@ -82,9 +82,9 @@ class _Reader:
         try:
             got = read_capped(root, rel, MAX_FILE_BYTES + 1)
         except NotReadable as exc:
-            note = f"(note: {shown} was not read: {exc.reason}.)"
-            self.notes.append({"file": shown, "note": note})
-            return None, note
+            said = f"{shown} was not read: {exc.reason}."
+            self.notes.append({"file": shown, "note": said})
+            return None, f"(note: {said})"
         if got is None:
             return None, None
         data, size = got
@@ -160,8 +160,9 @@ def _skill_names(reader: _Reader, ws: Path) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
-        reason = f"it {exc.strerror}" if isinstance(exc, OutsideWorkspace) else f"it cannot be opened ({exc.strerror})"
-        reader.notes.append({"file": rel, "note": f"(note: {rel} was not read: {reason}.)"})
+        reason = (f"it {exc.strerror}; links out are never followed" if isinstance(exc, OutsideWorkspace) else
+                  f"it cannot be opened ({exc.strerror})")
+        reader.notes.append({"file": rel, "note": f"{rel} was not read: {reason}."})
         return []
     finally:
         os.close(root_fd)
@@ -178,7 +179,7 @@ def _skills_message(reader: _Reader, ws: Path) -> dict[str, Any] | None:
     before = len(reader.notes)
     names = _skill_names(reader, ws)
     if len(reader.notes) > before:  # the skills folder itself was refused
-        return _system("[skill index]", reader.notes[-1]["note"])
+        return _system("[skill index]", f"(note: {reader.notes[-1]['note']})")
     for name in names:
         line = _skill_line(reader, ws, name)
         if line is not None:

@@ -188,8 +188,8 @@ def test_l9_a_turn_with_planted_project_files_stores_notes_and_never_the_secret(
     assert {n["file"] for n in notes} >= {"AGENTS.md", ".mx-claw/AGENTS.md", ".mx-claw/project.json"}
     assert any("FIFO" in n["note"] for n in notes)
     text = log.to_text()
-    assert "⚠ (note: AGENTS.md was not read: it is a FIFO (named pipe)" in text
-    assert text.index("⚠ (note: AGENTS.md") > text.index("turn 1")
+    assert "⚠ AGENTS.md was not read: it is a FIFO (named pipe)" in text
+    assert text.index("⚠ AGENTS.md") > text.index("turn 1")
     stored = json.dumps(agent.transcript(), ensure_ascii=False) + events.to_csv()
     assert SECRET not in stored and "was not read" in stored
     assert agent.transcript()[-2] == {"role": "user", "content": "hi"}

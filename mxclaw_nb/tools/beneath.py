@@ -198,7 +198,8 @@ def read_capped(root: Path, rel: str, cap: int) -> tuple[bytes, int] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OutsideWorkspace as exc:
-        raise NotReadable(rel, f"it {exc.strerror} (a symlink out of {root} is never followed)") from None
+        where = str(exc.strerror).replace("the workspace", str(root))
+        raise NotReadable(rel, f"it {where}; links out are never followed") from None
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
             raise NotReadable(rel, "it is not a regular file (a socket or device)") from None
