@@ -200,7 +200,48 @@ def test_l7_a_429_reports_the_retries_really_made(srv: TestServer, tmp_path: Pat
     assert len(srv.requests) - served == 3
 
 
-def test_l10_drill_counts() -> None:
+_CHILD = r'''
+import sys
+from mxclaw_nb.provider.client import OpenAIProvider, ProviderError
+provider = OpenAIProvider(base_url=sys.argv[1], api_key="k", model="test-model", stream=sys.argv[2] == "1",
+                          max_retries=0)
+try:
+    provider.complete([{"role": "user", "content": "hi"}], None)
+    outcome = "answer"
+except ProviderError as exc:
+    outcome = exc.kind
+# VmHWM: this process image's peak RSS (ru_maxrss would include the forking pytest process's own)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(outcome, int(hwm.split()[1]) * 1024)
+'''
+
+
+def test_l10_process_peak_memory_stays_bounded(srv: TestServer) -> None:
+    """The whole client process (C allocations included, which tracemalloc does not see): its peak RSS (VmHWM)
+    reading an 800 MB line or a 1 GB gzip bomb stays within 128 MB of a normal answer's (3.3 GB before the bounds)."""
+    import subprocess
+    import sys
+
+    def peak(stream: bool) -> tuple[str, int]:
+        out = subprocess.run([sys.executable, "-c", _CHILD, srv.base_url, "1" if stream else "0"],
+                             capture_output=True, text=True, timeout=120, check=True)
+        kind, rss = out.stdout.split()
+        return kind, int(rss)
+
+    srv.enqueue_text("hello")
+    kind, baseline = peak(True)
+    assert kind == "answer"
+    for mode, size, stream in (("long_line", 800 * MB, True), ("gzip_bomb", 1024 * MB, True),
+                               ("gzip_bomb", 1024 * MB, False)):
+        srv.enqueue_hostile(mode, size=size)
+        kind, rss = peak(stream)
+        DRILL["cases"] += 1
+        assert kind == "bad_response"
+        assert rss - baseline < 128 * MB, f"{mode}: peak RSS {rss / MB:.0f} MB, a normal answer {baseline / MB:.0f}"
+        print(f"\n{mode} {size // MB} MB: peak RSS {rss / MB:.0f} MB (normal answer {baseline / MB:.0f} MB)")
+
+
+def test_l10_zz_drill_counts() -> None:
     print(f"\nL10 drill: {DRILL['cases']} cases tried / {DRILL['escapes']} escapes / {DRILL['leaks']} leaks / "
           f"{DRILL['hangs']} hangs")
     assert DRILL["hangs"] == DRILL["escapes"] == 0
