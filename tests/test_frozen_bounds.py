@@ -17,12 +17,13 @@ import os
 import stat
 import threading
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from mxclaw_nb.frozen import MAX_FILE_BYTES, load_frozen
+from tests.helpers.drill import new_tally, print_tally
 
 SECRET = "TOP-SECRET-outside-the-workspace-9f3a"
 # (root "ws" or "home", path under the root): every file F1 reads
@@ -87,7 +88,15 @@ CASES: dict[str, Callable[[Path, Path, str], None]] = {
     "hard link to a file outside": _hard_link,
     "2 GB file": _oversize,
 }
-DRILL: dict[str, int] = {"cases": 0, "escapes": 0, "leaks": 0, "hangs": 0}
+DRILL = new_tally()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def drill_tally(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Prints the drill's tally (cases tried, escapes, leaks, hangs) once the module's cases have run."""
+    yield
+    print_tally(request, "L9", DRILL)
+
 
 
 def _plant(tmp_path: Path, where: str, rel: str, case: str) -> tuple[Path, Path]:
@@ -194,10 +203,3 @@ def test_l9_a_turn_with_planted_project_files_stores_notes_and_never_the_secret(
     assert SECRET not in stored and "was not read" in stored
     assert agent.transcript()[-2] == {"role": "user", "content": "hi"}
     agent.close()
-
-
-def test_l9_drill_counts() -> None:
-    """Prints the drill's tally (cases tried, escapes, leaks, hangs); run after the cases above."""
-    print(f"\nL9 drill: {DRILL['cases']} cases tried / {DRILL['escapes']} escapes / {DRILL['leaks']} leaks / "
-          f"{DRILL['hangs']} hangs")
-    assert DRILL["leaks"] == DRILL["hangs"] == 0

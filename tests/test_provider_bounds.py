@@ -27,10 +27,19 @@ from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.provider.client import OpenAIProvider
 from mxclaw_nb.provider.limits import Limits
 from mxclaw_nb.settings import MAX_ANSWER_BYTES
+from tests.helpers.drill import new_tally, print_tally
 
 MB = 1 << 20
 PEAK_BOUND = 3 * MAX_ANSWER_BYTES  # traced bytes one refused turn may allocate (client, loop and server)
-DRILL = {"cases": 0, "escapes": 0, "leaks": 0, "hangs": 0}
+DRILL = new_tally()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def drill_tally(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Prints the drill's tally (cases tried, escapes, leaks, hangs) once the module's cases have run."""
+    yield
+    print_tally(request, "L10", DRILL)
+
 
 
 @pytest.fixture
@@ -241,7 +250,35 @@ def test_l10_process_peak_memory_stays_bounded(srv: TestServer) -> None:
         print(f"\n{mode} {size // MB} MB: peak RSS {rss / MB:.0f} MB (normal answer {baseline / MB:.0f} MB)")
 
 
-def test_l10_zz_drill_counts() -> None:
-    print(f"\nL10 drill: {DRILL['cases']} cases tried / {DRILL['escapes']} escapes / {DRILL['leaks']} leaks / "
-          f"{DRILL['hangs']} hangs")
-    assert DRILL["hangs"] == DRILL["escapes"] == 0
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw"])
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+def test_l10_compressed_answers_of_real_servers_still_decode(encoding: str, stream: bool) -> None:
+    """What real servers send (OpenAI's gzip JSON, a proxy's deflate with or without the zlib header), inflated by
+    the bounded decoder, gives the same answer as before."""
+    import zlib
+
+    from .test_provider_faults import RawServer, answer, completion_body
+
+    captured: list[bytes] = []
+
+    class Capture:
+        def sendall(self, data: bytes) -> None:
+            captured.append(data)
+
+    (answer("Fixed it.") if stream else lambda c, r: c.sendall(completion_body(
+        {"role": "assistant", "content": "Fixed it."})))(Capture(), {})
+    head, _, body = b"".join(captured).partition(b"\r\n\r\n")
+    wbits = {"gzip": 31, "deflate": 15, "deflate-raw": -15}[encoding]
+    packer = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    packed = packer.compress(body) + packer.flush()
+    name = encoding.split("-")[0].encode()
+    raw = head + b"\r\nContent-Encoding: " + name + b"\r\n\r\n" + packed
+    server = RawServer()
+    try:
+        server.push(lambda conn, _request: conn.sendall(raw))
+        provider = OpenAIProvider(base_url=server.base_url, api_key="k", model="test-model", stream=stream,
+                                  max_retries=0)
+        assert provider.complete([{"role": "user", "content": "hi"}], None).message["content"] == "Fixed it."
+    finally:
+        server.close()
