@@ -121,7 +121,8 @@ class Agent:
                  max_tool_args_bytes: int = MAX_TOOL_ARGS_BYTES, max_answer_bytes: int = MAX_ANSWER_BYTES,
                  max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
                  namespace: Callable[[], dict[str, Any]] | None = None) -> None:
-        from mxclaw_nb.provider.client import context_window_for, resolve_provider
+        from mxclaw_nb.connect import resolve_provider
+        from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.provider.limits import Limits
         from mxclaw_nb.store.writer import Store
 
@@ -152,7 +153,7 @@ class Agent:
         self.calibrated = CalibratedCounter()
         self._exact = None
         if counter in ("o200k_base", "cl100k_base"):
-            from mxclaw_nb.provider.tokenizers import counter_by_name
+            from mxclaw_nb.tokenizers import counter_by_name
 
             self._exact = counter_by_name(counter)
         self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes

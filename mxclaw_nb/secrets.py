@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
@@ -34,7 +35,6 @@ MIN_FRAGMENT = 9  # a run of this many characters of a known value is redacted w
 _GRAM = (MIN_FRAGMENT + 1) // 2  # every run of MIN_FRAGMENT characters holds one aligned gram of this length
 _MIN_FORM_CHARS = 8  # encoded forms shorter than this would redact ordinary text
 _PLACEHOLDERS = frozenset({"demo", "not-needed", "none", "null", "EMPTY", "sk-no-key-required"})
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)  # as the shell's env filter
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*?)\s*$")
 _known: set[str] = set()
 _forms: set[str] = set()  # encoded forms of the known values (base64, hex, URL-encoded, reversed)
@@ -228,3 +228,25 @@ class StreamRedactor:
         """Release (redacted) whatever is held back."""
         out, self._pending = redact(self._pending), ""
         return out
+
+
+# Environment variables the shell never gets (L6), whatever their value.
+SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for an environment variable name the shell must never see (L6)."""
+    return bool(SECRET_NAME.search(name))
+
+
+def check_env_allow(names: Iterable[str]) -> tuple[str, ...]:
+    """Validate the ``shell_env`` allow-list: variable names, none of them secret-looking (L6)."""
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"shell_env: {name!r} is not an environment variable name")
+        if is_secret_name(name):
+            raise ValueError(f"shell_env: {name!r} looks like a secret (its name contains KEY, SECRET, TOKEN, "
+                             "PASSWORD or CREDENTIAL); the shell never gets such variables")
+        out.append(name)
+    return tuple(out)

@@ -30,7 +30,7 @@ def _clean(text: str) -> None:
 def test_cli_demo_prints_the_answer_escaped(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                             tmp_path: Path) -> None:
     import mxclaw_nb.__main__ as cli
-    import mxclaw_nb.provider.client as client
+    import mxclaw_nb.connect as client
 
     with TestServer() as srv:
         srv.enqueue_text(HOSTILE)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.secrets import redact, register_env
-from mxclaw_nb.store import artifacts as artifacts
 from mxclaw_nb.text_policy import display, is_valid
+from mxclaw_nb.tools import artifacts as artifacts
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
 from mxclaw_nb.tools.beneath import NotReadable, read_capped
 
