@@ -45,6 +45,7 @@ except ImportError:  # pragma: no cover - older openai releases
 
 from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC C9), re-exported
 from mxclaw_nb.messages import REFUSED_CALLS_KEY, SENT_KEYS, sanitize
+from mxclaw_nb.provider import wire
 from mxclaw_nb.provider.limits import AnswerMeter, Limits, ProviderRefusal, guard_request, guard_response
 from mxclaw_nb.secrets import display_url, redact, register
 from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEMO_MODEL  # one owner: the settings table
@@ -623,7 +624,7 @@ class OpenAIProvider:
     def _plain(self, kwargs: dict[str, Any], start: float) -> Completion:
         self._attempts = 0
         try:
-            resp = self._client.chat.completions.create(**kwargs)
+            resp = wire.create(self._client, kwargs)  # the body encoded once, by orjson (L2)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a 200 whose JSON body is malformed
             raise self._bad_response(_bad_data(exc)) from None
         if not isinstance(getattr(resp, "choices", None), list):  # the client hands back a non-JSON body as text
@@ -677,7 +678,7 @@ class OpenAIProvider:
         answer = _Answer(kwargs["model"], start, self.limits)
         self._attempts = 0
         events = 0
-        with self._client.chat.completions.create(**kwargs, stream=True, **extra) as stream:
+        with wire.create(self._client, {**kwargs, "stream": True, **extra}) as stream:
             done = _watch_done(stream)
             try:
                 for chunk in stream:
