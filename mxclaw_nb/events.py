@@ -24,6 +24,7 @@ STORED: frozenset[str] = frozenset({
     "artifact.fallback",  # A3: an artifact could not be written
     "context.compacted",  # C10
     "provider.note",  # L2: what the adapter did about this server (e.g. stream_options refused: asked again without)
+    "frozen.note",  # L9: a project file of the frozen context refused (a link out, a FIFO, a device, ...)
     "harness.compaction",  # S4: a compaction another harness (Claude Code, Codex) made, imported from its log
 })
 # Shown live only: the streamed text, and what the `requests` table already keeps (the request view and
@@ -153,6 +154,11 @@ class ApprovalDecided(Event):
 
 
 @dataclass(frozen=True)
+class FrozenNote(Event):
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class ArtifactFallback(Event):
     reason: str = ""
 
@@ -189,7 +195,8 @@ class HarnessCompaction(Event):
 TYPES: dict[str, type[Event]] = {
     "turn.started": TurnStarted, "turn.waiting": TurnWaiting, "request.built": RequestBuilt,
     "model.delta": ModelDelta, "model.completed": ModelCompleted, "context.compacted": ContextCompacted,
-    "provider.note": ProviderNote, "tool.started": ToolStarted, "tool.finished": ToolFinished,
+    "provider.note": ProviderNote, "frozen.note": FrozenNote, "tool.started": ToolStarted,
+    "tool.finished": ToolFinished,
     "tool.skipped": ToolSkipped, "approval.pending": ApprovalPending, "approval.decided": ApprovalDecided,
     "artifact.fallback": ArtifactFallback, "turn.finished": TurnFinished, "turn.failed": TurnFailed,
     "turn.interrupted": TurnInterrupted, "turn.max_iterations": TurnMaxIterations,

@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from mxclaw_nb.tools.policy import terminal_safe
 from mxclaw_nb.widgets.livetext import SPINNER_STYLE, LogLine, activity_html, answer_html, line_html, line_text
 from mxclaw_nb.widgets.style import (
     FONT,
@@ -128,7 +129,7 @@ class LiveLog(TurnRenderer):
             self._print(f"  {line_text(line)}")
             preview = " ".join(line.content.split())[:TOOL_PREVIEW_CHARS]
             if preview and self.mode == "print" and line.status != "interrupted":
-                print(f"      {preview}{'…' if len(line.content) > TOOL_PREVIEW_CHARS else ''}")
+                print(f"      {terminal_safe(preview)}{'…' if len(line.content) > TOOL_PREVIEW_CHARS else ''}")
             self._refresh(force=False)  # the next tool line or model call follows at once and is always shown
             return
         if line.kind == "tool" and line.decision:
@@ -177,7 +178,7 @@ class LiveLog(TurnRenderer):
         if not self._streaming:
             sys.stdout.write("  ")
             self._streaming = True
-        sys.stdout.write(text.replace("\n", "\n  "))
+        sys.stdout.write(terminal_safe(text).replace("\n", "\n  "))
         sys.stdout.flush()
 
     def _print(self, line: str) -> None:
@@ -186,7 +187,7 @@ class LiveLog(TurnRenderer):
         if self._streaming:
             sys.stdout.write("\n")
             self._streaming = False
-        print(line, flush=True)
+        print(terminal_safe(line), flush=True)
 
     def _refresh(self, force: bool = True) -> None:
         if self.mode != "display" or self._handle is None:
@@ -215,7 +216,7 @@ class LiveLog(TurnRenderer):
             lines += [""] + ["  " + line for line in answer.text.splitlines() or [""]]
         if self.status:
             lines.append(f"  ({self.status})")
-        return "\n".join(lines)
+        return terminal_safe("\n".join(lines))  # the text/plain form may reach a terminal (jupyter console)
 
     def _line_html(self, e: LogLine, answer: LogLine | None) -> str:
         """A log line; while the turn runs a tool's [show] holds a shorter preview (every update re-sends the log)."""

@@ -229,6 +229,10 @@ class TurnLog:
     def _on_ProviderNote(self, e: ev.ProviderNote) -> None:
         self._add(LogLine("note", f"ⓘ {' '.join(e.note.split())}", iteration=e.iteration))
 
+    def _on_FrozenNote(self, e: ev.FrozenNote) -> None:
+        """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
+        self._add(LogLine("note", f"⚠ {' '.join(e.note.split())}", color=WARN_CSS, warning=True))
+
     def _on_ArtifactFallback(self, e: ev.ArtifactFallback) -> None:
         self._add(LogLine("note", f"ⓘ the tool output was not stored as an artifact: {' '.join(e.reason.split())}"))
 
