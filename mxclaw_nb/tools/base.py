@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
-from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES, check_env_allow
+from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES, Limits, check_env_allow
 
 APPROVAL_MODES = ("allow", "ask", "deny")
 from mxclaw_nb.settings import MAX_TOOL_CALLS  # noqa: E402 - default bound per model response (L3), one owner
@@ -60,6 +60,8 @@ class ToolContext:
     shell_env: tuple[str, ...] = ()  # L6: extra variable names passed to the shell
     secrets: tuple[str, ...] = field(default=(), repr=False)  # L6: values the shell never gets
     max_tool_calls: int = MAX_TOOL_CALLS
+    limits: Limits = field(default_factory=Limits)  # L8: memory, processes, file size, private temp size
+    protected: tuple[Path, ...] = ()  # L11: the store's files: read-only in the sandbox, refused by file tools
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
@@ -72,6 +74,7 @@ class ToolContext:
         if self.network not in NETWORK_MODES:
             raise ValueError(f"network must be one of {', '.join(NETWORK_MODES)} (got {self.network!r})")
         self.shell_env = check_env_allow(self.shell_env)
+        self.protected = tuple(Path(p).absolute() for p in self.protected)
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) \
                 or self.max_tool_calls < 1:
             raise ValueError(f"max_tool_calls must be an integer >= 1 (got {self.max_tool_calls!r})")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,10 +32,17 @@ import threading
 import time
 from typing import IO, Any
 
-from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult, denied
+from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult, denied, failed
 from mxclaw_nb.tools.policy import describe_pattern, forbidden_match
 from mxclaw_nb.tools.registry import Tool
-from mxclaw_nb.tools.sandbox import SANDBOX_HOME, Sandbox, resolve_sandbox, shell_environment
+from mxclaw_nb.tools.sandbox import (
+    SANDBOX_HOME,
+    Launch,
+    Sandbox,
+    resolve_sandbox,
+    shell_environment,
+    store_placement_problem,
+)
 
 CAPTURE_LIMIT_BYTES = 8_000_000
 _DRAIN_SECONDS = 0.5
@@ -62,6 +70,43 @@ class _Capture:
         if self.dropped:
             out += f"\n[... {self.dropped} more bytes of {label} discarded beyond the capture limit]"
         return out
+
+
+class _SandboxInit:
+    """bwrap's sandbox init (pid 1 of the command's PID namespace), from its ``--info-fd`` report.
+
+    Opened as a pidfd as soon as bwrap reports it, so the kill after the command cannot hit a reused pid.
+    """
+
+    def __init__(self, info_read: int | None) -> None:
+        self.pidfd: int | None = None
+        self._fd = info_read
+        self.thread: threading.Thread | None = None
+        if info_read is not None:
+            self.thread = threading.Thread(target=self._read, daemon=True)
+            self.thread.start()
+
+    def _read(self) -> None:
+        assert self._fd is not None
+        data = b""
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self._fd, 4096):
+                data += chunk
+        os.close(self._fd)
+        match = re.search(rb'"child-pid"\s*:\s*(\d+)', data)
+        if match:
+            with contextlib.suppress(OSError):
+                self.pidfd = os.pidfd_open(int(match.group(1)))
+
+    def kill(self) -> None:
+        if self.thread is not None:
+            self.thread.join(1.0)
+            self.thread = None
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
@@ -103,12 +148,13 @@ def _stop(proc: subprocess.Popen[bytes], sandbox: Sandbox) -> None:
     _kill_group(proc)
 
 
-def run_command(command: str, ctx: ToolContext) -> ToolResult:
-    """Run an approved command in the sandbox (L5) with the minimal environment (L6).
+def run_command(command: str, ctx: ToolContext, sandbox: Sandbox | None = None) -> ToolResult:
+    """Run an approved command in the sandbox (L5, L8) with the minimal environment (L6).
 
     The result carries exit code, stdout and stderr, and ``meta["sandbox"]`` names what confined it.
+    `sandbox` overrides the one ``ctx.sandbox`` resolves to (a given bwrap binary, in tests and benches).
     """
-    sandbox = resolve_sandbox(ctx.sandbox)
+    sandbox = sandbox or resolve_sandbox(ctx.sandbox)
     shell = shutil.which("bash") or "/bin/sh"
     private_tmp = tempfile.mkdtemp(prefix="mxclaw-shell-") if sandbox.kind != "bwrap" else None
     if sandbox.kind == "bwrap":
@@ -118,25 +164,43 @@ def run_command(command: str, ctx: ToolContext) -> ToolResult:
         home, tmp = os.path.join(private_tmp, "home"), private_tmp
         os.mkdir(home)
     env = shell_environment(os.environ, home=home, tmp=tmp, allow=ctx.shell_env, secrets=ctx.secrets)
-    argv = sandbox.argv(command, ctx.workspace, network=ctx.network, shell=shell, tmp=private_tmp)
     try:
-        return _run(argv, command, ctx, env, sandbox)
+        problem = store_placement_problem(ctx.workspace, ctx.protected, sandbox.kind)
+        if problem:  # L11: refused visibly rather than run where the store could be damaged
+            raise denied(f"{problem}; the command was not run")
+        try:
+            launch = sandbox.launch(command, ctx.workspace, network=ctx.network, shell=shell, tmp=private_tmp,
+                                    limits=ctx.limits, protect=ctx.protected)
+        except OSError as exc:  # L8: never run weaker than the sandbox says
+            raise failed(f"the {sandbox.kind} sandbox could not be set up ({exc}); the command was not run") from None
+        return _run(launch, command, ctx, env, sandbox)
+    except ToolError as exc:
+        return ToolResult(str(exc), is_error=True, meta={"sandbox": sandbox.kind, "exit_code": None})
     finally:
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
 
 
-def _run(argv: list[str], command: str, ctx: ToolContext, env: dict[str, str], sandbox: Sandbox) -> ToolResult:
+def _run(launch: Launch, command: str, ctx: ToolContext, env: dict[str, str], sandbox: Sandbox) -> ToolResult:
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        cwd=ctx.workspace,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-    )
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            cwd=ctx.workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+            preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:  # the rootless set-up failed in the child (L8)
+        raise failed(f"the {sandbox.kind} sandbox could not be set up ({exc}); the command was not run") from None
+    finally:
+        for fd in launch.close:
+            os.close(fd)
+    init = _SandboxInit(launch.info_read)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False
@@ -144,12 +208,16 @@ def _run(argv: list[str], command: str, ctx: ToolContext, env: dict[str, str], s
         proc.wait(timeout=ctx.shell_timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
+        init.kill()
         _stop(proc, sandbox)
         proc.wait()
     except BaseException:  # KeyboardInterrupt: leave no process behind, then let the loop handle it
+        init.kill()
         _stop(proc, sandbox)
         proc.wait()
         raise
+    finally:
+        init.kill()  # L5: the command is done; whatever it left in the sandbox ends with its PID namespace
     for cap in (out, err):
         cap.thread.join(_DRAIN_SECONDS)
     if out.thread.is_alive() or err.thread.is_alive():
