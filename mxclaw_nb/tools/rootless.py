@@ -34,6 +34,7 @@ import ctypes
 import functools
 import os
 import platform
+import resource
 import stat
 import struct
 import subprocess
@@ -136,7 +137,8 @@ def reachable_by_others(path: Path) -> bool:
     return True
 
 
-def make_preexec(workspace: Path, staged: Iterable[tuple[str, Path]], state: RootlessState) -> Callable[[], None]:
+def make_preexec(workspace: Path, staged: Iterable[tuple[str, Path]], state: RootlessState,
+                 rlimits: Iterable[tuple[int, int]] = ()) -> Callable[[], None]:
     """The child's set-up before bwrap runs: a private mount namespace, the id-mapped workspace on its staging
     folder, and the other sources bwrap could not reach bound on theirs (runs after fork, before exec)."""
     ws = os.fsencode(workspace)
@@ -145,8 +147,11 @@ def make_preexec(workspace: Path, staged: Iterable[tuple[str, Path]], state: Roo
     attr = _MountAttr(_MOUNT_ATTR_IDMAP, 0, 0, state.idmap_ns)
     size = ctypes.c_size_t(ctypes.sizeof(attr))
     libc = _LIBC
+    limits = list(rlimits)
 
     def preexec() -> None:
+        for which, value in limits:  # L8: inherited by bwrap and the command
+            resource.setrlimit(which, (value, value))
         _check(libc.unshare(_CLONE_NEWNS), "unshare(mount namespace)")
         _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(private)")
         tree = _check(libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, ws, _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC),

@@ -1,4 +1,4 @@
-"""The operating-system sandbox around the shell tool, and the shell's minimal environment (SPEC L5, L6).
+"""The operating-system sandbox around the shell tool, and the shell's minimal environment (SPEC L5, L6, L8, L11).
 
 Why the kernel, not a deny-list: a model can spell ``rm -rf /`` in endless ways (``x=rm; $x -rf /``,
 ``base64 -d | sh``, ...), so the forbidden list (``policy.py``) is only an early, readable refusal. The
@@ -12,9 +12,14 @@ boundary is what the operating system enforces for the whole process tree of one
   network is a private loopback unless ``network="on"``), every capability dropped, a new terminal
   session (no ``TIOCSTI`` into the kernel's terminal), and the sandbox dies with its parent. When the
   command's shell exits, the PID namespace ends and the kernel kills every process left in it:
-  ``nohup``, ``setsid`` and double forks do not outlive the call.
+  ``nohup``, ``setsid`` and double forks do not outlive the call. Never the host's root (L8): as an ordinary
+  user bwrap maps the command to that user in a new user namespace; when the kernel runs as root, the command
+  runs as an unprivileged id with an id-mapped workspace (``rootless.py``), and where that cannot be set up
+  bwrap is refused with the reason. A seccomp filter, limits (``Limits``: memory, processes, file size,
+  private temp size) and read-only store files inside the workspace (L11) complete it.
 - **landlock** (Linux >= 5.13, no user namespaces needed: the fallback where bwrap cannot run, e.g.
-  Ubuntu's AppArmor user-namespace restriction): see ``landlock.py``. Writes only to the workspace and
+  Ubuntu's AppArmor user-namespace restriction): see ``landlock.py``; applied in the forked child, no
+  interpreter started per command. Writes only to the workspace and
   a private temp folder, reads everywhere but the user's home, TCP connect/bind refused (ABI >= 4;
   UDP and Unix sockets are not covered by Landlock), signals to processes outside the sandbox refused
   (ABI >= 6), capabilities dropped, and a subreaper that kills every descendant when the shell exits.
@@ -33,6 +38,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -67,18 +73,30 @@ class Limits:
     file_mb: int = 2048
     tmp_mb: int = 1024
 
-    def shell_prefix(self, shell: str, *, processes: bool) -> str:
-        """The ``ulimit`` lines run inside the sandbox before the command (soft and hard: no raising back).
+    def rlimits(self, *, processes: bool) -> list[tuple[int, int]]:
+        """(resource, value) pairs, set as soft and hard limit (the command cannot raise them back)."""
+        out = [(resource.RLIMIT_DATA, self.memory_mb * _MB), (resource.RLIMIT_FSIZE, self.file_mb * _MB)]
+        if processes:
+            out.append((resource.RLIMIT_NPROC, self.processes))
+        return out
 
-        bash counts file sizes in KiB and processes with ``-u``; a POSIX sh (dash) in 512-byte blocks and ``-p``.
-        """
+    def wrap(self, inner: list[str], *, processes: bool) -> list[str]:
+        """`inner` started under the limits, set inside the sandbox: by ``prlimit`` (util-linux, one small
+        exec), else by the shell's ``ulimit`` (bash counts file sizes in KiB and processes with ``-u``; a POSIX
+        sh in 512-byte blocks and ``-p``)."""
+        prlimit = shutil.which("prlimit")
+        if prlimit:
+            names = {resource.RLIMIT_DATA: "data", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
+            return [prlimit, *(f"--{names[r]}={v}" for r, v in self.rlimits(processes=processes)), "--", *inner]
+        shell = inner[0]
         bash = Path(shell).name == "bash"
         flags = [f"-d {self.memory_mb * 1024}", f"-f {self.file_mb * (1024 if bash else 2048)}"]
         if processes:
             flags.append(f"-{'u' if bash else 'p'} {self.processes}")
         calls = " && ".join(f"ulimit -S -H {f}" for f in flags)
-        return (f"{{ {calls}; }} || {{ echo 'mxclaw_nb sandbox: the limits could not be set; "
-                "the command was not run' >&2; exit 126; }")
+        prefix = (f"{{ {calls}; }} || {{ echo 'mxclaw_nb sandbox: the limits could not be set; "
+                  "the command was not run' >&2; exit 126; }")
+        return [shell, "-c", f'{prefix}; exec "$0" "$@"', *inner]
 
 
 @dataclass
@@ -163,19 +181,15 @@ class Sandbox:
         limits = limits or Limits()
         if self.kind == "none":
             return Launch([shell, "-c", command])
-        # The limits are set inside, by the shell, then the command runs in a fresh shell as given (L8).
-        inner = [shell, "-c", f'{limits.shell_prefix(shell, processes=self.kind == "bwrap")}; exec "$0" -c "$1"', shell,
-                 command]
+        inner = [shell, "-c", command]
         if self.kind == "bwrap":
             return bwrap_launch(self, workspace, inner, network=network, limits=limits, protect=protect)
-        script = str(Path(__file__).with_name("landlock.py"))
-        runner = [sys.executable, "-I", "-S", script, "--workspace", str(workspace), "--tmp", str(tmp),
-                  "--home", str(Path.home())]
-        for keep in toolchain_paths():
-            runner += ["--keep", keep]
-        if network == "on":
-            runner.append("--network")
-        return Launch([*runner, "--", *inner])
+        from mxclaw_nb.tools.landlock import make_preexec
+
+        # Landlock is applied in the forked child, no interpreter started per command (see landlock.py).
+        preexec = make_preexec(str(workspace), str(tmp), str(Path.home()), network=network == "on",
+                               toolchains=tuple(toolchain_paths()))
+        return Launch(limits.wrap(inner, processes=False), preexec=preexec)
 
 
 _HIDDEN = ("/home", "/root", "/run", "/var/run", "/tmp", "/var/tmp")
@@ -183,6 +197,12 @@ _BIN_ONLY = (".local", ".cargo")  # their other folders hold credentials and key
 
 
 def toolchain_paths(path_var: str | None = None) -> list[str]:
+    """See ``_toolchain_paths``; cached per PATH (a few hundred stat calls each time otherwise)."""
+    return list(_toolchain_paths(path_var if path_var is not None else os.environ.get("PATH", ""), str(Path.home())))
+
+
+@functools.lru_cache(maxsize=8)
+def _toolchain_paths(path_var: str, _home: str) -> tuple[str, ...]:
     """Folders under hidden places that stay readable: the toolchains on PATH and this Python (L5).
 
     A PATH entry ``X/bin`` or ``X/shims`` under the home exposes its prefix ``X`` (a pyenv, conda or
@@ -199,7 +219,7 @@ def toolchain_paths(path_var: str | None = None) -> list[str]:
                 and p != home and p not in hidden:
             found.append(str(p))
 
-    for entry in (path_var if path_var is not None else os.environ.get("PATH", "")).split(os.pathsep):
+    for entry in path_var.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         p = Path(entry)
@@ -210,7 +230,7 @@ def toolchain_paths(path_var: str | None = None) -> list[str]:
             add(prefix)
     for prefix in (sys.prefix, sys.base_prefix):
         add(Path(prefix))
-    return found
+    return tuple(found)
 
 
 def _hidden_dirs(workspace: Path) -> list[str]:
@@ -364,8 +384,11 @@ def bwrap_launch(sandbox: Sandbox, workspace: Path, inner: list[str], *, network
     close.append(info_write)
     info = ["--info-fd", str(info_write)]
     if not sandbox.rootless:
+        # The process limit is set inside bwrap's user namespace, where it counts this command's processes
+        # only (set before, it would also cap the namespace's creator: all of your processes).
         args = bwrap_args(exe, workspace, network=network, limits=limits, protect=protect, seccomp_fd=seccomp)
-        return Launch([args[0], *info, *args[1:], *inner], pass_fds=tuple(close), close=close, info_read=info_read)
+        return Launch([args[0], *info, *args[1:], *limits.wrap(inner, processes=True)], pass_fds=tuple(close),
+                      close=close, info_read=info_read)
     state = rootless.rootless_state()
     staged = {str(workspace): str(state.slot("workspace"))}
     sources: list[tuple[str, Path]] = []
@@ -376,7 +399,9 @@ def bwrap_launch(sandbox: Sandbox, workspace: Path, inner: list[str], *, network
             sources.append((name, Path(keep)))
     args = bwrap_args(exe, workspace, network=network, limits=limits, protect=protect, staged=staged,
                       userns_fd=state.sandbox_ns, seccomp_fd=seccomp)
-    preexec = rootless.make_preexec(workspace, sources, state)
+    # Rootless: the limits are set in the child before bwrap; the process limit counts the command's id in the
+    # per-process user namespace (bwrap itself, still root, is not counted).
+    preexec = rootless.make_preexec(workspace, sources, state, limits.rlimits(processes=True))
     return Launch([args[0], *info, *args[1:], *inner], preexec=preexec, pass_fds=(state.sandbox_ns, *close),
                   close=close, info_read=info_read)
 
