@@ -446,3 +446,30 @@ def test_l11_store_inside_the_workspace_survives_the_shell_and_the_file_tools(tm
     assert {s for s in sessions if store.has_session(s)} == sessions  # every session survived
     assert len(store.load_transcript(agent.session_id)) == before
     store.close()
+
+
+def test_l8_rootless_set_up_failure_refuses_visibly(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the unprivileged id cannot be set up (no id-mapped mounts), bwrap is refused, never run as root."""
+    need("bwrap")
+    if not running_as_root():
+        pytest.skip("the rootless set-up is used when the kernel runs as root")
+    from mxclaw_nb.tools import rootless
+    from mxclaw_nb.tools.sandbox import _probe_bwrap
+
+    real = rootless.make_preexec
+
+    def broken(*args: object, **kw: object) -> object:
+        inner = real(*args, **kw)  # type: ignore[arg-type]
+
+        def preexec() -> None:
+            os.write(kw.get("error_fd") or args[4], b"id-mapped mounts are not supported here")  # type: ignore[arg-type]
+            raise OSError("id-mapped mounts are not supported here")
+
+        return preexec if inner else inner
+
+    monkeypatch.setattr(rootless, "make_preexec", broken)
+    res = run_command("touch ran.txt", ctx_for(ws, "bwrap"))
+    assert res.is_error and "could not be set up (id-mapped mounts are not supported here)" in res.content
+    assert not (ws / "ran.txt").exists()
+    why = _probe_bwrap(resolve_sandbox("bwrap").executable or "bwrap")
+    assert why is not None and "id-mapped mounts are not supported here" in why

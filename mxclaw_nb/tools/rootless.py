@@ -138,7 +138,7 @@ def reachable_by_others(path: Path) -> bool:
 
 
 def make_preexec(workspace: Path, staged: Iterable[tuple[str, Path]], state: RootlessState,
-                 rlimits: Iterable[tuple[int, int]] = ()) -> Callable[[], None]:
+                 rlimits: Iterable[tuple[int, int]] = (), error_fd: int | None = None) -> Callable[[], None]:
     """The child's set-up before bwrap runs: a private mount namespace, the id-mapped workspace on its staging
     folder, and the other sources bwrap could not reach bound on theirs (runs after fork, before exec)."""
     ws = os.fsencode(workspace)
@@ -150,6 +150,15 @@ def make_preexec(workspace: Path, staged: Iterable[tuple[str, Path]], state: Roo
     limits = list(rlimits)
 
     def preexec() -> None:
+        try:
+            setup()
+        except BaseException as exc:  # subprocess only says "Exception occurred in preexec_fn": tell why
+            if error_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(error_fd, str(exc).encode("utf-8", "replace")[:1000])
+            raise
+
+    def setup() -> None:
         for which, value in limits:  # L8: inherited by bwrap and the command
             resource.setrlimit(which, (value, value))
         _check(libc.unshare(_CLONE_NEWNS), "unshare(mount namespace)")

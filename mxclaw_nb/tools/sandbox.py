@@ -35,6 +35,7 @@ or CREDENTIAL.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -108,6 +109,25 @@ class Launch:
     pass_fds: tuple[int, ...] = ()
     close: list[int] = field(default_factory=list)  # descriptors to close in the parent once started
     info_read: int | None = None  # bwrap's --info-fd pipe (read end): the sandbox's init process id
+    error_read: int | None = None  # why the child's set-up failed (rootless mode), if it did
+
+    def setup_error(self) -> str:
+        """What the child's set-up wrote before failing (empty if nothing)."""
+        if self.error_read is None:
+            return ""
+        os.set_blocking(self.error_read, False)
+        try:
+            return os.read(self.error_read, 4096).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def release(self) -> None:
+        """Close the parent's read ends (the write ends are in ``close``)."""
+        for fd in (self.info_read, self.error_read):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.info_read = self.error_read = None
 
 
 def is_secret_name(name: str) -> bool:
@@ -401,9 +421,11 @@ def bwrap_launch(sandbox: Sandbox, workspace: Path, inner: list[str], *, network
                       userns_fd=state.sandbox_ns, seccomp_fd=seccomp)
     # Rootless: the limits are set in the child before bwrap; the process limit counts the command's id in the
     # per-process user namespace (bwrap itself, still root, is not counted).
-    preexec = rootless.make_preexec(workspace, sources, state, limits.rlimits(processes=True))
+    error_read, error_write = os.pipe2(os.O_CLOEXEC)
+    close.append(error_write)
+    preexec = rootless.make_preexec(workspace, sources, state, limits.rlimits(processes=True), error_write)
     return Launch([args[0], *info, *args[1:], *inner], preexec=preexec, pass_fds=(state.sandbox_ns, *close),
-                  close=close, info_read=info_read)
+                  close=close, info_read=info_read, error_read=error_read)
 
 
 def _bwrap_candidates() -> list[str]:
@@ -440,10 +462,11 @@ def _probe_bwrap(executable: str, *, as_root: bool | None = None) -> str | None:
         done = subprocess.run(launch.argv, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
                               preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"{executable}: {exc}"
+        return f"{executable}: {launch.setup_error() or exc}"
     finally:
-        for fd in [*launch.close, *([launch.info_read] if launch.info_read is not None else [])]:
+        for fd in launch.close:
             os.close(fd)
+        launch.release()
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"{executable}: {why[-1] if why else f'exit code {done.returncode}'}"

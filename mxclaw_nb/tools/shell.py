@@ -217,11 +217,15 @@ def _run(launch: Launch, command: str, ctx: ToolContext, env: dict[str, str], sa
             pass_fds=launch.pass_fds,
         )
     except (OSError, subprocess.SubprocessError) as exc:  # the rootless set-up failed in the child (L8)
-        raise failed(f"the {sandbox.kind} sandbox could not be set up ({exc}); the command was not run") from None
+        why = launch.setup_error() or str(exc)
+        launch.release()
+        raise failed(f"the {sandbox.kind} sandbox could not be set up ({why}); the command was not run") from None
     finally:
         for fd in launch.close:
             os.close(fd)
     init = _SandboxInit(launch.info_read)
+    if launch.error_read is not None:
+        os.close(launch.error_read)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False
