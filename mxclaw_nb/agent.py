@@ -118,7 +118,8 @@ class Agent:
                  namespace: Callable[[], dict[str, Any]] | None = None,
                  shell_memory_mb: int = 4096, shell_processes: int = 512, shell_file_mb: int = 2048,
                  shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False) -> None:
-        from mxclaw_nb.provider.client import context_window_for, resolve_provider
+        from mxclaw_nb.connect import resolve_provider
+        from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
@@ -150,7 +151,7 @@ class Agent:
         self.calibrated = CalibratedCounter()
         self._exact = None
         if counter in ("o200k_base", "cl100k_base"):
-            from mxclaw_nb.provider.tokenizers import counter_by_name
+            from mxclaw_nb.tokenizers import counter_by_name
 
             self._exact = counter_by_name(counter)
         self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes

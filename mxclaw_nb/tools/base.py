@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from mxclaw_nb.secrets import check_env_allow
+from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # one owner: the settings table
 from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
-from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES, Limits, check_env_allow
 
 APPROVAL_MODES = ("allow", "ask", "deny")
 from mxclaw_nb.settings import MAX_TOOL_CALLS  # noqa: E402 - default bound per model response (L3), one owner
@@ -41,6 +42,23 @@ class ArtifactStore(Protocol):
     def get_artifact(self, session_id: str, artifact_id: str) -> str | None:
         """Return the artifact's text, or None when the session has no such artifact."""
         ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed command may use (SPEC L8); the defaults are the settings' defaults.
+
+    ``memory_mb`` bounds each process's data (``RLIMIT_DATA``: heap and private writable mappings, not the
+    address space, so runtimes that reserve large address ranges still start); ``processes`` bounds the
+    processes and threads of one command (``RLIMIT_NPROC``, counted in the command's own user namespace, so
+    your other processes do not count; bwrap only); ``file_mb`` bounds each file written (``RLIMIT_FSIZE``);
+    ``tmp_mb`` is the size of the private ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) tmpfs (bwrap only).
+    """
+
+    memory_mb: int = 4096
+    processes: int = 512
+    file_mb: int = 2048
+    tmp_mb: int = 1024
 
 
 @dataclass

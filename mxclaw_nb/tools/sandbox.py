@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -47,10 +46,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mxclaw_nb.secrets import check_env_allow, is_secret_name  # noqa: F401 - L6's names live with the secrets
 from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # noqa: E402,F401 - one owner: the settings table
 from mxclaw_nb.tools import rootless
+from mxclaw_nb.tools.base import Limits
 
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 #: Variables passed through from the parent when set (besides the allow-list setting).
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 SANDBOX_HOME = "/tmp/home"
@@ -58,46 +58,31 @@ _PROBE_TIMEOUT = 10.0
 _MB = 1 << 20
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one sandboxed command may use (SPEC L8); the defaults are the settings' defaults.
+def rlimit_pairs(limits: Limits, *, processes: bool) -> list[tuple[int, int]]:
+    """(resource, value) pairs of `limits`, set as soft and hard limit (the command cannot raise them back, L8)."""
+    out = [(resource.RLIMIT_DATA, limits.memory_mb * _MB), (resource.RLIMIT_FSIZE, limits.file_mb * _MB)]
+    if processes:
+        out.append((resource.RLIMIT_NPROC, limits.processes))
+    return out
 
-    ``memory_mb`` bounds each process's data (``RLIMIT_DATA``: heap and private writable mappings, not the
-    address space, so runtimes that reserve large address ranges still start); ``processes`` bounds the
-    processes and threads of one command (``RLIMIT_NPROC``, counted in the command's own user namespace, so
-    your other processes do not count; bwrap only); ``file_mb`` bounds each file written (``RLIMIT_FSIZE``);
-    ``tmp_mb`` is the size of the private ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) tmpfs (bwrap only).
-    """
 
-    memory_mb: int = 4096
-    processes: int = 512
-    file_mb: int = 2048
-    tmp_mb: int = 1024
-
-    def rlimits(self, *, processes: bool) -> list[tuple[int, int]]:
-        """(resource, value) pairs, set as soft and hard limit (the command cannot raise them back)."""
-        out = [(resource.RLIMIT_DATA, self.memory_mb * _MB), (resource.RLIMIT_FSIZE, self.file_mb * _MB)]
-        if processes:
-            out.append((resource.RLIMIT_NPROC, self.processes))
-        return out
-
-    def wrap(self, inner: list[str], *, processes: bool) -> list[str]:
-        """`inner` started under the limits, set inside the sandbox: by ``prlimit`` (util-linux, one small
-        exec), else by the shell's ``ulimit`` (bash counts file sizes in KiB and processes with ``-u``; a POSIX
-        sh in 512-byte blocks and ``-p``)."""
-        prlimit = shutil.which("prlimit")
-        if prlimit:
-            names = {resource.RLIMIT_DATA: "data", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
-            return [prlimit, *(f"--{names[r]}={v}" for r, v in self.rlimits(processes=processes)), "--", *inner]
-        shell = inner[0]
-        bash = Path(shell).name == "bash"
-        flags = [f"-d {self.memory_mb * 1024}", f"-f {self.file_mb * (1024 if bash else 2048)}"]
-        if processes:
-            flags.append(f"-{'u' if bash else 'p'} {self.processes}")
-        calls = " && ".join(f"ulimit -S -H {f}" for f in flags)
-        prefix = (f"{{ {calls}; }} || {{ echo 'mxclaw_nb sandbox: the limits could not be set; "
-                  "the command was not run' >&2; exit 126; }")
-        return [shell, "-c", f'{prefix}; exec "$0" "$@"', *inner]
+def limited(limits: Limits, inner: list[str], *, processes: bool) -> list[str]:
+    """`inner` started under `limits`, set inside the sandbox: by ``prlimit`` (util-linux, one small exec), else
+    by the shell's ``ulimit`` (bash counts file sizes in KiB and processes with ``-u``; a POSIX sh in 512-byte
+    blocks and ``-p``)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit:
+        names = {resource.RLIMIT_DATA: "data", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
+        return [prlimit, *(f"--{names[r]}={v}" for r, v in rlimit_pairs(limits, processes=processes)), "--", *inner]
+    shell = inner[0]
+    bash = Path(shell).name == "bash"
+    flags = [f"-d {limits.memory_mb * 1024}", f"-f {limits.file_mb * (1024 if bash else 2048)}"]
+    if processes:
+        flags.append(f"-{'u' if bash else 'p'} {limits.processes}")
+    calls = " && ".join(f"ulimit -S -H {f}" for f in flags)
+    prefix = (f"{{ {calls}; }} || {{ echo 'mxclaw_nb sandbox: the limits could not be set; "
+              "the command was not run' >&2; exit 126; }")
+    return [shell, "-c", f'{prefix}; exec "$0" "$@"', *inner]
 
 
 @dataclass
@@ -128,24 +113,6 @@ class Launch:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.info_read = self.error_read = None
-
-
-def is_secret_name(name: str) -> bool:
-    """True for an environment variable name the shell must never see (L6)."""
-    return bool(SECRET_NAME.search(name))
-
-
-def check_env_allow(names: Iterable[str]) -> tuple[str, ...]:
-    """Validate the ``shell_env`` allow-list: variable names, none of them secret-looking (L6)."""
-    out: list[str] = []
-    for name in names:
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError(f"shell_env: {name!r} is not an environment variable name")
-        if is_secret_name(name):
-            raise ValueError(f"shell_env: {name!r} looks like a secret (its name contains KEY, SECRET, TOKEN, "
-                             "PASSWORD or CREDENTIAL); the shell never gets such variables")
-        out.append(name)
-    return tuple(out)
 
 
 def shell_environment(parent: Mapping[str, str], *, home: str, tmp: str, allow: Iterable[str] = (),
@@ -209,7 +176,7 @@ class Sandbox:
         # Landlock is applied in the forked child, no interpreter started per command (see landlock.py).
         preexec = make_preexec(str(workspace), str(tmp), str(Path.home()), network=network == "on",
                                toolchains=tuple(toolchain_paths()))
-        return Launch(limits.wrap(inner, processes=False), preexec=preexec)
+        return Launch(limited(limits, inner, processes=False), preexec=preexec)
 
 
 _HIDDEN = ("/home", "/root", "/run", "/var/run", "/tmp", "/var/tmp")
@@ -407,7 +374,7 @@ def bwrap_launch(sandbox: Sandbox, workspace: Path, inner: list[str], *, network
         # The process limit is set inside bwrap's user namespace, where it counts this command's processes
         # only (set before, it would also cap the namespace's creator: all of your processes).
         args = bwrap_args(exe, workspace, network=network, limits=limits, protect=protect, seccomp_fd=seccomp)
-        return Launch([args[0], *info, *args[1:], *limits.wrap(inner, processes=True)], pass_fds=tuple(close),
+        return Launch([args[0], *info, *args[1:], *limited(limits, inner, processes=True)], pass_fds=tuple(close),
                       close=close, info_read=info_read)
     state = rootless.rootless_state()
     staged = {str(workspace): str(state.slot("workspace"))}
@@ -423,7 +390,7 @@ def bwrap_launch(sandbox: Sandbox, workspace: Path, inner: list[str], *, network
     # per-process user namespace (bwrap itself, still root, is not counted).
     error_read, error_write = os.pipe2(os.O_CLOEXEC)
     close.append(error_write)
-    preexec = rootless.make_preexec(workspace, sources, state, limits.rlimits(processes=True), error_write)
+    preexec = rootless.make_preexec(workspace, sources, state, rlimit_pairs(limits, processes=True), error_write)
     return Launch([args[0], *info, *args[1:], *inner], preexec=preexec, pass_fds=(state.sandbox_ns, *close),
                   close=close, info_read=info_read, error_read=error_read)
 
