@@ -1,4 +1,8 @@
-"""Escape drill against the real OS sandbox (SPEC L5, L6): bubblewrap and Landlock, no mocks.
+"""Escape drill against the real OS sandbox (SPEC L5, L6, L8, L11): bubblewrap and Landlock, no mocks.
+
+L8/L11 cases: never the host's root (kernel tunables not writable, checked by opening only, never by writing),
+limits (memory, processes, file size, private temp) that stop a command at once, placement of the workspace and
+the store.
 
 Every command here runs for real under the sandbox it names. Where a sandbox is missing the test is
 skipped on a laptop but FAILS under CI (``CI`` set): `.ci/run` installs bubblewrap, and the CI kernel

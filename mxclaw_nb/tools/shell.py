@@ -1,4 +1,4 @@
-"""The ``bash`` tool: forbidden list, approval policy, then a sandboxed, bounded subprocess (SPEC L3, L5).
+"""The ``bash`` tool: forbidden list, approval policy, then a sandboxed, bounded subprocess (SPEC L3, L5, L8, L11).
 
 Why this order: a forbidden command is refused before anyone is asked (there is no point asking to
 run ``sudo``); then the approval policy decides (``allow`` runs, ``deny`` refuses, ``ask`` asks the
@@ -11,7 +11,8 @@ The forbidden list is a convenience -- an early, readable refusal of the obvious
 ``x=rm; $x -rf /`` or ``base64 -d | sh`` pass any list. The boundary is the operating-system sandbox
 (``sandbox.py``, SPEC L5) that runs every approved command: bubblewrap or Landlock, the workspace and a
 private temp folder writable, the home hidden, no network unless enabled, nothing outliving the call,
-and a minimal environment with no secret in it (L6).
+and a minimal environment with no secret in it (L6); never as the host's root, under limits (L8), with the
+store's files out of reach (L11: a placement where they cannot be kept read-only refuses the command).
 
 The command runs in its own process group with cwd = workspace and stdin closed; on timeout (or an
 interrupt) the whole group is killed (and the sandbox's process tree with it), so ``sleep 100 &``
