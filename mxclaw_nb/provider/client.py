@@ -45,6 +45,7 @@ except ImportError:  # pragma: no cover - older openai releases
 
 from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC C9), re-exported
 from mxclaw_nb.messages import SENT_KEYS, sanitize
+from mxclaw_nb.provider import wire
 from mxclaw_nb.secrets import display_url, redact, register
 from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEMO_MODEL  # one owner: the settings table
 
@@ -571,7 +572,7 @@ class OpenAIProvider:
 
     def _plain(self, kwargs: dict[str, Any], start: float) -> Completion:
         try:
-            resp = self._client.chat.completions.create(**kwargs)
+            resp = wire.create(self._client, kwargs)  # the body encoded once, by orjson (L2)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a 200 whose JSON body is malformed
             raise self._bad_response(_bad_data(exc)) from None
         if not isinstance(getattr(resp, "choices", None), list):  # the client hands back a non-JSON body as text
@@ -624,7 +625,7 @@ class OpenAIProvider:
         extra = {"stream_options": {"include_usage": True}} if self._stream_options else {}
         answer = _Answer(kwargs["model"], start)
         events = 0
-        with self._client.chat.completions.create(**kwargs, stream=True, **extra) as stream:
+        with wire.create(self._client, {**kwargs, "stream": True, **extra}) as stream:
             done = _watch_done(stream)
             try:
                 for chunk in stream:
