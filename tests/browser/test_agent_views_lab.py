@@ -148,7 +148,7 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
             assert "[compressed conversation context]" in summary_row.locator(".mx-full").inner_text()
             # the gauge names its unit and the room left
             gauge = page.locator(f"{PANEL} .mx-gauge").last.inner_text()
-            for text in ("every total in tokens (", "% of the", "free", "until compaction", "layer, tokens (",
+            for text in ("every figure in tokens (", "% of the", "free", "until compaction", "layer, tokens (",
                          "carries the summar", "stored transcript up to this call"):
                 assert text in gauge, (text, gauge)
 
