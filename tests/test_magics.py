@@ -260,7 +260,10 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     assert stored_rows == len(before) + 1  # the last view plus the final answer
     unchanged, cap = agent(ip, "compact")
     assert unchanged.data.record.stage == "unchanged"
-    assert "fits in the safe tail (keep_recent_tokens=8,000)" in cap.stdout
+    if unchanged.data.record.after_tokens <= 8_000:  # the sentence matches the figures above it
+        assert "Everything fits in the safe tail (" in cap.stdout and "keep_recent_tokens=8,000" in cap.stdout
+    else:
+        assert "Nothing older than the safe tail to compact" in cap.stdout and "fits" not in cap.stdout
     ip.run_line_magic("agent", "config keep_recent_tokens=300")
     compacted, cap = agent(ip, "compact")
     assert compacted.data.record.stage in ("micro", "summary", "fallback") and "Nothing is stored" in cap.stdout
@@ -592,3 +595,16 @@ def test_n1_command_frames_are_tidy_and_replay_shows_progress(ip: InteractiveShe
     for flag in ("--before", "--after"):
         frame, _ = agent(ip, f"view {flag}")
         assert _noise_free(frame) and len(frame) > 5, flag
+
+
+def test_c3_compact_says_why_nothing_changed_over_the_tail_budget():
+    """`%agent compact` at 8,115 tokens with an 8,000 tail used to say everything "fits in the safe tail"."""
+    from types import SimpleNamespace
+
+    from mxclaw_nb.notebook.shown import nothing_to_compact
+
+    over = nothing_to_compact(SimpleNamespace(counter="calibrated", after_tokens=8_115), 8_000)
+    assert "fits" not in over and "8,115 calibrated tokens" in over and "keep_recent_tokens=8,000" in over
+    assert "last message" in over and "(SPEC C3)" in over
+    under = nothing_to_compact(SimpleNamespace(counter="estimate", after_tokens=2_000), 8_000)
+    assert under.startswith("Everything fits in the safe tail (2,000 ≤ keep_recent_tokens=8,000 est. tokens)")
