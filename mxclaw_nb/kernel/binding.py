@@ -97,11 +97,8 @@ def shows_session(path: str | os.PathLike[str], session_id: str) -> bool:
 
 def _bindings(store: Any) -> list[tuple[str, str, str | None]]:
     """Every `notebook.bound` event as (session, notebook, from), oldest first."""
-    df = store.sql("SELECT session_id, json_extract_string(payload, '$.notebook') AS notebook, "
-                   "json_extract_string(payload, '$.from') AS prev FROM events WHERE type = ? "
-                   "ORDER BY created_at, seq", [EVENT])
-    return [(str(r.session_id), str(r.notebook), None if r.prev is None or r.prev != r.prev else str(r.prev))
-            for r in df.itertuples(index=False)]
+    return [(str(sid), str(notebook), None if prev is None else str(prev))
+            for sid, notebook, prev in store.event_fields(EVENT, ("notebook", "from"))]
 
 
 def latest(store: Any, session_id: str) -> tuple[str, str | None]:
