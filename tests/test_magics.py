@@ -608,3 +608,24 @@ def test_c3_compact_says_why_nothing_changed_over_the_tail_budget():
     assert "last message" in over and "(SPEC C3)" in over
     under = nothing_to_compact(SimpleNamespace(counter="estimate", after_tokens=2_000), 8_000)
     assert under.startswith("Everything fits in the safe tail (2,000 ≤ keep_recent_tokens=8,000 est. tokens)")
+
+
+def test_n1_events_frame_says_interrupted_in_words_and_sessions_have_a_title(tmp_path):
+    """`turn.interrupted` read as words, not raw JSON; other payloads as key=value; a session's title is its
+    first prompt (the `title` column of `%agent sessions` was empty)."""
+    import pandas as pd
+
+    from mxclaw_nb import Agent
+    from mxclaw_nb.notebook.frames import events_frame, sessions_frame
+
+    df = pd.DataFrame({"seq": [0, 1], "turn": [1, 1], "iteration": [2, 2],
+                       "type": ["turn.interrupted", "memory.note"],
+                       "payload": ['{"iterations": 2}', '{"path": "a.md", "lines": [1, 2]}'],
+                       "created_at": pd.to_datetime(["2026-01-01", "2026-01-01"])})
+    out = events_frame(df)
+    assert out["detail"].tolist() == ["interrupted after 2 model calls", 'path=a.md · lines=[1, 2]']
+    assert out["status"].iloc[0] == "interrupted" and "{" not in out["detail"].iloc[0]
+    agent = Agent(db=str(tmp_path / "t.duckdb"), approval="allow", home=tmp_path / "home")
+    agent.run("Look at the build log and tell me what the slowest step was.")
+    shown = sessions_frame(agent.store.sessions(), agent.session_id)
+    assert shown["title"].tolist() == ["Look at the build log and tell me what the slowest step was."]

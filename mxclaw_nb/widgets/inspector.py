@@ -130,6 +130,12 @@ def _cell_style(col: str, last: bool) -> str:
         "text-overflow:ellipsis"
 
 
+# ipywidgets gives every tab 144 px, which cut "Before (transcript, 19 msgs)" to "Before (transcript, 19": the
+# inspector's tabs take the width of their titles
+TAB_STYLE = ("<style>.mx-compaction-inspector .widget-tab > .lm-TabBar .lm-TabBar-tab,"
+             ".mx-compaction-inspector .widget-tab > .p-TabBar .p-TabBar-tab{flex:0 0 auto;max-width:none}</style>")
+
+
 class CompactionInspector(StaticReprMixin, widgets.VBox):
     """Stage, tokens, summary and the before/after DataFrames of one model call, with filters."""
 
@@ -160,7 +166,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         self.role_filter = widgets.Dropdown(options=[ALL, *roles], value=ALL, description="role")
         self.action_filter = widgets.Dropdown(options=[ALL, *[a for a in ACTIONS if a in present]], value=ALL,
                                               description="action")
-        self._header = widgets.HTML(self.header_html())
+        self._header = widgets.HTML(TAB_STYLE + self.header_html())
         self._before = widgets.HTML()
         self._after = widgets.HTML()
         summary = widgets.HTML(self.summary_html())

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from .test_agent_kernel_lab import _run_new_cell
 from .test_agent_views_lab import PANEL, _open, _theme, agent_views_lab  # noqa: F401 - the server fixture
 from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
 
@@ -67,7 +68,22 @@ def test_n3_quickstart_biggest_compaction_inspector_is_full_shipped_and_live(age
             out.evaluate("e => e.scrollIntoView({block: 'start'})")
             time.sleep(0.4)
             page.screenshot(path=str(shots / "quickstart-inspector-live-light.png"))
+            # the live widget form: its tab titles are whole (ipywidgets' 144 px tabs cut them to
+            # "Before (transcript, 19")
+            _run_new_cell(page, "CompactionInspector(biggest.iloc[0], live=True)")
+            labels = page.locator(f"{PANEL} .mx-compaction-inspector .lm-TabBar-tabLabel")
+            labels.first.wait_for(timeout=60_000)
+            cut = labels.evaluate_all("ls => ls.map(l => [l.textContent, l.scrollWidth > l.clientWidth])")
+            assert cut[0][0].startswith("Before (transcript, ") and cut[0][0].endswith(" msgs)"), cut
+            assert not any(c for _, c in cut), cut
+            bar = "e => e.closest('.mx-compaction-inspector').scrollIntoView({block: 'start'})"
+            labels.first.evaluate(bar)
+            time.sleep(0.4)
+            page.screenshot(path=str(shots / "quickstart-inspector-widget-light.png"))
             _theme(page, "JupyterLab Dark", light=False)
+            labels.first.evaluate(bar)
+            time.sleep(0.4)
+            page.screenshot(path=str(shots / "quickstart-inspector-widget-dark.png"))
             out.evaluate("e => e.scrollIntoView({block: 'start'})")
             page.screenshot(path=str(shots / "quickstart-inspector-live-dark.png"))
         except Exception:
