@@ -317,11 +317,14 @@ class Agent:
         return {"role": "user", "content": [{"type": "text", "text": prompt}, *parts],
                 "attachments": list(attachments)}
 
-    def _ensure_preamble(self) -> list[Message]:
-        """F1: on a session's first turn, read and store the system prompt and frozen context."""
+    def _ensure_preamble(self, prompt: str = "") -> list[Message]:
+        """F1: on a session's first turn, read and store the system prompt and frozen context; the session's
+        `title` is its first prompt (one line, at most 80 characters), so `%agent sessions` can name it."""
         if not self._session_stored and not self.store.has_session(self.session_id):
+            title = " ".join(prompt.split())
             self.store.create_session(session_id=self.session_id, workspace=str(self.workspace),
-                                      model=self.provider.model, source="demo" if self.is_demo else "agent")
+                                      model=self.provider.model, source="demo" if self.is_demo else "agent",
+                                      title=(title[:79] + "…" if len(title) > 80 else title) or None)
         self._session_stored = True
         transcript = self._sync_transcript()
         if not transcript:
@@ -343,7 +346,7 @@ class Agent:
         # One turn at a time per session, across processes: the turn number is taken inside the lock.
         with self.store.turn_lock(session_id, on_wait=lambda who: self._emit(
                 "turn.waiting", {"session_id": session_id, "holder": who})):
-            transcript = self._ensure_preamble()
+            transcript = self._ensure_preamble(prompt)
             turn = 1 + self._users
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
