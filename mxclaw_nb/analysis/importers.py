@@ -68,7 +68,8 @@ class ImportReport:
         return not self.errors
 
     def __str__(self) -> str:
-        head = (f"imported {len(self.sessions)} sessions ({self.messages} messages) from {self.path} "
+        n = len(self.sessions)
+        head = (f"imported {n} session{'s' if n != 1 else ''} ({self.messages} messages) from {self.path} "
                 f"[{self.format}] in {self.seconds:.2f} s")
         if self.skipped:
             head += f"; {len(self.skipped)} already imported"

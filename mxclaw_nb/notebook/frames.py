@@ -85,6 +85,13 @@ def _arguments(raw: Any) -> str:
     return one_line(" ".join(f"{k}={v}" for k, v in args.items()), DETAIL_CHARS)
 
 
+def _plain(value: Any) -> str:
+    """A payload value as table text: scalars as they are, nested values as compact JSON."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     """The payload keys that matter for one event type, as columns; `detail` is a one-line preview."""
     row: dict[str, Any] = {}
@@ -116,9 +123,13 @@ def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         row.update(status=p.get("kind") or "failed", detail=one_line(p.get("error"), DETAIL_CHARS))
     elif kind in ("provider.note", "frozen.note"):
         row["detail"] = one_line(p.get("note"), DETAIL_CHARS)
-    else:
-        rest = {k: v for k, v in p.items() if k != "session_id"}
-        row["detail"] = one_line(json.dumps(rest, ensure_ascii=False, default=str), DETAIL_CHARS)
+    elif kind == "turn.interrupted":
+        n = p.get("iterations")
+        row.update(status="interrupted", detail=f"interrupted after {n} model call{'s' if n != 1 else ''}"
+                   if isinstance(n, int) else "interrupted")
+    else:  # key=value pairs, JSON only for nested values: never a raw JSON object in the table
+        row["detail"] = one_line(" · ".join(f"{k}={_plain(v)}" for k, v in p.items() if k != "session_id"),
+                                 DETAIL_CHARS)
     return row
 
 

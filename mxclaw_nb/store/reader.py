@@ -160,6 +160,15 @@ class StoreReads:
         found = self._one("SELECT max(seq) FROM messages WHERE session_id = ? AND role = 'user'", [session_id])
         return None if found is None else int(found)
 
+    def event_fields(self, type: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """(session_id, payload[key] as text for each key) of every event of `type`, oldest first (e.g. the
+        agent kernel's notebook bindings, N4); a missing key or JSON null is None."""
+        cols = ", ".join("json_extract_string(payload, ?)" for _ in keys)
+        with self._lease.connection("read events") as con:
+            return [tuple(row) for row in con.execute(
+                f"SELECT session_id, {cols} FROM events WHERE type = ? ORDER BY created_at, seq",
+                [*(f"$.{k}" for k in keys), type]).fetchall()]
+
     def session_for_event(self, type: str, key: str, value: str) -> str | None:
         """The session of the newest event of `type` whose payload has `key` = `value` (e.g. a notebook binding)."""
         found = self._one("SELECT session_id FROM events WHERE type = ? AND json_extract_string(payload, ?) = ? "

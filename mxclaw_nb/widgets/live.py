@@ -43,6 +43,7 @@ from mxclaw_nb.widgets.style import (
     MUTED,
     THEME_STYLE,
     esc,
+    unit_label,
 )
 from mxclaw_nb.widgets.turnlog import CallDataMap, TurnLog, TurnRenderer
 
@@ -59,6 +60,7 @@ class CallSummary:
     stage: str
     after_tokens: int
     retry: bool
+    counter: str = "estimate"  # the counter `after_tokens` is in (N5: the footer names it)
 
 
 def close_tree(widget: widgets.Widget) -> None:
@@ -207,7 +209,8 @@ class LiveTurnView(StaticReprMixin, TurnRenderer, widgets.VBox):
     def call_built(self, it: int) -> None:
         self._flush_text()
         call = self.model.calls[it]
-        self.call_summaries[it] = CallSummary(call.record.stage, call.record.after_tokens or 0, call.record.retry)
+        self.call_summaries[it] = CallSummary(call.record.stage, call.record.after_tokens or 0, call.record.retry,
+                                              call.record.counter)
         self._gauge_call, self._gauge_stale = it, True
         self._push_gauge()
         self._picking = True  # one inspector build per call, not one per trait change
@@ -234,7 +237,7 @@ class LiveTurnView(StaticReprMixin, TurnRenderer, widgets.VBox):
     def _call_label(self, it: int) -> str:
         d = self.call_summaries[it]
         retry = " · prompt-too-long retry" if d.retry else ""
-        return f"call {it} · {d.stage} · {d.after_tokens:,} tokens{retry}"
+        return f"call {it} · {d.stage} · {d.after_tokens:,} {unit_label(d.counter)}{retry}"  # N5: labelled
 
     @property
     def finished(self) -> bool:
