@@ -1,0 +1,77 @@
+"""SPEC E2: the prefix a model call shares with the session's previous call, in the policy's counter.
+
+Why here: providers cache the prompt by prefix (OpenAI automatically, Anthropic at cache_control marks,
+vLLM and llama.cpp by prefix match), so what a call costs depends on how many of its leading messages the
+previous call sent the same. That is a fact about two sent lists, the engine's own output, so it is pure
+code beside the engine: no clock (the cache's time to live is applied later, over records, in
+`mxclaw_nb.analysis.cost`), no I/O. The tokens are the view's own per-message counts (`Trace.sent_tokens`,
+the policy's counter), so live records and replays label the figure with the counter they were built in.
+
+Cost: the previous call's cumulative token sums are kept, so the shared tokens are one lookup and only the
+messages past the shared prefix are summed (O(new messages) in Python). Finding where the lists part is
+one list comparison at C speed (by identity first: the engine reuses its sent forms), as the incremental
+engine does (`context.incremental`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate, compress, count, islice
+from typing import Any
+
+__all__ = ["PrefixState", "SharedPrefix", "shared_prefix"]
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """E2: what one call shares with the previous one (tokens in `counter`; est. unless the counter is exact)."""
+
+    messages: int  # leading messages sent exactly as in the previous call
+    tokens: int  # their tokens
+    total: int  # tokens of this call
+    previous: int  # tokens of the previous call (0 for the first call)
+    counter: str = "estimate"
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens of this call past the shared prefix (what a warm prefix cache has not seen)."""
+        return self.total - self.tokens
+
+    @property
+    def broken_tokens(self) -> int:
+        """Tokens of the previous call's prefix this call no longer sends as they were (a cache break)."""
+        return max(0, self.previous - self.tokens)
+
+
+@dataclass(frozen=True)
+class PrefixState:
+    """The previous call's sent messages and cumulative token sums (`cumulative[k]`: tokens of the first k)."""
+
+    messages: list[Any] = field(default_factory=list)
+    cumulative: list[int] = field(default_factory=lambda: [0])
+
+
+def _parting(prev: list[Any], cur: Sequence[Any]) -> int:
+    """How many leading messages `cur` shares with `prev` (C speed: a slice comparison, then a first mismatch)."""
+    n = len(prev)
+    if len(cur) >= n and (cur[:n] if isinstance(cur, list) else list(islice(cur, n))) == prev:
+        return n
+    return next(compress(count(), map(operator.ne, prev, cur)), min(n, len(cur)))
+
+
+def shared_prefix(state: PrefixState | None, messages: Sequence[Any], tokens: Sequence[int],
+                  counter: str = "estimate") -> tuple[SharedPrefix, PrefixState]:
+    """E2: the prefix `messages` (with per-message `tokens`) shares with the call `state` describes, and the
+    state for the next call. `state` None: the session's first call (nothing shared)."""
+    if len(tokens) != len(messages):
+        raise ValueError(f"need one token count per message, got {len(tokens)} for {len(messages)} messages")
+    state = state or PrefixState()
+    k = _parting(state.messages, messages)
+    head = state.cumulative[: k + 1] if k + 1 < len(state.cumulative) else state.cumulative
+    cumulative = list(accumulate(islice(tokens, k, None), initial=head[-1]))
+    cumulative[:1] = head
+    shared = SharedPrefix(messages=k, tokens=head[-1], total=cumulative[-1], previous=state.cumulative[-1],
+                          counter=counter)
+    return shared, PrefixState(list(messages), cumulative)
