@@ -31,6 +31,7 @@ from mxclaw_nb.context import (
     compose_lineage,
 )
 from mxclaw_nb.context.lineage import Lineage
+from mxclaw_nb.context.prefix import shared_prefix
 from mxclaw_nb.events import Subscriber
 from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view
@@ -112,6 +113,8 @@ class TurnContext:
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
     # the stored transcript when the caller keeps it across turns (Agent: read once, extended); None = load it
     transcript: list[Message] | None = None
+    # E2: the previous call's sent messages per session (context.prefix.PrefixState); the Agent keeps it across turns
+    prefix: dict[str, Any] = field(default_factory=dict)
 
 
 class TurnFailed(Exception):
@@ -145,13 +148,27 @@ def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any],
 
 def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, *, usage: Any = None,
                     latency_ms: float | None = None, error: str | None = None, retry: bool = False,
-                    engine_ms: float | None = None) -> RequestRecord:
-    """The call's record (T3: estimate, calibrated count and reported usage, each labelled; N3: its lineage)."""
+                    engine_ms: float | None = None, prefix_tokens: int | None = None) -> RequestRecord:
+    """The call's record (T3: estimate, calibrated count and reported usage, each labelled; N3: its lineage;
+    E1: the reported cache figures; E2: the prefix shared with the previous call)."""
     return record_of_view(
         view, turn=turn, iteration=iteration, model=provider.model, base_url=provider.base_url, retry=retry,
-        error=error, latency_ms=latency_ms, engine_ms=engine_ms,
+        error=error, latency_ms=latency_ms, engine_ms=engine_ms, prefix_tokens=prefix_tokens,
         prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
-        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None)
+        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None,
+        cached_tokens_reported=getattr(usage, "cached_tokens", None) if usage else None,
+        cache_write_tokens_reported=getattr(usage, "cache_write_tokens", None) if usage else None)
+
+
+def _shared_prefix(ctx: TurnContext, session_id: str, view: RequestView) -> int | None:
+    """E2: tokens of the prefix this call shares with the session's previous call (None: none known here)."""
+    state = ctx.prefix.get(session_id)
+    tokens = view.trace.sent_tokens if view.trace is not None else ()
+    if len(tokens) != len(view.messages):
+        ctx.prefix.pop(session_id, None)
+        return None
+    shared, ctx.prefix[session_id] = shared_prefix(state, view.messages, tokens, view.counter)
+    return None if state is None else shared.tokens
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
@@ -333,12 +350,13 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
         record = _request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency, retry=retry,
-                                 engine_ms=engine_ms)
+                                 engine_ms=engine_ms, prefix_tokens=_shared_prefix(ctx, session_id, view))
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
             _emit(ctx, session_id, "provider.note", {"note": note}, turn, it)
         ctx.emit("model.completed", {"usage": None if usage is None else {
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
             "latency_ms": latency, "turn": turn, "iteration": it})
         return view, completion, record
 

@@ -64,7 +64,8 @@ def cache_aware_choice(plain: RequestView, continued: RequestView | None, *, war
             if early.after_tokens < plain.after_tokens:
                 return early, decision | {"decision": IDLE, "freed": plain.after_tokens - early.after_tokens}
         return plain, decision
-    if continued is not None and continued.messages != plain.messages and not continued.over_threshold:
+    # the continuation goes out unchanged only under the threshold (else it would compact too: no prefix kept)
+    if continued is not None and not continued.compacted and continued.messages != plain.messages:
         freed = continued.after_tokens - plain.after_tokens
         if not options.clear_at_least or freed < options.clear_at_least:
             return continued, decision | {"decision": DEFERRED, "freed": freed}

@@ -8,7 +8,8 @@ code beside the engine: no clock (the cache's time to live is applied later, ove
 the policy's counter), so live records and replays label the figure with the counter they were built in.
 
 Cost: the previous call's cumulative token sums are kept, so the shared tokens are one lookup and only the
-messages past the shared prefix are summed (O(new messages) in Python). Finding where the lists part is
+messages past the shared prefix are summed (O(new messages) in Python). The shared part is therefore counted
+as the previous call counted it (the calibrated counter may have rescaled since: the figure is `est.`). Finding where the lists part is
 one list comparison at C speed (by identity first: the engine reuses its sent forms), as the incremental
 engine does (`context.incremental`).
 """
