@@ -167,7 +167,7 @@ def _shared_prefix(ctx: TurnContext, session_id: str, view: RequestView) -> int 
     if len(tokens) != len(view.messages):
         ctx.prefix.pop(session_id, None)
         return None
-    shared, ctx.prefix[session_id] = shared_prefix(state, view.messages, tokens, view.counter)
+    shared, ctx.prefix[session_id] = shared_prefix(state, view.messages, tokens, view.counter, view.after_tokens)
     return None if state is None else shared.tokens
 
 

@@ -19,6 +19,7 @@ your provider's page. Add your own with `price_table({...})` or by passing a `Pr
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -164,3 +165,36 @@ def break_even_calls(broken_tokens: int, saved_tokens: int, price: Price) -> flo
         return 0.0
     per_call = saved_tokens * price.cached_input
     return math.ceil(cost / per_call) if per_call > 0 else math.inf
+
+
+def predicted_reads(prompts: Sequence[int], ats: Sequence[datetime | None], breaks: Sequence[bool],
+                    ttl: timedelta = DEFAULT_TTL) -> list[int]:
+    """E2 against reality: est. cache reads of a harness's logged calls from its reported prompt sizes alone.
+
+    An append-only harness sends each call's prompt again as the next call's prefix, so the shared prefix is
+    the previous call's reported prompt, unless the harness compacted in between (`breaks[k]`: nothing of
+    the logged conversation is shared; its unlogged system prompt and tools may still be)."""
+    calls = [CallTokens(p, 0 if k == 0 or breaks[k] else prompts[k - 1], 0, at)
+             for k, (p, at) in enumerate(zip(prompts, ats, strict=True))]
+    return [cached for cached, _, _ in cache_model(calls, ttl)]
+
+
+def imported_cache_check(store: Any, session_id: str, ttl: timedelta = DEFAULT_TTL) -> Any:
+    """E2 against reality, per imported call: reported cache reads (E1) beside the model's est. ones.
+
+    A DataFrame (call, at, prompt_reported, cached_reported, cached_est, compacted_before); read from the
+    request records an import wrote (`analysis.importers.call_records`) and the harness's compaction events."""
+    import pandas as pd
+
+    rows = store.sql("SELECT seq, created_at, prompt_tokens_reported, cached_tokens_reported, "
+                     "CAST(json_extract(extra, '$.message_index') AS INTEGER) AS message_index FROM requests "
+                     "WHERE session_id = ? AND prompt_tokens_reported IS NOT NULL ORDER BY seq", [session_id])
+    events = store.events(session_id, "harness.compaction")
+    cuts = sorted(int(json.loads(p)["seq"]) if isinstance(p, str) else int(p["seq"]) for p in events["payload"])
+    index = rows["message_index"].tolist()
+    breaks = [k > 0 and any(index[k - 1] < c <= index[k] for c in cuts) for k in range(len(index))]
+    ats = [None if pd.isna(t) else t.to_pydatetime() for t in rows["created_at"]]
+    prompts = [int(p) for p in rows["prompt_tokens_reported"]]
+    return pd.DataFrame({"call": range(1, len(rows) + 1), "at": rows["created_at"], "prompt_reported": prompts,
+                         "cached_reported": rows["cached_tokens_reported"], "cached_est": predicted_reads(
+                             prompts, ats, breaks, ttl), "compacted_before": breaks})

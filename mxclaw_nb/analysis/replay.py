@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -44,7 +44,7 @@ from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.cache_aware import cache_aware_choice, cache_options
 from mxclaw_nb.context.micro import is_typed_placeholder
-from mxclaw_nb.context.prefix import PrefixState, shared_prefix
+from mxclaw_nb.context.prefix import shared_prefix
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
 from mxclaw_nb.records import RequestRecord, c1_estimate
@@ -359,7 +359,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             assert view is not None
             chain.advance(view, prev, i)
         view = built
-        shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter)  # E2
+        shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
+                                       view.after_tokens if view.trace is not None else None)
         synthetic = chain.record(view)
         counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
         counts["kept"] = i - sum(counts.values())  # every other transcript message so far

@@ -7,11 +7,10 @@ code beside the engine: no clock (the cache's time to live is applied later, ove
 `mxclaw_nb.analysis.cost`), no I/O. The tokens are the view's own per-message counts (`Trace.sent_tokens`,
 the policy's counter), so live records and replays label the figure with the counter they were built in.
 
-Cost: the previous call's cumulative token sums are kept, so the shared tokens are one lookup and only the
-messages past the shared prefix are summed (O(new messages) in Python). The shared part is therefore counted
-as the previous call counted it (the calibrated counter may have rescaled since: the figure is `est.`). Finding where the lists part is
-one list comparison at C speed (by identity first: the engine reuses its sent forms), as the incremental
-engine does (`context.incremental`).
+Cost: O(new messages) in Python. Where the lists part is found with one list comparison at C speed (by
+identity first: the engine reuses its sent forms), as the incremental engine does (`context.incremental`);
+the shared tokens are the call's total (the view knows it) less the tokens of the messages past the shared
+prefix, so only those are summed, in this call's counter (the calibrated counter rescales as it learns).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, count, islice
+from itertools import compress, count, islice
 from typing import Any
 
 __all__ = ["PrefixState", "SharedPrefix", "shared_prefix"]
@@ -48,10 +47,10 @@ class SharedPrefix:
 
 @dataclass(frozen=True)
 class PrefixState:
-    """The previous call's sent messages and cumulative token sums (`cumulative[k]`: tokens of the first k)."""
+    """The previous call's sent messages and its total tokens."""
 
     messages: list[Any] = field(default_factory=list)
-    cumulative: list[int] = field(default_factory=lambda: [0])
+    total: int = 0
 
 
 def _parting(prev: list[Any], cur: Sequence[Any]) -> int:
@@ -63,16 +62,15 @@ def _parting(prev: list[Any], cur: Sequence[Any]) -> int:
 
 
 def shared_prefix(state: PrefixState | None, messages: Sequence[Any], tokens: Sequence[int],
-                  counter: str = "estimate") -> tuple[SharedPrefix, PrefixState]:
-    """E2: the prefix `messages` (with per-message `tokens`) shares with the call `state` describes, and the
-    state for the next call. `state` None: the session's first call (nothing shared)."""
+                  counter: str = "estimate", total: int | None = None) -> tuple[SharedPrefix, PrefixState]:
+    """E2: the prefix `messages` (with per-message `tokens`, summing to `total`) shares with the call `state`
+    describes, and the state for the next call. `state` None: the session's first call (nothing shared).
+    Give `total` (the view's `after_tokens`) to keep the work O(new messages)."""
     if len(tokens) != len(messages):
         raise ValueError(f"need one token count per message, got {len(tokens)} for {len(messages)} messages")
     state = state or PrefixState()
     k = _parting(state.messages, messages)
-    head = state.cumulative[: k + 1] if k + 1 < len(state.cumulative) else state.cumulative
-    cumulative = list(accumulate(islice(tokens, k, None), initial=head[-1]))
-    cumulative[:1] = head
-    shared = SharedPrefix(messages=k, tokens=head[-1], total=cumulative[-1], previous=state.cumulative[-1],
-                          counter=counter)
-    return shared, PrefixState(list(messages), cumulative)
+    total = sum(tokens) if total is None else total
+    new = sum(islice(tokens, k, None))
+    shared = SharedPrefix(messages=k, tokens=total - new, total=total, previous=state.total, counter=counter)
+    return shared, PrefixState(list(messages), total)  # a copy at C speed: the caller's list may grow
