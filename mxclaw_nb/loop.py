@@ -29,9 +29,9 @@ from mxclaw_nb.context import (
     build_request_view,
     build_structured_summary,
     compose_lineage,
+    shared_prefix,
 )
 from mxclaw_nb.context.lineage import Lineage
-from mxclaw_nb.context.prefix import shared_prefix
 from mxclaw_nb.events import Subscriber
 from mxclaw_nb.messages import Message, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view

@@ -197,3 +197,50 @@ def test_e4_a_warm_prefix_is_kept_while_under_the_threshold() -> None:
     assert view is plain and decision["decision"] != DEFERRED
     with pytest.raises(ValueError, match="clear_at_least"):
         CacheAware(clear_at_least=-1)
+
+
+# -- E1/E2 on imported harness logs ---------------------------------------------------------------------------------
+
+FIXTURES = Path(__file__).parent
+
+
+def test_e1_imported_logs_get_per_call_usage_as_request_records(tmp_path: Path) -> None:
+    """E1: SQL over a real harness's calls: Claude Code's cache reads/writes and Codex's cached input, reported."""
+    from mxclaw_nb.analysis.agent_logs import import_claude_code, import_codex
+    from mxclaw_nb.store import Store
+
+    store = Store(str(tmp_path / "imp.duckdb"))
+    claude = import_claude_code(store, FIXTURES / "fixtures" / "claude_code_compacted.jsonl", progress=False)
+    codex = import_codex(store, FIXTURES / "fixtures" / "codex_compacted_rollout.jsonl", progress=False)
+    rows = store.sql("SELECT session_id, count(*) AS calls, sum(cached_tokens_reported) AS cached, "
+                     "sum(cache_write_tokens_reported) AS written, min(counter) AS counter, "
+                     "count(DISTINCT created_at) AS stamps FROM requests GROUP BY session_id ORDER BY calls DESC")
+    by = rows.set_index("session_id")
+    c, x = by.loc[claude.sessions[0]], by.loc[codex.sessions[0]]
+    assert (c["calls"], c["stamps"], c["counter"]) == (13, 13, "reported")
+    assert c["cached"] == 15920 + 17720 + 18620 + 19520 + 21320 + 22220 + 23120 + 24020 + 24920 + 25820 + 26720 \
+        + 27620 + 28520 and c["written"] > 0
+    assert (x["calls"], x["cached"]) == (5, 4906 + 5272 + 1560 + 1695 + 1735) and x["written"] != x["written"]  # NaN
+    first = store.sql("SELECT created_at, prompt_tokens_reported FROM requests WHERE session_id = ? ORDER BY seq "
+                      "LIMIT 1", [claude.sessions[0]])
+    assert str(first["created_at"].iloc[0]) == "2026-11-30 09:00:21.777000"  # the log's own timestamp, as it is
+    assert first["prompt_tokens_reported"].iloc[0] == 4 + 390 + 15920
+
+
+def test_e2_predicted_cache_reads_beside_the_reported_ones(tmp_path: Path) -> None:
+    """E2 against the imported Claude Code fixture: the prefix-cache model, from reported prompt sizes and the
+    log's timestamps, predicts each call's cache reads; pinned, with the agreement figure the README quotes."""
+    from mxclaw_nb.analysis.agent_logs import import_claude_code
+    from mxclaw_nb.analysis.cost import imported_cache_check
+    from mxclaw_nb.store import Store
+
+    store = Store(str(tmp_path / "imp.duckdb"))
+    report = import_claude_code(store, FIXTURES / "fixtures" / "claude_code_compacted.jsonl", progress=False)
+    check = imported_cache_check(store, report.sessions[0])
+    assert check["cached_est"].tolist() == [0, 16314, 18194, 19134, 0, 21954, 22894, 23834, 24774, 25714, 0,
+                                            27594, 28534]
+    assert check["compacted_before"].tolist() == [False] * 4 + [True] + [False] * 5 + [True, False, False]
+    comparable = check[(check["call"] > 1) & ~check["compacted_before"]]
+    ratio = comparable["cached_est"] / comparable["cached_reported"]
+    assert len(comparable) == 10 and ((ratio - 1).abs() <= 0.08).all()  # README: 10 of 10 within 8%
+    assert round(comparable["cached_est"].sum() / comparable["cached_reported"].sum(), 3) == 0.986

@@ -186,9 +186,11 @@ def imported_cache_check(store: Any, session_id: str, ttl: timedelta = DEFAULT_T
     request records an import wrote (`analysis.importers.call_records`) and the harness's compaction events."""
     import pandas as pd
 
-    rows = store.sql("SELECT seq, created_at, prompt_tokens_reported, cached_tokens_reported, "
-                     "CAST(json_extract(extra, '$.message_index') AS INTEGER) AS message_index FROM requests "
-                     "WHERE session_id = ? AND prompt_tokens_reported IS NOT NULL ORDER BY seq", [session_id])
+    rows = store.requests(session_id, columns=["seq", "created_at", "prompt_tokens_reported",
+                                               "cached_tokens_reported", "extra"]).sort_values("seq")
+    rows = rows[rows["prompt_tokens_reported"].notna()].reset_index(drop=True)
+    rows["message_index"] = [(json.loads(e) if isinstance(e, str) else e or {}).get("message_index", -1)
+                             for e in rows["extra"]]
     events = store.events(session_id, "harness.compaction")
     cuts = sorted(int(json.loads(p)["seq"]) if isinstance(p, str) else int(p["seq"]) for p in events["payload"])
     index = rows["message_index"].tolist()
