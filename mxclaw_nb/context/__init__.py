@@ -27,7 +27,8 @@ from mxclaw_nb.context.view import (
 
 __all__ = [
     "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "Lineage", "MessageRecord", "PrefixState", "Provenance",
-    "RequestView", "SentRecord", "SharedPrefix", "TokenCache", "build_fallback_view", "build_request_view", "build_structured_summary",
+    "RequestView", "SentRecord", "SharedPrefix", "TokenCache", "build_fallback_view", "build_request_view",
+    "build_structured_summary",
     "compose_lineage", "estimate_messages", "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long",
     "layer_tokens", "lineage_messages", "lineage_rows", "message_layer", "placeholder_for",
     "repair_tool_call_transcript", "safe_tail_start", "shared_prefix",
