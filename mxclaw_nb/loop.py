@@ -160,14 +160,17 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         cache_write_tokens_reported=getattr(usage, "cache_write_tokens", None) if usage else None)
 
 
-def _shared_prefix(ctx: TurnContext, session_id: str, view: RequestView) -> int | None:
-    """E2: tokens of the prefix this call shares with the session's previous call (None: none known here)."""
+def _shared_prefix(ctx: TurnContext, session_id: str, view: RequestView, continued: bool) -> int | None:
+    """E2: tokens of the prefix this call shares with the session's previous call (None: none known here).
+    `continued`: the view was built from the previous view's `next_input` (C7)."""
     state = ctx.prefix.get(session_id)
     tokens = view.trace.sent_tokens if view.trace is not None else ()
     if len(tokens) != len(view.messages):
         ctx.prefix.pop(session_id, None)
         return None
-    shared, ctx.prefix[session_id] = shared_prefix(state, view.messages, tokens, view.counter, view.after_tokens)
+    extends = continued and view.stage == "unchanged" and not view.repaired
+    shared, ctx.prefix[session_id] = shared_prefix(state, view.messages, tokens, view.counter, view.after_tokens,
+                                                   extends=extends)
     return None if state is None else shared.tokens
 
 
@@ -350,7 +353,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
         record = _request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency, retry=retry,
-                                 engine_ms=engine_ms, prefix_tokens=_shared_prefix(ctx, session_id, view))
+                                 engine_ms=engine_ms, prefix_tokens=_shared_prefix(ctx, session_id, view,
+                                                                              it > 1 and not retry))
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
             _emit(ctx, session_id, "provider.note", {"note": note}, turn, it)

@@ -132,6 +132,16 @@ def test_e2_shared_prefix_is_the_longest_equal_head(a: list[str], b: list[str], 
     assert again.messages == len(b) and again.broken_tokens == 0
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from("abcd"), max_size=12), st.lists(st.sampled_from("abcd"), max_size=6))
+def test_e2_the_extends_hint_gives_what_the_comparison_finds(a: list[str], more: list[str]) -> None:
+    """E2: the loop's O(new) path (`extends`, C7 growth) agrees with the full comparison."""
+    _, state = shared_prefix(None, _msgs(a), [len(x) for x in a])
+    grown = _msgs(a + more)
+    counts = [1] * len(grown)
+    assert shared_prefix(state, grown, counts, extends=True)[0] == shared_prefix(state, grown, counts)[0]
+
+
 def test_e2_mismatched_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="one token count per message"):
         shared_prefix(None, _msgs(["a", "b"]), [1])

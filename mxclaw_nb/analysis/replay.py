@@ -360,7 +360,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             chain.advance(view, prev, i)
         view = built
         shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
-                                       view.after_tokens if view.trace is not None else None)
+                                       view.after_tokens if view.trace is not None else None,
+                                       extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
         synthetic = chain.record(view)
         counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
         counts["kept"] = i - sum(counts.values())  # every other transcript message so far

@@ -7,10 +7,13 @@ code beside the engine: no clock (the cache's time to live is applied later, ove
 `mxclaw_nb.analysis.cost`), no I/O. The tokens are the view's own per-message counts (`Trace.sent_tokens`,
 the policy's counter), so live records and replays label the figure with the counter they were built in.
 
-Cost: O(new messages) in Python. Where the lists part is found with one list comparison at C speed (by
-identity first: the engine reuses its sent forms), as the incremental engine does (`context.incremental`);
-the shared tokens are the call's total (the view knows it) less the tokens of the messages past the shared
-prefix, so only those are summed, in this call's counter (the calibrated counter rescales as it learns).
+Cost: O(new messages). The shared tokens are the call's total (the view knows it) less the tokens of the
+messages past the shared prefix, so only those are summed, in this call's counter (the calibrated counter
+rescales as it learns). Where the lists part is known without looking when the caller says the view
+`extends` the previous one (C7: an `unchanged`, unrepaired view of the previous view's `next_input`, whose
+sent forms are the previous sent forms plus the new ones, by determinism); otherwise (a turn's first call,
+a compaction, which cost O(history) in the engine anyway) it is found with one list comparison at C speed.
+The previous call's list is kept by reference: views are values, never changed after they are built.
 """
 
 from __future__ import annotations
@@ -62,15 +65,21 @@ def _parting(prev: list[Any], cur: Sequence[Any]) -> int:
 
 
 def shared_prefix(state: PrefixState | None, messages: Sequence[Any], tokens: Sequence[int],
-                  counter: str = "estimate", total: int | None = None) -> tuple[SharedPrefix, PrefixState]:
+                  counter: str = "estimate", total: int | None = None, *, extends: bool = False
+                  ) -> tuple[SharedPrefix, PrefixState]:
     """E2: the prefix `messages` (with per-message `tokens`, summing to `total`) shares with the call `state`
     describes, and the state for the next call. `state` None: the session's first call (nothing shared).
-    Give `total` (the view's `after_tokens`) to keep the work O(new messages)."""
+    Give `total` (the view's `after_tokens`) and, when known, `extends` to keep the work O(new messages)."""
     if len(tokens) != len(messages):
         raise ValueError(f"need one token count per message, got {len(tokens)} for {len(messages)} messages")
     state = state or PrefixState()
-    k = _parting(state.messages, messages)
+    n = len(state.messages)
+    k = n if extends and len(messages) >= n else _parting(state.messages, messages)
     total = sum(tokens) if total is None else total
-    new = sum(islice(tokens, k, None))
-    shared = SharedPrefix(messages=k, tokens=total - new, total=total, previous=state.total, counter=counter)
-    return shared, PrefixState(list(messages), total)  # a copy at C speed: the caller's list may grow
+    if 2 * k < len(tokens):  # a prefix rewritten early: its head is the shorter sum
+        head = sum(tokens[j] for j in range(k))
+    else:
+        tail = tokens[k:] if isinstance(tokens, list | tuple) else [tokens[j] for j in range(k, len(tokens))]
+        head = total - sum(tail)
+    shared = SharedPrefix(messages=k, tokens=head, total=total, previous=state.total, counter=counter)
+    return shared, PrefixState(messages if isinstance(messages, list) else list(messages), total)
