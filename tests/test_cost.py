@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -254,3 +255,48 @@ def test_e2_predicted_cache_reads_beside_the_reported_ones(tmp_path: Path) -> No
     ratio = comparable["cached_est"] / comparable["cached_reported"]
     assert len(comparable) == 10 and ((ratio - 1).abs() <= 0.08).all()  # README: 10 of 10 within 8%
     assert round(comparable["cached_est"].sum() / comparable["cached_reported"].sum(), 3) == 0.986
+
+
+# -- E1-E3 shown: gauge, timeline, inspector, events, OTel ----------------------------------------------------------
+
+@pytest.mark.parametrize("report", [True, False], ids=["reported", "unreported"])
+def test_e3_views_show_the_cache_labelled(report: bool, tmp_path: Path) -> None:
+    """A demo turn against the test server, with and without a cached-token figure: the gauge, the timeline,
+    the inspector, `%agent events` and the OTel export show the cache, `reported` or `est.` (and say which)."""
+    from mxclaw_nb import Agent
+    from mxclaw_nb.analysis.otel import call_attributes
+    from mxclaw_nb.notebook.frames import events_frame
+    from mxclaw_nb.widgets.gauge import ContextGauge
+    from mxclaw_nb.widgets.inspector import CompactionInspector
+    from mxclaw_nb.widgets.timeline import TokenTimeline
+
+    with TestServer(demo=True) as srv:
+        srv.stream_delay, srv.report_cache = 0.0, report
+        provider = OpenAIProvider(base_url=srv.base_url, api_key="k", model="gpt-4o-mini", stream=True)
+        agent = Agent(model="gpt-4o-mini", provider=provider, approval="allow", home=tmp_path,
+                      db=str(tmp_path / "v.duckdb"), context_window_tokens=1_100, keep_recent_tokens=200)
+        from mxclaw_nb.__main__ import DEMO_PROMPTS
+
+        for prompt in DEMO_PROMPTS[:2]:
+            agent.run(prompt)
+    req = agent.store.requests(agent.session_id)
+    assert req["cached_tokens_reported"].notna().any() == report
+    caption = TokenTimeline(req, session_id=agent.session_id).caption_html()
+    assert ("read from cache (reported)" in caption) == report
+    assert ("(est.; the provider reported no cache figure)" in caption) != report
+    assert "est. cost $" in caption and "gpt-4o-mini (openai.com/api/pricing, as of 2025-06)" in caption
+    gauge = ContextGauge.from_request(req.iloc[-1]).to_html()
+    assert "mx-cache-part" in gauge
+    assert ("read from the provider&#x27;s cache (reported)" in gauge) == report
+    assert ("shared with the previous call (est.; the provider reports no cache figure" in gauge) != report
+    attrs = call_attributes(req.iloc[-1])
+    assert ("gen_ai.usage.cache_read.input_tokens" in attrs) == report and attrs["mxclaw.context.prefix_tokens"] > 0
+    compacted = req[req["stage"] != "unchanged"]
+    assert len(compacted), "the small window compacts"
+    events = events_frame(agent.store.events(agent.session_id, "context.compacted"))
+    assert events["cache_break"].notna().all() and (events["cache_break"] >= 0).all()
+    broke = [json.loads(e).get("prefix_broken_tokens") for e in compacted["extra"]]
+    row = compacted.iloc[next(k for k, b in enumerate(broke) if b)]
+    head = CompactionInspector.from_request(agent.store, agent.session_id, int(row["turn"]),
+                                            int(row["iteration"])).header_html()
+    assert "cache break:" in head and "pay for it" in head and "(est., gpt-4o-mini" in head

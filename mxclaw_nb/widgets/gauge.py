@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from mxclaw_nb.context import LAYERS, RequestView
+from mxclaw_nb.widgets.cost import cache_strip
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -154,6 +155,7 @@ def gauge_html(data: CallData | None) -> str:
              f'other counts of this call</summary>{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
     bars = _bar("request view (sent)", fmt_int(after_tokens), after_tokens, sent, scale, data, unit,
                 row_unit)
+    bars += cache_strip(rec, scale)  # E1/E2: the cached part of the sent bar, reported or est.
     if stored is not None:
         before_title = "stored transcript"
         bars += _bar("stored transcript up to this call", f"{fmt_int(stored)} {counter_label(data.row_counter)}",
