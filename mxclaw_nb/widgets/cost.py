@@ -20,7 +20,7 @@ from mxclaw_nb.widgets.style import MUTED, esc, fmt_int
 
 CACHE_COLOR = "#26a69a"
 REPORTED_LABEL = "cached (reported by the provider)"
-EST_LABEL = "cached (est.: prefix shared with the previous call, 5-min cache)"
+EST_LABEL = "cached (est., shared prefix)"
 
 
 def _num(series: pd.Series) -> pd.Series:
@@ -104,10 +104,10 @@ def cache_strip(rec: RequestRecord, scale: int) -> str:
         return ""
     if rec.cached_tokens_reported is not None and rec.prompt_tokens_reported:
         part = sent * min(1.0, rec.cached_tokens_reported / rec.prompt_tokens_reported)
-        label = "prompt cache (reported)"
+        label, right = "prompt cache (reported)", f"~{fmt_int(round(part))} cached"  # the reported share, sent unit
     else:
         part = min(sent, rec.prefix_tokens or 0)
-        label = "shared prefix (est.)"
+        label, right = "shared prefix (est.)", f"{fmt_int(part)} shared (est.)"
     width = 100.0 * part / max(scale, 1)
     rest = 100.0 * (sent - part) / max(scale, 1)
     return (f'<div class="mx-cache" style="display:flex;align-items:center;margin:0 0 5px 0;gap:8px">'
@@ -116,7 +116,7 @@ def cache_strip(rec: RequestRecord, scale: int) -> str:
             f'<div class="mx-cache-part" title="{esc(figure)}" style="width:{width:.3f}%;background:{CACHE_COLOR}">'
             f'</div><div title="not cached" style="width:{rest:.3f}%;background:rgba(128,128,128,.35)"></div></div>'
             f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap;color:{MUTED}">'
-            f'{fmt_int(round(part))} cached</div></div>'
+            f'{esc(right)}</div></div>'
             f'<div class="mx-cache-note" style="color:{MUTED};font-size:90%;margin:-3px 0 4px 198px">'
             f'{esc(figure)}</div>')
 
