@@ -3,7 +3,7 @@
 Why: an analyst sweeping "8k, 16k, 32k windows with a 2k/4k/8k tail" should be able to write the
 sweep as a list of small dicts in a notebook cell, and every result row needs a short, stable label
 to group and plot by. Counters may be named (``"estimate"``, ``"o200k_base"``, ``"cl100k_base"``) and
-are resolved through ``mxclaw_nb.provider.tokenizers``; the label says which counter a policy uses, because
+are resolved through ``mxclaw_nb.tokenizers``; the label says which counter a policy uses, because
 thresholds in estimated tokens and in exact tokens are different policies.
 """
 
@@ -65,7 +65,7 @@ def as_policy(policy: ContextPolicy | dict[str, Any]) -> tuple[str, ContextPolic
         kwargs[field] = value
     counter = kwargs.get("counter")
     if isinstance(counter, str):
-        from mxclaw_nb.provider.tokenizers import counter_by_name
+        from mxclaw_nb.tokenizers import counter_by_name
 
         kwargs["counter"] = None if counter == "estimate" else counter_by_name(counter)
     pol = ContextPolicy(**kwargs) if not aware else _cache_aware(kwargs, aware)
