@@ -300,3 +300,29 @@ def test_e3_views_show_the_cache_labelled(report: bool, tmp_path: Path) -> None:
     head = CompactionInspector.from_request(agent.store, agent.session_id, int(row["turn"]),
                                             int(row["iteration"])).header_html()
     assert "cache break:" in head and "pay for it" in head and "(est., gpt-4o-mini" in head
+
+
+def test_e4_a_forced_break_frees_at_least_clear_at_least_and_a_cold_cache_may_compact_early() -> None:
+    """E4: a warm compaction the threshold forces goes deeper when it frees too little; a cold cache above
+    `idle_ratio` of the threshold compacts early (idle), and says so."""
+    policy = ContextPolicy(8000, 0.8, 1000)
+    plain = build_request_view(_tool_turns(7), policy)  # just over the threshold: micro frees a little
+    assert plain.compacted
+    freed = plain.before_tokens - plain.after_tokens
+    deeper = build_request_view(_tool_turns(7), replace(policy, threshold_ratio=0.1))  # micro is not enough
+    view, decision = cache_aware_choice(plain, None, warm=True, options=CacheAware(clear_at_least=freed + 1),
+                                        deeper=lambda: deeper)
+    assert decision["decision"] == "compacted" and decision["why"] == "threshold, deeper"
+    assert view is deeper and view.after_tokens < plain.after_tokens
+    view, decision = cache_aware_choice(plain, None, warm=True, options=CacheAware(clear_at_least=1),
+                                        deeper=lambda: deeper)
+    assert view is plain and decision["why"] == "threshold"  # it already freed enough
+    small = build_request_view(_tool_turns(4), policy)  # under the threshold
+    assert not small.compacted
+    view, decision = cache_aware_choice(small, None, warm=False, options=CacheAware(idle_ratio=0.5),
+                                        idle=lambda: build_request_view(_tool_turns(4), replace(policy,
+                                                                                               threshold_ratio=0.3)))
+    assert decision["decision"] == "idle" and view.after_tokens < small.after_tokens
+    view, decision = cache_aware_choice(small, None, warm=True, options=CacheAware(idle_ratio=0.5),
+                                        idle=lambda: deeper)
+    assert view is small and decision["decision"] == "plain"  # warm: nothing early

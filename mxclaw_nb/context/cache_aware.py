@@ -74,7 +74,8 @@ def cache_aware_choice(plain: RequestView, continued: RequestView | None, *, war
         freed = plain.before_tokens - plain.after_tokens
         if deeper is not None and options.clear_at_least and freed < options.clear_at_least:
             more = deeper()
-            if not more.over_threshold and more.after_tokens < plain.after_tokens:
+            # judged against the real threshold (its own, lowered one may not be reachable: still fine)
+            if more.after_tokens <= plain.threshold and more.after_tokens < plain.after_tokens:
                 return more, decision | {"decision": COMPACTED, "why": "threshold, deeper",
                                          "freed": plain.before_tokens - more.after_tokens}
         return plain, decision | {"decision": COMPACTED, "why": "threshold", "freed": freed}
