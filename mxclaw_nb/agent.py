@@ -256,6 +256,7 @@ class Agent:
         # the rows after the last seq seen, never re-read), its user-message count, and the engine's cache
         # of repair plans and counts over it (append-only: stored rows are values, S2).
         self._cache = TokenCache(append_only=True)
+        self._prefix: dict[str, Any] = {}  # E2: the previous call's sent messages, per session (context.prefix)
         self._stored: list[Message] = []
         self._users = 0
         self._stored_session = self.session_id if hasattr(self, "session_id") else None
@@ -352,7 +353,7 @@ class Agent:
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize,
-                              transcript=transcript)
+                              transcript=transcript, prefix=self._prefix)
             try:
                 result = run_turn(ctx, session_id, user, turn)
             finally:

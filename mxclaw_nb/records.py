@@ -58,6 +58,9 @@ class RequestRecord:
     compactor_error: str | None = None  # C8: why the compactor raised, on the fallback path
     tail_start: int | None = None  # input position of the first safe-tail message (the lineage has it as a seq)
     engine_ms: float | None = None  # how long the context engine took to build this view (wall clock, the loop's)
+    cached_tokens_reported: int | None = None  # E1 `reported`: prompt tokens the provider read from its cache
+    cache_write_tokens_reported: int | None = None  # E1 `reported`: prompt tokens it wrote to its cache
+    prefix_tokens: int | None = None  # E2: tokens (in `counter`) of the prefix shared with the previous call
     lineage: Lineage | None = field(default=None, repr=False, compare=False)  # N3, transcript-relative
     provenance: Provenance | None = field(default=None, repr=False, compare=False)  # the view's own rows
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)  # other keys a stored record carries
@@ -80,7 +83,9 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
                    model: str | None = None, base_url: str | None = None, retry: bool = False,
                    error: str | None = None, latency_ms: float | None = None,
                    prompt_tokens_reported: int | None = None, completion_tokens_reported: int | None = None,
-                   calibrated_tokens: int | None = None, engine_ms: float | None = None) -> RequestRecord:
+                   calibrated_tokens: int | None = None, engine_ms: float | None = None,
+                   cached_tokens_reported: int | None = None, cache_write_tokens_reported: int | None = None,
+                   prefix_tokens: int | None = None) -> RequestRecord:
     """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
     its figures. A view with a lineage (N3) carries it; a view without one carries its own provenance."""
     if calibrated_tokens is None and view.counter == "calibrated":
@@ -95,6 +100,8 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
         summary=sent_summaries(view.summary, lineage.summaries() if lineage is not None else (),
                                lineage.call if lineage is not None else iteration), compactor_error=view.error,
         tail_start=view.tail_start, engine_ms=engine_ms, lineage=lineage,
+        cached_tokens_reported=cached_tokens_reported, cache_write_tokens_reported=cache_write_tokens_reported,
+        prefix_tokens=prefix_tokens,
         provenance=None if lineage is not None else _provenance(view))
 
 

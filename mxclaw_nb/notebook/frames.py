@@ -111,7 +111,8 @@ def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     elif kind == "context.compacted":
         row.update(stage=p.get("stage"), tokens_before=p.get("before_tokens"), tokens_after=p.get("after_tokens"),
                    unit=UNITS.get(str(p.get("tokens_are") or "estimate"), p.get("tokens_are")),
-                   threshold=p.get("threshold"), detail=one_line(p.get("summary"), DETAIL_CHARS))
+                   threshold=p.get("threshold"), detail=one_line(p.get("summary"), DETAIL_CHARS),
+                   cache_break=p.get("cache_break_tokens"))  # E3: prefix tokens rewritten (est., in `unit`)
     elif kind == "approval.decided":
         row.update(tool="bash", decision=p.get("decision"), by=p.get("by"),
                    detail=one_line(p.get("command"), DETAIL_CHARS))
@@ -133,8 +134,8 @@ def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-EVENT_COLUMNS = ["tool", "status", "stage", "tokens_before", "tokens_after", "unit", "threshold", "decision", "by",
-                 "detail"]
+EVENT_COLUMNS = ["tool", "status", "stage", "tokens_before", "tokens_after", "unit", "threshold", "cache_break",
+                 "decision", "by", "detail"]
 
 
 def events_frame(df: pd.DataFrame, all_sessions: bool = False) -> pd.DataFrame:
@@ -145,7 +146,7 @@ def events_frame(df: pd.DataFrame, all_sessions: bool = False) -> pd.DataFrame:
         out.insert(0, "session", df["session_id"].map(short))
     rows = [_event_row(kind, _payload(p)) for kind, p in zip(df["type"], df["payload"], strict=True)]
     payload = pd.DataFrame(rows, index=df.index, columns=EVENT_COLUMNS)
-    for col in ("tokens_before", "tokens_after", "threshold"):
+    for col in ("tokens_before", "tokens_after", "threshold", "cache_break"):
         payload[col] = pd.to_numeric(payload[col], errors="coerce").astype("Int64")
     out = pd.concat([out, payload], axis=1)
     out["time"] = df["created_at"].dt.floor("s") if "created_at" in df.columns else ""

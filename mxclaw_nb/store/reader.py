@@ -44,7 +44,8 @@ ORDER BY s.created_at, s.id
 # What `%agent timeline` draws: no JSON columns (the provenance and extra are the bulk of a record).
 TIMELINE_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "stage", "retry", "counter",
                     "estimate_tokens", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
-                    "before_tokens", "after_tokens", "error")
+                    "before_tokens", "after_tokens", "error", "model", "completion_tokens_reported",
+                    "cached_tokens_reported", "prefix_tokens")  # E1-E3: the cache part and the cost line
 
 
 def _column(name: str) -> str:

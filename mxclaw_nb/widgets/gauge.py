@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from mxclaw_nb.context import LAYERS, RequestView
+from mxclaw_nb.widgets.cost import cache_strip
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -177,6 +178,7 @@ def gauge_html(data: CallData | None) -> str:
             f'{_stat(pct, f"of the {fmt_int(window)} window", "mx-percent")}'
             f'{_stat(fmt_int(r["free"]), "free", "mx-free")}{until}')
     bars = _bar("request view (sent)", fmt_int(after_tokens), after_tokens, sent, scale, data, unit)
+    bars += cache_strip(rec, scale)  # E1/E2: the cached part of the sent bar, reported or est.
     if stored is not None and stored_rows is not None:
         before_title = "stored transcript"
         tip = f"{fmt_int(stored_rows)} {row_unit}" if factor != 1.0 else ""

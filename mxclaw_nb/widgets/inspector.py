@@ -21,6 +21,7 @@ import pandas as pd
 from mxclaw_nb.context import ACTIONS, RequestView
 from mxclaw_nb.messages import content_text
 from mxclaw_nb.records import summary_parts
+from mxclaw_nb.widgets.cost import cache_header
 from mxclaw_nb.widgets.data import BY_CALL, CallData, after_frame, before_frame, from_request, from_view
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -240,7 +241,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
                 f'{carried} · before {fmt_int(r.before_tokens)} → after <b>{fmt_int(r.after_tokens)}</b> '
                 f'<b>{esc(unit)}</b> · threshold {fmt_int(r.threshold)}{tail}{where}{retry}'
                 f'<div style="color:{MUTED}">request view: what the model saw — the stored transcript is unchanged'
-                f'</div>{stored}{rows}{err}</div>')
+                f'</div>{cache_header(r)}{stored}{rows}{err}</div>')  # E1-E3: cache figures, break, break-even
 
     def summary_html(self) -> str:
         """The summary (or micro/fallback note) text, in full; carried summaries name the call that made them."""
