@@ -45,7 +45,7 @@ def main() -> int:
     from mxclaw_nb.widgets.inspector import CompactionInspector
     from mxclaw_nb.widgets.timeline import TokenTimeline
 
-    store = Store(args.db, read_only=True)
+    store = Store(args.db)  # a copy: an older file is upgraded in place (schema migrations)
     sid = args.session or str(store.sessions()["id"].iloc[-1])
     requests = store.requests(sid)
     transcript = store.load_transcript(sid)

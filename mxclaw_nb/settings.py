@@ -23,6 +23,7 @@ from typing import Any
 MIN_WINDOW_TOKENS = 1_000  # below this the frozen context alone (system prompt, AGENTS.md) does not fit
 MAX_PROMPT_BYTES = 1_048_576  # default limit of one prompt (1 MB, UTF-8)
 MAX_IMAGE_BYTES = 20 * 1_048_576  # per attached image, the common provider limit (20 MB)
+DEMO_MODEL = "mxclaw-demo"  # the offline demo model's name (L2): the demo server, the provider's window table, the UI
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ DEFAULT_CALL_DEADLINE = 600.0  # seconds one model call may take, retries includ
 # whole context is full (minutes on a laptop, then a context shift); 4,096 is far above any tool call or answer.
 DEFAULT_MAX_TOKENS = 4096
 TEXT_CALL_MODES = ("auto", "on", "off")  # L2: read tool calls written as text (auto: on but for api.openai.com)
+MAX_TOOL_ARGS_BYTES = 4 * 1_048_576  # L10: one tool call's arguments (4 MB); larger ones are not run
+MAX_ANSWER_BYTES = 16 * 1_048_576  # L10: one model answer (text, reasoning, tool-call arguments), or a plain body
+MAX_STREAM_LINE_BYTES = 8 * 1_048_576  # L10: one line of a streamed (SSE) answer
 
 _POSITIVE = Range(False, 0, low_open=True)
 
@@ -111,7 +115,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("threshold_ratio", "float", 0.8, "Compaction threshold as a share of the window (C2).",
             limit=Range(False, 0, low_open=True, high=1)),
     Setting("keep_recent_tokens", "int", 8000, "Safe-tail budget in tokens (C3).", limit=Range(True, 0)),
-    Setting("approval", "choice", "ask", "Shell commands: ask, allow or deny.", choices=APPROVAL_MODES),
+    Setting("approval", "choice", "ask", "Shell commands (bash, sandboxed): ask, allow or deny.",
+            choices=APPROVAL_MODES),
+    Setting("python_approval", "choice", "ask",
+            "Code of the python tool (runs unsandboxed in the kernel): ask, allow or deny.", choices=APPROVAL_MODES),
     Setting("counter", "choice", "auto", "Token counter (T2/T3).", choices=COUNTER_MODES),
     Setting("max_iterations", "int", 20, "Model calls per turn before the loop stops.", limit=Range(True, 1)),
     Setting("call_deadline", "float", DEFAULT_CALL_DEADLINE,
@@ -132,12 +139,30 @@ SETTINGS: tuple[Setting, ...] = (
             env="MXCLAW_SHELL_ENV", agent=False),
     Setting("max_tool_calls", "int", MAX_TOOL_CALLS, "Tool calls run per model response; the rest fail.",
             limit=Range(True, 1)),
+    Setting("max_tool_args_bytes", "int", MAX_TOOL_ARGS_BYTES,
+            "Largest arguments of one tool call in bytes (L10); a larger call is not run, it fails.",
+            limit=Range(True, 1)),
+    Setting("max_answer_bytes", "int", MAX_ANSWER_BYTES,
+            "Largest model answer in bytes: text, reasoning and tool-call arguments together (L10).",
+            limit=Range(True, 1)),
+    Setting("max_stream_line_bytes", "int", MAX_STREAM_LINE_BYTES,
+            "Largest line of a streamed answer in bytes (L10).", limit=Range(True, 1)),
     Setting("live", "bool", True, "Show the live turn log while a turn runs.", agent=False, rebuilds=False),
     Setting("widgets", "bool", True, "Use ipywidgets in a kernel (HTML/text fallbacks otherwise).", agent=False,
             rebuilds=False),
     Setting("approval_timeout", "float", 300.0, "Seconds to wait for Approve/Deny before denying.", limit=_POSITIVE,
             agent=False, rebuilds=False),
     Setting("shell_timeout", "float", 60.0, "Seconds one shell command may run.", limit=_POSITIVE, trait=False),
+    Setting("shell_memory_mb", "int", 4096, "Memory (data) per process of a sandboxed command, in MiB (L8).",
+            limit=Range(True, 16)),
+    Setting("shell_processes", "int", 512, "Processes and threads of one sandboxed command (L8, bwrap).",
+            limit=Range(True, 8)),
+    Setting("shell_file_mb", "int", 2048, "Largest file a sandboxed command may write, in MiB (L8).",
+            limit=Range(True, 1)),
+    Setting("shell_tmp_mb", "int", 1024, "Size of the sandbox's private /tmp, in MiB (L8, bwrap).",
+            limit=Range(True, 1)),
+    Setting("allow_broad_workspace", "bool", False,
+            "Allow the home folder or a system root (/, /usr, /etc, ...) as the workspace (L11)."),
 )
 SETTING = {s.name: s for s in SETTINGS}
 # What rebuilds the agent when changed (%config / %agent config), and every %agent config key, in table order.

@@ -23,11 +23,12 @@ from pathlib import Path
 from mxclaw_nb.demo import answers as answers
 from mxclaw_nb.demo import plans as plans
 from mxclaw_nb.demo.usage import message_text
+from mxclaw_nb.settings import DEMO_MODEL  # one owner: the settings table
 
 __all__ = ["DEMO_MODEL", "DEMO_WORKSPACE", "MAX_TOOL_CALLS", "Reply", "ToolCall", "copy_demo_workspace",
            "next_reply"]
 
-DEMO_MODEL = "mxclaw-demo"
+
 DEMO_WORKSPACE = Path(__file__).resolve().parent / "workspace"
 MAX_TOOL_CALLS = 10
 PREFIX = "[demo model]"
@@ -146,7 +147,7 @@ def next_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
             args = json.dumps(call, ensure_ascii=False)
             intro = "" if done else f"Plan ({name}, {len(plan)} steps): " + " ".join(
                 f"{i}) {first_sentence(s.say).lower()}" for i, s in enumerate(plan, 1)) + "\n"
-            return Reply(text=f"{PREFIX} {intro}{step.say}", tool_calls=[ToolCall(step.tool, args)],
+            return Reply(text=f"{PREFIX} {intro}{step.said(ctx)}", tool_calls=[ToolCall(step.tool, args)],
                          finish_reason="tool_calls")
     return Reply(text=f"{PREFIX} " + answers.final_answer(name, ctx))
 

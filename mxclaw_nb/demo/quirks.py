@@ -393,6 +393,25 @@ def _text_calls(fmt: str, seen_in: str) -> Quirk:
     return Quirk(seen_in, stream=stream, plain=plain)
 
 
+def _cache_timings(usage_chunk: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp: the prompt cache is reported as `timings.cache_n` beside usage, not in it."""
+    usage = usage_chunk.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens_details"), dict):
+        cached = usage.pop("prompt_tokens_details").get("cached_tokens") or 0
+        usage_chunk["timings"] = {"cache_n": cached, "prompt_n": (usage.get("prompt_tokens") or 0) - cached}
+    return usage_chunk
+
+
+def _cache_timings_stream(items: list[Item]) -> list[Item]:
+    for chunk in _chunks(items):
+        _cache_timings(chunk)
+    return items
+
+
+def _no_cache_figure(usage: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in usage.items() if k != "prompt_tokens_details"}
+
+
 # -- the table --------------------------------------------------------------------------------------------------------
 
 QUIRKS: dict[str, Quirk] = {
@@ -431,14 +450,19 @@ QUIRKS: dict[str, Quirk] = {
     "text_calls_hermes": _text_calls("hermes", "Hermes/Qwen <tool_call> tags (older vLLM parsers, LM Studio)"),
     "text_calls_mistral": _text_calls("mistral", "Mistral [TOOL_CALLS] on servers without its parser"),
     "text_calls_llama3": _text_calls("llama3", "Llama 3.x JSON tool calls ({name, parameters})"),
+    "cache_timings": Quirk("llama.cpp (`timings.cache_n`)", stream=_cache_timings_stream, plain=_cache_timings),
+    "cache_unreported": _usage_quirk("Ollama, gateways, minimal servers (no cached-token figure)", _no_cache_figure),
 }
 
 # Several quirks as one server shows them together (what the survey found; versions differ).
 PROFILES: dict[str, frozenset[str]] = {
     "vllm": frozenset({"usage_every_chunk", "content_null", "reasoning_both"}),
-    "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object"}),
-    "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null"}),
+    "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object",
+                            "cache_timings"}),
+    "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null",
+                         "cache_unreported"}),
     "openrouter": frozenset({"comments", "reasoning_field", "usage_on_finish_chunk"}),
-    "strict gateway": frozenset({"strict_params", "no_meta", "finish_missing", "usage_prompt_null"}),
-    "bare": frozenset({"tool_no_index", "tool_id_empty", "finish_null", "no_role", "no_meta"}),
+    "strict gateway": frozenset({"strict_params", "no_meta", "finish_missing", "usage_prompt_null",
+                                 "cache_unreported"}),
+    "bare": frozenset({"tool_no_index", "tool_id_empty", "finish_null", "no_role", "no_meta", "cache_unreported"}),
 }
