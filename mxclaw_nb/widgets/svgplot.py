@@ -126,14 +126,13 @@ class Canvas:
         defs = "".join(f'<path id="{prefix}{ord(ch):x}" d="{glyph(ch)[0]}"/>' for ch in sorted(self._used))
         size = (f'width="{self.width:.0f}" height="{self.height:.0f}" ' if standalone
                 else f'width="100%" style="max-width:{self.width:.0f}px" ')
-        label = f"<title>{_escape(title)}</title>" if title else ""
+        # the title as an attribute, not a <title> element: a sanitizer that drops <svg> keeps element text
+        label = f" aria-label={quoteattr(title)}" if title else ""
         return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" {size}'
-                f'viewBox="0 0 {self.width:.0f} {self.height:.0f}" role="img">{label}<defs>{defs}</defs>'
+                f'viewBox="0 0 {self.width:.0f} {self.height:.0f}" preserveAspectRatio="xMinYMin meet"'
+                f' role="img"{label}>'
+                f"<defs>{defs}</defs>"
                 f'{body.replace("@@", prefix)}</svg>')
-
-
-def _escape(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def polyline(xs: Sequence[float], ys: Sequence[float]) -> str:
