@@ -66,6 +66,9 @@ SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")  # L5
 NETWORK_MODES = ("off", "on")  # L5
 MAX_TOOL_CALLS = 64  # default bound on tool calls run per model response (L3)
 DEFAULT_CALL_DEADLINE = 600.0  # seconds one model call may take, retries included (L7)
+MAX_TOOL_ARGS_BYTES = 4 * 1_048_576  # L10: one tool call's arguments (4 MB); larger ones are not run
+MAX_ANSWER_BYTES = 16 * 1_048_576  # L10: one model answer (text, reasoning, tool-call arguments), or a plain body
+MAX_STREAM_LINE_BYTES = 8 * 1_048_576  # L10: one line of a streamed (SSE) answer
 
 _POSITIVE = Range(False, 0, low_open=True)
 
@@ -124,12 +127,30 @@ SETTINGS: tuple[Setting, ...] = (
             env="MXCLAW_SHELL_ENV", agent=False),
     Setting("max_tool_calls", "int", MAX_TOOL_CALLS, "Tool calls run per model response; the rest fail.",
             limit=Range(True, 1)),
+    Setting("max_tool_args_bytes", "int", MAX_TOOL_ARGS_BYTES,
+            "Largest arguments of one tool call in bytes (L10); a larger call is not run, it fails.",
+            limit=Range(True, 1)),
+    Setting("max_answer_bytes", "int", MAX_ANSWER_BYTES,
+            "Largest model answer in bytes: text, reasoning and tool-call arguments together (L10).",
+            limit=Range(True, 1)),
+    Setting("max_stream_line_bytes", "int", MAX_STREAM_LINE_BYTES,
+            "Largest line of a streamed answer in bytes (L10).", limit=Range(True, 1)),
     Setting("live", "bool", True, "Show the live turn log while a turn runs.", agent=False, rebuilds=False),
     Setting("widgets", "bool", True, "Use ipywidgets in a kernel (HTML/text fallbacks otherwise).", agent=False,
             rebuilds=False),
     Setting("approval_timeout", "float", 300.0, "Seconds to wait for Approve/Deny before denying.", limit=_POSITIVE,
             agent=False, rebuilds=False),
     Setting("shell_timeout", "float", 60.0, "Seconds one shell command may run.", limit=_POSITIVE, trait=False),
+    Setting("shell_memory_mb", "int", 4096, "Memory (data) per process of a sandboxed command, in MiB (L8).",
+            limit=Range(True, 16)),
+    Setting("shell_processes", "int", 512, "Processes and threads of one sandboxed command (L8, bwrap).",
+            limit=Range(True, 8)),
+    Setting("shell_file_mb", "int", 2048, "Largest file a sandboxed command may write, in MiB (L8).",
+            limit=Range(True, 1)),
+    Setting("shell_tmp_mb", "int", 1024, "Size of the sandbox's private /tmp, in MiB (L8, bwrap).",
+            limit=Range(True, 1)),
+    Setting("allow_broad_workspace", "bool", False,
+            "Allow the home folder or a system root (/, /usr, /etc, ...) as the workspace (L11)."),
 )
 SETTING = {s.name: s for s in SETTINGS}
 # What rebuilds the agent when changed (%config / %agent config), and every %agent config key, in table order.

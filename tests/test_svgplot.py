@@ -163,3 +163,27 @@ def test_c10_timeline_layers_of_a_dense_session_and_missing_values() -> None:
         from mxclaw_nb.widgets.timeline import figure_svg
 
         figure_svg(None)
+
+
+def test_e1_timeline_svg_fills_the_cached_part_under_the_sent_line() -> None:
+    """E1: the cached part of each call (the provider's cached share of what was sent) is a filled area from 0,
+    in the figure's legend order, its top at the cached tokens on the same axis as the sent line."""
+    from mxclaw_nb.widgets.cost import REPORTED_LABEL
+
+    n = 6
+    df = pd.DataFrame({"turn": [1, 1, 2, 2, 3, 3], "estimate_tokens": [1000 * (i + 1) for i in range(n)],
+                       "prompt_tokens_reported": [1000 * (i + 1) for i in range(n)],
+                       "cached_tokens_reported": [0, 500, 1000, None, 2000, 2500]})
+    tl = TokenTimeline(df)
+    root = ET.fromstring(tl.svg)
+    area = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "mx-area")
+    assert area.get("data-label") == REPORTED_LABEL and area.get("fill-opacity") == "0.3"
+    legend = [g.get("data-label") for g in root.iter(f"{SVG}g") if g.get("class") == "mx-legend"]
+    assert legend == [t.get_text() for t in tl.figure.axes[0].get_legend().get_texts()]
+    assert legend.index(REPORTED_LABEL) == 1  # right after the sent line, as in the figure
+    sent = _ys(next(p.get("d") for p in root.iter(f"{SVG}path") if p.get("class") == "mx-series"))
+    bottom = BOX[3]
+    k = (bottom - sent[-1]) / 6000
+    tops = _ys(area.get("d"))[1:-1]  # the polygon: base, the tops, base
+    cached = [0, 500, 1000, 0, 2000, 2500]  # an unreported share counts as nothing cached
+    assert all(abs(bottom - y - k * v) <= 0.1 for y, v in zip(tops, cached, strict=True))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mxclaw_nb.context import ContextPolicy
+from mxclaw_nb.context.cache_aware import CacheAware, CacheAwarePolicy, cache_options
 
 ALIASES = {
     "window": "context_window_tokens", "context_window": "context_window_tokens",
@@ -26,19 +27,33 @@ def _k(n: int) -> str:
 
 
 def policy_label(policy: ContextPolicy) -> str:
-    """Short label, e.g. ``32k/0.8/4k`` or ``32k/0.8/4k o200k_base``."""
+    """Short label, e.g. ``32k/0.8/4k``, ``32k/0.8/4k o200k_base`` or ``32k/0.8/4k cache-aware``."""
     label = f"{_k(policy.context_window_tokens)}/{policy.threshold_ratio:g}/{_k(policy.keep_recent_tokens)}"
-    return label if policy.counter_name == "estimate" else f"{label} {policy.counter_name}"
+    label = label if policy.counter_name == "estimate" else f"{label} {policy.counter_name}"
+    return label + " cache-aware" if cache_options(policy) is not None else label
+
+
+def _cache_aware(kwargs: dict[str, Any], aware: Any) -> ContextPolicy:
+    """E4: the cache-aware variant of the policy (`aware`: True, or a dict of CacheAware options)."""
+    if aware is not True and not isinstance(aware, dict):
+        raise ValueError(f"cache_aware must be True or a dict of options (clear_at_least, idle_ratio), got {aware!r}")
+    try:
+        options = CacheAware(**({} if aware is True else aware))
+    except TypeError as exc:
+        raise ValueError(f"cache_aware options: {exc}; known: clear_at_least, idle_ratio") from None
+    return CacheAwarePolicy(**kwargs, cache=options)
 
 
 def as_policy(policy: ContextPolicy | dict[str, Any]) -> tuple[str, ContextPolicy]:
-    """(label, ContextPolicy) from a policy or a dict (aliases: window, ratio, keep_recent; optional name)."""
+    """(label, ContextPolicy) from a policy or a dict (aliases: window, ratio, keep_recent; optional name;
+    ``cache_aware``: True or a dict of `CacheAware` options, for the E4 variant)."""
     if isinstance(policy, ContextPolicy):
         return policy_label(policy), policy
     if not isinstance(policy, dict):
         raise ValueError(f"a policy must be a ContextPolicy or a dict, got {type(policy).__name__}")
     spec = dict(policy)
     name = spec.pop("name", None) or spec.pop("label", None)
+    aware = spec.pop("cache_aware", None)
     kwargs: dict[str, Any] = {}
     for key, value in spec.items():
         field = ALIASES.get(key, key)
@@ -53,7 +68,7 @@ def as_policy(policy: ContextPolicy | dict[str, Any]) -> tuple[str, ContextPolic
         from mxclaw_nb.tokenizers import counter_by_name
 
         kwargs["counter"] = None if counter == "estimate" else counter_by_name(counter)
-    pol = ContextPolicy(**kwargs)
+    pol = ContextPolicy(**kwargs) if not aware else _cache_aware(kwargs, aware)
     return (str(name) if name else policy_label(pol)), pol
 
 

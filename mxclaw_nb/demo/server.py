@@ -33,9 +33,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mxclaw_nb.demo import model as demo_model
+from mxclaw_nb.demo.hostile import MODES as HOSTILE_MODES
+from mxclaw_nb.demo.hostile import Hostile, write_hostile
 from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
 from mxclaw_nb.demo.quirks import QUIRKS
-from mxclaw_nb.demo.usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
+from mxclaw_nb.demo.usage import cached_prefix_tokens, count_completion_tokens, count_prompt_tokens, o200k_encoding
 from mxclaw_nb.messages import content_text
 
 __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "QUIRKS", "Reply", "TestServer", "ToolCall",
@@ -101,6 +103,14 @@ class TestServer:
         self.quirks = frozenset(quirks)
         self.usage_counter = usage_counter
         self.usage_scale = 1.0
+        # E1: like a provider with prefix caching, counted usage reports `prompt_tokens_details.cached_tokens`: the
+        # tokens of the leading messages equal to the previous request's, if it came less than cache_ttl seconds
+        # ago (quirks move it where other servers put it, or drop it). Scripted usage reports none.
+        self.report_cache = True
+        self.cache_ttl = 300.0
+        self.cache_minimum, self.cache_block = 0, 1  # OpenAI: 1,024 and 128
+        self._cache_prompt: list[dict] | None = None
+        self._cache_at = 0.0
         # Like a real server: refuse requests whose prompt (counted as for usage, times usage_scale) is longer
         # than this many tokens, with OpenAI's "context length exceeded" 400 (SPEC C9). None = no limit.
         self.context_limit: int | None = None
@@ -110,7 +120,7 @@ class TestServer:
         self.keep_requests = keep_requests if keep_requests is not None or not demo else DEMO_KEEP_REQUESTS
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
-        self._queue: deque[Reply | _Error | _Delay] = deque()
+        self._queue: deque[Reply | _Error | _Delay | Hostile] = deque()
         self.answers: dict[str, Answer] = dict(answers or {})
         self.asked: Counter[str] = Counter()  # answers key -> times it answered
         self._lock = threading.Lock()
@@ -206,6 +216,13 @@ class TestServer:
         """Make the next reply wait `seconds` before the server answers."""
         self._push(_Delay(float(seconds)))
 
+    def enqueue_hostile(self, mode: str, *, size: int = 0, target: str = "", status: int = 307) -> None:
+        """Queue a hostile reply (SPEC L10; `mxclaw_nb.demo.hostile`): an endless line, a gzip bomb, a huge answer or
+        tool-call argument of `size` bytes, or a redirect (`status`) to `target`."""
+        if mode not in HOSTILE_MODES:
+            raise ValueError(f"unknown hostile mode {mode!r}; known: {', '.join(HOSTILE_MODES)}")
+        self._push(Hostile(mode, size, target, status))
+
     def enqueue(self, reply: Reply) -> None:
         """Queue a prepared Reply (full control over text, tool calls, usage, reasoning)."""
         self._push(reply)
@@ -216,7 +233,7 @@ class TestServer:
         with self._lock:
             return len(self._queue)
 
-    def _push(self, item: Reply | _Error | _Delay) -> None:
+    def _push(self, item: Reply | _Error | _Delay | Hostile) -> None:
         with self._lock:
             self._queue.append(item)
 
@@ -233,7 +250,7 @@ class TestServer:
         if keep is not None and len(self.headers) > keep:
             del self.headers[: len(self.headers) - keep]
 
-    def _next(self, body: dict) -> tuple[float, Reply | _Error]:
+    def _next(self, body: dict) -> tuple[float, Reply | _Error | Hostile]:
         """Pop delays and the next reply; an empty queue gives "ok" or the demo model's next step."""
         delay = 0.0
         with self._lock:
@@ -278,17 +295,37 @@ class TestServer:
             raise ValueError(f"answers[{key!r}] is an empty list")
         return texts[min(n, len(texts) - 1)]
 
-    def usage_for(self, body: dict, reply: Reply) -> dict[str, int]:
-        """Usage figures reported for a reply: scripted, else counted from the request and scaled."""
-        if reply.usage is not None:
+    def usage_for(self, body: dict, reply: Reply) -> dict[str, Any]:
+        """Usage figures reported for a reply: scripted, else counted from the request and scaled (with the
+        prompt-cache figure, E1)."""
+        messages = body.get("messages") or []
+        cached = self._cached(messages)
+        if reply.usage is not None:  # scripted: the cache figure only where the prefix cache served something
             prompt, completion = reply.usage
-        else:
-            counted, _ = count_prompt_tokens(body.get("messages") or [], self.usage_counter)
-            prompt = math.ceil(counted * self.usage_scale)
-            out = {"role": "assistant", "content": reply.text,
-                   "tool_calls": [tc.as_dict() for tc in reply.tool_calls] or None}
-            completion = count_completion_tokens(out, self.usage_counter)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            scripted: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                        "total_tokens": prompt + completion}
+            if self.report_cache and cached and prompt:
+                scripted["prompt_tokens_details"] = {"cached_tokens": min(prompt, cached)}
+            return scripted
+        counted, _ = count_prompt_tokens(messages, self.usage_counter)
+        prompt = math.ceil(counted * self.usage_scale)
+        out = {"role": "assistant", "content": reply.text,
+               "tool_calls": [tc.as_dict() for tc in reply.tool_calls] or None}
+        completion = count_completion_tokens(out, self.usage_counter)
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+        if self.report_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": min(prompt, math.floor(cached * self.usage_scale))}
+        return usage
+
+    def _cached(self, messages: list[dict]) -> int:
+        """E1: prompt tokens this request reads from the server's prefix cache; the request then becomes it."""
+        with self._lock:
+            previous, at = self._cache_prompt, self._cache_at
+            self._cache_prompt, self._cache_at = list(messages), time.monotonic()
+        if previous is None or time.monotonic() - at > self.cache_ttl:
+            return 0
+        return cached_prefix_tokens(previous, messages, self.usage_counter, self.cache_minimum, self.cache_block)
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; False when the server is closing."""
@@ -380,6 +417,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(item, _Error):
             self._error(item.status, item.message, item.code, item.retry_after)
+        elif isinstance(item, Hostile):
+            write_hostile(self, item, bool(body.get("stream")))
         elif body.get("stream"):
             self._stream(body, item)
         else:

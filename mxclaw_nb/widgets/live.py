@@ -45,11 +45,13 @@ from mxclaw_nb.widgets.style import (
     FONT,
     MUTED,
     THEME_STYLE,
+    WARN_CSS,
     color_of,
     counter_label,
     esc,
     fmt_int,
     preview_text,
+    unit_label,
 )
 
 STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
@@ -66,6 +68,7 @@ class CallSummary:
     stage: str
     after_tokens: int
     retry: bool
+    counter: str = "estimate"  # the counter `after_tokens` is in (N5: the footer names it)
 
 
 def close_tree(widget: widgets.Widget) -> None:
@@ -185,7 +188,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         if p.get("retry"):  # C9: the same call resent with the fallback window
             data = data.with_record(retry=True)
         self.calls[it] = data
-        self.call_summaries[it] = CallSummary(data.record.stage, data.record.after_tokens or 0, data.record.retry)
+        self.call_summaries[it] = CallSummary(data.record.stage, data.record.after_tokens or 0, data.record.retry,
+                                              data.record.counter)
         self.gauge.data, self._gauge_stale = data, True
         self._push_gauge()
         self._picking = True  # one inspector build per call, not one per trait change
@@ -275,6 +279,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         line.decision = text
         self._render_line(line)
 
+    def _on_frozen_note(self, p: dict[str, Any]) -> None:
+        """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
+        self._add(LogLine("note", f"⚠ {' '.join(str(p.get('note') or '').split())}", color=WARN_CSS))
+
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
         self._flush_text()
         it = opt_int(p.get("iteration")) or self._iteration
@@ -312,7 +320,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _call_label(self, it: int) -> str:
         d = self.call_summaries[it]
         retry = " · prompt-too-long retry" if d.retry else ""
-        return f"call {it} · {d.stage} · {d.after_tokens:,} tokens{retry}"
+        return f"call {it} · {d.stage} · {d.after_tokens:,} {unit_label(d.counter)}{retry}"  # N5: labelled
 
     @property
     def finished(self) -> bool:

@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE
+from mxclaw_nb.widgets.cost import CACHE_COLOR, cached_part, cost_caption
 from mxclaw_nb.widgets.data import opt_int
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -64,7 +65,7 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     order = [c for c in ("seq",) if c in df.columns] or [c for c in ("turn", "iteration") if c in df.columns]
     df = df.sort_values(order, kind="stable").reset_index(drop=True)
     for col in ("iteration", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
-                "before_tokens", "after_tokens"):
+                "before_tokens", "after_tokens", "cached_tokens_reported", "prefix_tokens"):
         if col not in df.columns:
             df[col] = None
     if "stage" not in df.columns:
@@ -108,6 +109,7 @@ class Series:
     marker: str = ""  # "o", "s" or "" (none: a dense session)
     step: bool = False  # a step line changing half way between calls (threshold, window)
     width: float = 1.5
+    fill: bool = False  # an area from 0 up to y (alpha 0.3, no outline; the cached part, E1/E2)
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
     unit = sent_unit(df)
     sent = _num(df["after_tokens"]).fillna(_num(df["estimate_tokens"]))
     series = [Series(f"sent, {unit}", _floats(sent), "#5c8bd6", "-", "" if dense else "o")]
+    cached = cached_part(df)  # E1/E2: the cached part of each call, reported share or est.
+    if cached is not None:
+        series.append(Series(cached[1], _floats(cached[0]), CACHE_COLOR, "-", fill=True, width=0.0))
     estimated = _num(df["estimate_tokens"])
     if estimated.notna().any() and not estimated.equals(sent):
         series.append(Series("same request, C1 tokens (est.)", _floats(estimated), "#5c8bd6", ":", width=1.0))
@@ -185,7 +190,9 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
     handles: list[Any] = []
     for s in layers.series:
         color = ink if s.color == WINDOW_INK else s.color
-        if s.step:
+        if s.fill:
+            handles.append(ax.fill_between(x, 0, s.y, color=color, alpha=0.3, lw=0, label=s.label))
+        elif s.step:
             handles += ax.step(x, s.y, where="mid", color=color, lw=s.width, ls=s.dash, label=s.label)
         else:
             handles += ax.plot(x, s.y, s.dash + s.marker, ms=3, lw=s.width, color=color, label=s.label)
@@ -254,9 +261,16 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
         d = "".join(f"M{px(b):.1f} {top:.1f}V{bottom:.1f}" for b in layers.boundaries)
         c.add(f'<path class="mx-turn-boundaries" d="{d}" stroke="{ink}" stroke-opacity="0.35" stroke-width="0.8" '
               f'stroke-dasharray="4 2" fill="none"/>')
+    for s in layers.series:  # areas under the lines
+        if s.fill:
+            c.add(f'<path class="mx-area" data-label={quoteattr(s.label)} d="{_area(layers.x, s.y, px, py)}" '
+                  f'fill="{s.color}" fill-opacity="0.3"/>')
     legend: list[tuple[str, str]] = []
     for s in layers.series:
         color = ink if s.color == WINDOW_INK else s.color
+        if s.fill:
+            legend.append((f'<rect x="0" y="-4" width="18" height="8" fill="{color}" fill-opacity="0.3"/>', s.label))
+            continue
         xs, ys = step_mid(layers.x, s.y) if s.step else (layers.x, s.y)
         sx = [left + (v - x0) * xscale for v in xs]
         sy = [bottom - v * yscale for v in ys]
@@ -300,6 +314,21 @@ def _markers(kind: str, xs: Sequence[float], ys: Sequence[float]) -> str:
                        for x, y in zip(xs, ys, strict=True) if y == y)
     return "".join(f"M{x - r:.1f} {y:.1f}a{r:.1f} {r:.1f} 0 1 0 {2 * r:.1f} 0a{r:.1f} {r:.1f} 0 1 0 -{2 * r:.1f} 0Z"
                    for x, y in zip(xs, ys, strict=True) if y == y)
+
+
+def _area(xs: Sequence[float], ys: Sequence[float], px: Any, py: Any) -> str:
+    """An area from 0 up to the line through (xs, ys), one polygon per run of known values."""
+    out: list[str] = []
+    run: list[tuple[float, float]] = []
+    for x, y in [*zip(xs, ys, strict=True), (math.nan, math.nan)]:
+        if y == y:
+            run.append((px(x), py(y)))
+        elif run:
+            base = py(0)
+            out.append(f"M{run[0][0]:.1f} {base:.1f}" + "".join(f"L{a:.1f} {b:.1f}" for a, b in run)
+                       + f"L{run[-1][0]:.1f} {base:.1f}Z")
+            run = []
+    return "".join(out)
 
 
 def _triangle(x: float, y: float, r: float) -> str:
@@ -382,9 +411,10 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         sent = _num(d["after_tokens"]).fillna(_num(d["estimate_tokens"]))
         peak = opt_int(sent.max()) if len(d) else None
         calls = counted(len(d), "model call")
+        cost = cost_caption(d)  # E1-E3: cache-read share and est. cost, labelled
         return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {calls} · '
                 f'{counted(d["turn"].nunique(), "turn")} · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '
-                f'{esc(sent_unit(d))}</div>')
+                f'{esc(sent_unit(d))}{"<br>" + cost if cost else ""}</div>')
 
     @functools.cached_property
     def figure(self) -> Figure:
