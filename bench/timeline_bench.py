@@ -2,7 +2,7 @@
 
 Why: the timeline is drawn on request and again for every session picked in the browser; the issue's bar is
 < 100 ms at 1,000 calls. This builds a `store.requests()`-shaped frame of a synthetic session (turns of 4
-calls, a compaction every 37 calls, reported and calibrated counts, threshold and window lines), then times
+calls, a compaction every 37 calls, reported, cached and calibrated counts, threshold and window lines), then times
 `TokenTimeline(frame)` plus its HTML (what `%agent timeline` displays) against the former renderer (the
 same layers as a matplotlib figure saved as SVG, `svg_document(draw_timeline(...))`), side by side per size,
 interleaved, and prints medians, the ratio to the smallest size and to matplotlib:
@@ -35,6 +35,7 @@ def session_frame(calls: int) -> pd.DataFrame:
         rows.append({"seq": i + 1, "turn": 1 + i // 4, "iteration": 1 + i % 4, "estimate_tokens": tokens,
                      "after_tokens": tokens, "before_tokens": before if compact else tokens,
                      "calibrated_tokens": int(tokens * 1.07), "prompt_tokens_reported": int(tokens * 1.1),
+                     "cached_tokens_reported": 0 if compact else int(tokens * 0.8),
                      "threshold": 32_000, "window_tokens": 40_000, "counter": "est",
                      "stage": stages[(i // 37) % 3] if compact else "unchanged"})
     return pd.DataFrame(rows)
