@@ -429,7 +429,7 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
     def to_html(self) -> str:
         """Caption and the figure as inline SVG in the theme's colours."""
         return (f'{THEME_STYLE}<style>.mx-timeline-plot svg~img{{display:none}}</style>'
-                f'<div class="mx-timeline" style="{FONT}">{self.caption_html()}'
+                f'<div class="mx-timeline" style="{FONT}">{self._caption.value}'  # drawn once (N2)
                 f'<div class="mx-timeline-plot" role="img" aria-label="{esc(self.title)}" style="color:{MUTED}">'
                 f'{self.svg}<img alt="{esc(self.title)}" style="max-width:850px;width:100%" '
                 f'src="data:image/svg+xml;base64,{self._image_b64}"></div></div>')
