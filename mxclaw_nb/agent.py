@@ -28,6 +28,7 @@ from mxclaw_nb.context import (
     build_structured_summary,
 )
 from mxclaw_nb.context.counters import CalibratedCounter
+from mxclaw_nb.context.strategies import parse_strategy
 from mxclaw_nb.frozen import session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
@@ -115,13 +116,14 @@ class Agent:
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
-                 namespace: Callable[[], dict[str, Any]] | None = None) -> None:
+                 namespace: Callable[[], dict[str, Any]] | None = None, strategy: Any = "article") -> None:
         from mxclaw_nb.provider.client import context_window_for, resolve_provider
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
         if counter not in COUNTER_MODES:
             raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
+        chosen = parse_strategy(strategy)  # C12: a bad name or number is refused before anything opens
         check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
@@ -139,7 +141,8 @@ class Agent:
             except ValueError as exc:
                 raise ValueError(f"{exc}; it came from MXCLAW_CONTEXT_WINDOW={env.get('MXCLAW_CONTEXT_WINDOW')!r}"
                                  if env.get("MXCLAW_CONTEXT_WINDOW") else str(exc)) from None
-        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)
+        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens,
+                                    strategy=None if chosen.name == "article" else chosen)
         self.counter_mode = counter
         self.calibrated = CalibratedCounter()
         self._exact = None

@@ -107,6 +107,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("threshold_ratio", "float", 0.8, "Compaction threshold as a share of the window (C2).",
             limit=Range(False, 0, low_open=True, high=1)),
     Setting("keep_recent_tokens", "int", 8000, "Safe-tail budget in tokens (C3).", limit=Range(True, 0)),
+    Setting("strategy", "str", "article", "Compaction strategy (C12): article, masking, clearing or model-summary, "
+            "with numbers as name:key=value,... (e.g. masking:keep_last=5)."),
     Setting("approval", "choice", "ask", "Shell commands: ask, allow or deny.", choices=APPROVAL_MODES),
     Setting("counter", "choice", "auto", "Token counter (T2/T3).", choices=COUNTER_MODES),
     Setting("max_iterations", "int", 20, "Model calls per turn before the loop stops.", limit=Range(True, 1)),

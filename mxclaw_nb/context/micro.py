@@ -86,8 +86,10 @@ def placeholder_for(message: Message) -> str | None:
     return text if len(text) < len(original) else None
 
 
-def micro_summary(replaced: int, chars: int, before: int, after: int, counter: str = "estimate") -> str:
-    """The event summary for a microcompaction (starts with `[microcompaction]`, C10)."""
+def micro_summary(replaced: int, chars: int, before: int, after: int, counter: str = "estimate",
+                  label: str = "microcompaction") -> str:
+    """The event summary for a microcompaction (starts with `[microcompaction]`, C10; a C12 strategy's own
+    label, e.g. `[masking]`, for its placeholders)."""
     unit = "est. tokens" if counter == "estimate" else f"{counter} tokens"
-    return (f"[microcompaction] replaced {replaced} old tool output(s) ({chars:,} characters) with "
+    return (f"[{label}] replaced {replaced} old tool output(s) ({chars:,} characters) with "
             f"placeholders; {before:,} -> {after:,} {unit}")

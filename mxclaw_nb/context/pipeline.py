@@ -26,7 +26,7 @@ their results into a RequestView with its provenance.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
@@ -60,6 +60,8 @@ class ContextPolicy:
     threshold_ratio: float = 0.8
     keep_recent_tokens: int = 8_000
     counter: Any = None  # a Counter; None = the C1 estimate
+    # SPEC C12: a named strategy (context.strategies.Strategy); None = `article`, the C0 ladder below, byte for byte
+    strategy: Any = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.context_window_tokens, int) or self.context_window_tokens <= 0:
@@ -104,6 +106,9 @@ def build_request_view(
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
     build = _Builder(inputs, planned, policy, cache)
+    if policy.strategy is not None:  # C12: another strategy's ladder (context.strategies), same passes
+        view: RequestView = policy.strategy.build(build, summarize)
+        return view
     if build.before <= policy.threshold:
         return build.finish("unchanged", None, None)
     return build.compact(summarize)
@@ -216,18 +221,28 @@ def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Seq
     """
     old = conv.old
     tail_step = conv.steps[conv.tail] if conv.tail < len(conv.steps) else len(layout.roles)
-    placeholders: dict[int, Message] = {}
+    if before - layout.tool_tokens_before(tokens, tail_step) > policy.threshold:
+        return Micro({}, {}, 0, before)
+    return placeholders(compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))), step_messages, sent,
+                        policy, before, tokens)
+
+
+def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: Sequence[Message],
+                 policy: ContextPolicy, before: int, tokens: Sequence[int]) -> Micro:
+    """C5's placeholder for each of `steps` that has one (a successful tool result longer than it), not applied.
+
+    Shared by pass 4 and the C12 strategies that choose their own steps (masking, clearing)."""
+    out: dict[int, Message] = {}
     counts: dict[int, int] = {}
     chars = 0
-    if before - layout.tool_tokens_before(tokens, tail_step) <= policy.threshold:
-        for k in compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))):
-            msg = step_messages[k]
-            text = placeholder_for(msg)
-            if text is not None:
-                chars += len(content_text(msg.get("content")))
-                placeholders[k] = {**sent[k], "content": text}
-                counts[k] = policy.count(placeholders[k])
-    return Micro(placeholders, counts, chars, before + sum(c - tokens[k] for k, c in counts.items()))
+    for k in steps:
+        msg = step_messages[k]
+        text = placeholder_for(msg)
+        if text is not None:
+            chars += len(content_text(msg.get("content")))
+            out[k] = {**sent[k], "content": text}
+            counts[k] = policy.count(out[k])
+    return Micro(out, counts, chars, before + sum(c - tokens[k] for k, c in counts.items()))
 
 
 def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: int, summarize: Summarizer | None,
@@ -279,21 +294,41 @@ class _Builder:
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
         """Passes 3-6 (see the module docstring) on a view over the threshold."""
-        layout = self.layout if self.layout is not None else layout_of(
-            Planned(self.sources, self.step_messages, self.dropped, self.sent, self.tokens))
+        conv = self.split()
+        micro = microcompact(conv, self.step_messages, self.sent, self.tokens, self.layout_now, self.policy,
+                             self.before)
+        if micro.after <= self.policy.threshold or not conv.old:
+            return self.finish_micro(conv, micro)
+        return self.summarize(conv, summarize)
+
+    @property
+    def layout_now(self) -> Layout:
+        """The plan's layout (computed here when the plan did not keep one)."""
+        if self.layout is None:
+            self.layout = layout_of(Planned(self.sources, self.step_messages, self.dropped, self.sent, self.tokens))
+        return self.layout
+
+    def split(self) -> Conversation:
+        """Pass 3 (C3): the conversation and its safe tail (kept on the builder for `finish`)."""
+        layout = self.layout_now
         self.systems = layout.systems
         conv = split_conversation(self.step_messages, self.tokens, layout, self.policy.keep_recent_tokens)
         self.conversation, self.tail = conv.steps, conv.tail
-        micro = microcompact(conv, self.step_messages, self.sent, self.tokens, layout, self.policy, self.before)
-        if micro.after <= self.policy.threshold or not conv.old:
-            self._apply(micro)
-            summary = None
-            if micro.sent:
-                summary = micro_summary(len(micro.sent), micro.chars, self.before, micro.after,
-                                        self.policy.counter_name)
-            # every step, systems first: the micro view drops nothing
-            return self.finish("micro" if micro.sent else "unchanged", self.systems + list(conv.steps), summary,
-                               micro.tokens)
+        return conv
+
+    def finish_micro(self, conv: Conversation, micro: Micro, label: str = "microcompaction") -> RequestView:
+        """The view with pass 4's (or a strategy's) placeholders in, every step sent (`micro`, or `unchanged`)."""
+        self._apply(micro)
+        summary = None
+        if micro.sent:
+            summary = micro_summary(len(micro.sent), micro.chars, self.before, micro.after,
+                                    self.policy.counter_name, label)
+        # every step, systems first: the micro view drops nothing
+        return self.finish("micro" if micro.sent else "unchanged", self.systems + list(conv.steps), summary,
+                           micro.tokens)
+
+    def summarize(self, conv: Conversation, summarize: Summarizer | None) -> RequestView:
+        """Passes 5-6: the old messages become one summary (C6), or the C8 window when the summariser fails."""
         self._mark_summarized(conv.old)  # the summary path does not send old messages (nor their placeholders)
         try:
             text = summarize_old(conv, self.step_messages, len(self.systems), summarize, self.cache)

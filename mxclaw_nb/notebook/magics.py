@@ -123,6 +123,7 @@ class AgentMagics(Magics, AgentSettings):
                          api_key=os.environ.get(self.api_key_env) or None,
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
+                         strategy=self.strategy,
                          max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
                          session_id=session_id, call_deadline=self.call_deadline,
                          sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
