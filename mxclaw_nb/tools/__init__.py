@@ -15,6 +15,7 @@ from mxclaw_nb.tools.artifact_tool import ARTIFACT_TOOL
 from mxclaw_nb.tools.base import APPROVAL_MODES, ArtifactStore, ToolContext, ToolError, ToolResult
 from mxclaw_nb.tools.files import FILE_TOOLS, resolve_in_workspace
 from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN, forbidden_match
+from mxclaw_nb.tools.recall_tool import RECALL_TOOL
 from mxclaw_nb.tools.registry import Tool, ToolRegistry
 from mxclaw_nb.tools.shell import SHELL_TOOL
 
@@ -34,9 +35,9 @@ __all__ = [
 
 
 def default_registry(namespace: Callable[[], dict[str, Any]] | None = None) -> ToolRegistry:
-    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact; with a
+    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact, recall (R1); with a
     `namespace` (the kernel's user namespace, K1) also python and kernel_variables."""
     from mxclaw_nb.tools.kernel_tools import kernel_tools
 
     extra = kernel_tools(namespace) if namespace is not None else []
-    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL, *extra])
+    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL, RECALL_TOOL, *extra])
