@@ -90,15 +90,15 @@ def incremental_ms(msgs: list[dict], policy: ContextPolicy, reps: int, append_on
 
 
 def exact_encoding() -> tuple[Any, str]:
-    """tiktoken o200k_base from offline data: mxclaw_nb.provider.tokenizers if present, else built here."""
+    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else built here."""
     try:
-        from mxclaw_nb.provider.tokenizers import exact_encoding as project_encoding
+        from mxclaw_nb.tokenizers import exact_encoding as project_encoding
     except ImportError:
         project_encoding = None
     if project_encoding is not None:
         enc = project_encoding("o200k_base")
         if enc is not None:
-            return enc, "mxclaw_nb.provider.tokenizers"
+            return enc, "mxclaw_nb.tokenizers"
     import base64
     import gzip
     from importlib import resources

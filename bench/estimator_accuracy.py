@@ -42,7 +42,7 @@ from mxclaw_nb.analysis.accuracy import (  # noqa: E402
 )
 from mxclaw_nb.context.counters import MESSAGE_OVERHEAD_TOKENS  # noqa: E402
 from mxclaw_nb.messages import content_text  # noqa: E402
-from mxclaw_nb.provider.tokenizers import exact_encoding  # noqa: E402
+from mxclaw_nb.tokenizers import exact_encoding  # noqa: E402
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from mxclaw_nb.version import __version__ as __version__
 
 
 def load_ipython_extension(ipython: Any) -> None:

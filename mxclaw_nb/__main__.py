@@ -43,7 +43,7 @@ def _printer(kind: str, payload: dict[str, Any]) -> None:
 def demo(args: argparse.Namespace) -> int:
     """Run the offline demo agent for a few turns and print per-call context figures."""
     from mxclaw_nb.agent import Agent
-    from mxclaw_nb.provider.client import demo_provider
+    from mxclaw_nb.connect import demo_provider
 
     db = args.db or str(Path(tempfile.mkdtemp(prefix="mxclaw-demo-")) / "demo.duckdb")
     # Always the offline demo model, even when a key is configured; MXCLAW_CONTEXT_WINDOW still applies.

@@ -117,7 +117,8 @@ class Agent:
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
                  namespace: Callable[[], dict[str, Any]] | None = None, strategy: Any = "article") -> None:
-        from mxclaw_nb.provider.client import context_window_for, resolve_provider
+        from mxclaw_nb.connect import resolve_provider
+        from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
@@ -147,7 +148,7 @@ class Agent:
         self.calibrated = CalibratedCounter()
         self._exact = None
         if counter in ("o200k_base", "cl100k_base"):
-            from mxclaw_nb.provider.tokenizers import counter_by_name
+            from mxclaw_nb.tokenizers import counter_by_name
 
             self._exact = counter_by_name(counter)
         self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes

@@ -17,6 +17,7 @@ else the agent reads is stored as read.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -130,3 +131,25 @@ class StreamRedactor:
         """Release (redacted) whatever is held back."""
         out, self._pending = redact(self._pending), ""
         return out
+
+
+# Environment variables the shell never gets (L6), whatever their value.
+SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for an environment variable name the shell must never see (L6)."""
+    return bool(SECRET_NAME.search(name))
+
+
+def check_env_allow(names: Iterable[str]) -> tuple[str, ...]:
+    """Validate the ``shell_env`` allow-list: variable names, none of them secret-looking (L6)."""
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"shell_env: {name!r} is not an environment variable name")
+        if is_secret_name(name):
+            raise ValueError(f"shell_env: {name!r} looks like a secret (its name contains KEY, SECRET, TOKEN, "
+                             "PASSWORD or CREDENTIAL); the shell never gets such variables")
+        out.append(name)
+    return tuple(out)

@@ -23,6 +23,7 @@ from typing import Any
 MIN_WINDOW_TOKENS = 1_000  # below this the frozen context alone (system prompt, AGENTS.md) does not fit
 MAX_PROMPT_BYTES = 1_048_576  # default limit of one prompt (1 MB, UTF-8)
 MAX_IMAGE_BYTES = 20 * 1_048_576  # per attached image, the common provider limit (20 MB)
+DEMO_MODEL = "mxclaw-demo"  # the offline demo model's name (L2): the demo server, the provider's window table, the UI
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from mxclaw_nb.analysis.plots import plot_comparison, plot_estimate_error, stage
 from mxclaw_nb.analysis.replay import as_requests
 from mxclaw_nb.context import STAGES, ContextPolicy, build_request_view
 from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, synthetic_transcript, worked_example
-from mxclaw_nb.provider.tokenizers import exact_counter
 from mxclaw_nb.store.writer import Store
+from mxclaw_nb.tokenizers import exact_counter
 from mxclaw_nb.widgets.compare import comparison_widget, timeline
 from tests.conftest import SHARED_TRANSCRIPTS
 

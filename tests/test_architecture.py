@@ -54,6 +54,9 @@ def imports_of(path: Path) -> list[Import]:
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     lazy_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                   for n in ast.walk(f)}
+    # `if TYPE_CHECKING:` imports never run either: count them as lazy (they still count as dependencies)
+    lazy_nodes |= {id(n) for f in ast.walk(tree) if isinstance(f, ast.If) and "TYPE_CHECKING" in ast.unparse(f.test)
+                   for n in ast.walk(f)}
     out: list[Import] = []
     for node in ast.walk(tree):
         lazy = id(node) in lazy_nodes
@@ -216,3 +219,62 @@ def test_l1_the_loop_depends_on_protocols_not_on_adapters() -> None:
     allowed = {"mxclaw_nb.events", "mxclaw_nb.context", "mxclaw_nb.context.lineage", "mxclaw_nb.messages",
                "mxclaw_nb.tools.base", "mxclaw_nb.records"}
     assert ours <= allowed, f"loop.py imports adapters: {sorted(ours - allowed)}"
+
+
+# The tables every layer may read: the settings table, event names, the request record, the colour palette,
+# the secret registry (L6: every edge that writes text redacts through it), the offline tokenizers (T2: the
+# provider's counter, the demo server's usage and analysis count alike) and the version. Core + stdlib only.
+TABLES = ("mxclaw_nb.settings", "mxclaw_nb.events", "mxclaw_nb.records", "mxclaw_nb.palette", "mxclaw_nb.secrets",
+          "mxclaw_nb.tokenizers", "mxclaw_nb.version")
+ADAPTERS = ("mxclaw_nb.store", "mxclaw_nb.provider", "mxclaw_nb.tools", "mxclaw_nb.demo")
+
+
+def package_of(name: str) -> str:
+    return next((a for a in ADAPTERS if within(name, (a,))), name)
+
+
+def test_an_adapter_package_imports_only_the_core_the_tables_and_itself() -> None:
+    """DESIGN "Layout and boundaries": provider, tools, store and demo import the core, the tables and their own
+    package only (no adapter reaches into another; a shared helper belongs to the core or the tables)."""
+    bad = [i for i in all_imports() if adapter(i.module) and i.target.startswith("mxclaw_nb")
+           and not within(i.target, (*CORE, *TABLES, package_of(i.module)))]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
+def test_the_tables_import_only_the_core_and_each_other() -> None:
+    """The shared tables sit just above the core: anything may read them, they read nothing outward."""
+    bad = [i for i in all_imports() if within(i.module, TABLES) and i.target.startswith("mxclaw_nb")
+           and not within(i.target, (*CORE, *TABLES))]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports {i.target}" for i in bad)
+
+
+def test_analysis_does_not_import_the_package_face() -> None:
+    """The package root holds the IPython hooks; analysis reads the version from its own module."""
+    bad = [i for i in all_imports() if within(i.module, ("mxclaw_nb.analysis",)) and i.target == "mxclaw_nb"]
+    assert not bad, "\n".join(f"{i.module}:{i.line} imports the package root" for i in bad)
+
+
+def closure(start: str) -> set[str]:
+    """Every package module reachable from `start` through module-level imports (lazy ones run later, if ever)."""
+    graph: dict[str, set[str]] = {}
+    for i in all_imports():
+        if not i.lazy and i.target.startswith("mxclaw_nb"):
+            parts = i.target.split(".")  # importing a.b.c runs a/__init__ and a/b/__init__ first
+            graph.setdefault(i.module, set()).update(".".join(parts[:n]) for n in range(2, len(parts) + 1))
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += graph.get(m, ())
+    return seen
+
+
+def test_l1_importing_the_loop_loads_no_adapter_code() -> None:
+    """The loop types against the tools' data carriers (tools.base): importing it must not load the sandbox
+    prober, the store, the provider or the demo (tools.policy's forbidden list is plain data)."""
+    reached = closure("mxclaw_nb.loop")
+    assert {"mxclaw_nb.tools", "mxclaw_nb.tools.base"} <= reached
+    bad = sorted(m for m in reached if adapter(m) and m not in {"mxclaw_nb.tools", "mxclaw_nb.tools.base",
+                                                                 "mxclaw_nb.tools.policy"})
+    assert not bad, f"importing the loop loads {bad}"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mxclaw_nb.store import artifacts as A
+from mxclaw_nb.tools import artifacts as A
 
 TAIL_LINE = " ... Use read_artifact for byte, line, or search access."
 

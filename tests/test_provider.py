@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mxclaw_nb.connect import demo_provider, resolve_provider
 from mxclaw_nb.demo.model import DEMO_MODEL, MAX_TOOL_CALLS, copy_demo_workspace, next_reply
 from mxclaw_nb.demo.server import TestServer, count_prompt_tokens
 from mxclaw_nb.provider.client import (
@@ -24,9 +25,7 @@ from mxclaw_nb.provider.client import (
     OpenAIProvider,
     ProviderError,
     context_window_for,
-    demo_provider,
     is_prompt_too_long,
-    resolve_provider,
 )
 
 USER = [{"role": "user", "content": "hi"}]

@@ -92,7 +92,7 @@ def test_estimate_usage_is_the_c1_estimate_times_scale(test_server):
 
 def test_exact_usage_counts_o200k_tokens_in_chat_framing():
     """T2/T3: the demo's usage comes from a real tokenizer: 4 per message + content + call JSON, + 3."""
-    tok = pytest.importorskip("mxclaw_nb.provider.tokenizers")
+    tok = pytest.importorskip("mxclaw_nb.tokenizers")
     enc = tok.exact_encoding("o200k_base")
     if enc is None:
         pytest.skip("o200k_base offline data not installed")

@@ -28,7 +28,6 @@ from mxclaw_nb.context import estimate_tokens
 from mxclaw_nb.context.repair import plan_counted
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.messages import sanitize
-from mxclaw_nb.provider.tokenizers import exact_counter
 from mxclaw_nb.store.codec import message_to_row, row_to_message
 from mxclaw_nb.text_policy import (
     ESCAPED_KEY,
@@ -40,6 +39,7 @@ from mxclaw_nb.text_policy import (
     unescape,
     unescape_value,
 )
+from mxclaw_nb.tokenizers import exact_counter
 
 # -- properties -------------------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import mxclaw_nb.provider.tokenizers as tok
+import mxclaw_nb.tokenizers as tok
 from mxclaw_nb.analysis.accuracy import (
     DEFAULT_TRANSCRIPTS,
     accuracy_records,

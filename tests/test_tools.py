@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mxclaw_nb.store import artifacts as artifacts
 from mxclaw_nb.tools import (
     DEFAULT_FORBIDDEN,
     Tool,
@@ -24,6 +23,7 @@ from mxclaw_nb.tools import (
     forbidden_match,
     resolve_in_workspace,
 )
+from mxclaw_nb.tools import artifacts as artifacts
 
 
 class MemArtifacts:

@@ -44,7 +44,7 @@ from mxclaw_nb.context.counters import (
     FunctionCounter,
     TokenCounter,
 )
-from mxclaw_nb.provider.tokenizers import exact_counter, unavailable_reason
+from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
 
 __all__ = ["DEFAULT_TRANSCRIPTS", "accuracy_records", "accuracy_table", "chain_conversations", "load_conversations",
            "replay_summary", "replay_window"]
@@ -194,7 +194,7 @@ def replay_window(messages: Sequence[dict], window: int, counters: Sequence[str]
     """
     from mxclaw_nb.analysis.replay import call_positions
     from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view
-    from mxclaw_nb.provider.tokenizers import counter_by_name
+    from mxclaw_nb.tokenizers import counter_by_name
 
     reference = _MemoCounter(_exact("o200k_base", MESSAGE_OVERHEAD_TOKENS))
     msgs = [m for m in messages if isinstance(m, dict)]

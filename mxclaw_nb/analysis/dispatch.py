@@ -205,7 +205,7 @@ def peak_rss_mb() -> float:
 
 
 def _shippable(pols: list[tuple[str, ContextPolicy]], summarize: Any, reduce: Any) -> list[tuple[str, Any]]:
-    from mxclaw_nb.provider.tokenizers import COUNTER_NAMES
+    from mxclaw_nb.tokenizers import COUNTER_NAMES
 
     out: list[tuple[str, Any]] = []
     for label, pol in pols:
@@ -228,7 +228,7 @@ def _shippable(pols: list[tuple[str, ContextPolicy]], summarize: Any, reduce: An
 
 @functools.lru_cache(maxsize=8)
 def _named_counter(name: str) -> Any:
-    from mxclaw_nb.provider.tokenizers import counter_by_name
+    from mxclaw_nb.tokenizers import counter_by_name
 
     return counter_by_name(name)
 

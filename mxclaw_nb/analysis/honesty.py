@@ -6,7 +6,7 @@ where and by how much, per message, grouped by role and by a simple content clas
 prose, CJK), so a user can see which of *their* sessions the estimate is unsafe for, and where the
 store has provider-reported usage, the estimate and calibrated count next to what the provider said.
 
-Reference counts are exact ``o200k_base`` tokens of what is sent (``mxclaw_nb.provider.tokenizers``: text +
+Reference counts are exact ``o200k_base`` tokens of what is sent (``mxclaw_nb.tokenizers``: text +
 tool-call JSON + 4 framing tokens per message, as the provider charges them); ``framing=0`` compares
 text only. ``ratio = estimate / exact``; ``under`` means the estimate is below the exact count.
 """
@@ -59,7 +59,7 @@ def content_kind(message: dict[str, Any]) -> str:
 
 
 def _reference(encoding: str, framing: int) -> FunctionCounter:
-    from mxclaw_nb.provider.tokenizers import exact_counter, unavailable_reason
+    from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
 
     counter = exact_counter(encoding)
     if not isinstance(counter, FunctionCounter):

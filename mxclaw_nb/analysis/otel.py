@@ -141,7 +141,7 @@ def build_spans(store: Any, session_ids: Sequence[str] | None = None, *, provide
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-    from mxclaw_nb import __version__
+    from mxclaw_nb.version import __version__
 
     ids = None if session_ids is None else list(session_ids)
     if ids is not None and not ids:

@@ -5,7 +5,7 @@ sweep as a list of small dicts in a notebook cell, and every result row needs a 
 to group and plot by. A dict may name a C12 strategy and its numbers beside the policy's
 (``{"strategy": "masking", "keep_last": 5, "window": 32_000}``, or ``"masking:keep_last=5"``).
 Counters may be named (``"estimate"``, ``"o200k_base"``, ``"cl100k_base"``) and
-are resolved through ``mxclaw_nb.provider.tokenizers``; the label says which counter a policy uses, because
+are resolved through ``mxclaw_nb.tokenizers``; the label says which counter a policy uses, because
 thresholds in estimated tokens and in exact tokens are different policies.
 """
 
@@ -65,7 +65,7 @@ def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, Contex
         kwargs[field] = value
     counter = kwargs.get("counter")
     if isinstance(counter, str):
-        from mxclaw_nb.provider.tokenizers import counter_by_name
+        from mxclaw_nb.tokenizers import counter_by_name
 
         kwargs["counter"] = None if counter == "estimate" else counter_by_name(counter)
     pol = ContextPolicy(**kwargs, strategy=None if strategy == ARTICLE else strategy)

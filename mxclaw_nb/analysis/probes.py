@@ -392,7 +392,8 @@ def policy_view(messages: Sequence[Message], policy: ContextPolicy | dict[str, A
 def _provider(spec: Any, **kw: Any) -> Any:
     if hasattr(spec, "complete"):
         return spec
-    from mxclaw_nb.provider.client import DEMO_MODEL, resolve_provider
+    from mxclaw_nb.connect import resolve_provider
+    from mxclaw_nb.settings import DEMO_MODEL
 
     settings = {**kw, **spec} if isinstance(spec, dict) else kw
     provider = resolve_provider(**settings)

@@ -391,7 +391,7 @@ def replay(session_or_messages: Any, policy: ContextPolicy | dict[str, Any], *, 
 
 def exact_o200k() -> Any:
     """The exact o200k_base counter, or a clear error when tiktoken/bpe-openai are missing."""
-    from mxclaw_nb.provider.tokenizers import exact_counter, unavailable_reason
+    from mxclaw_nb.tokenizers import exact_counter, unavailable_reason
 
     counter = exact_counter("o200k_base")
     if counter is None:

@@ -6,7 +6,7 @@ does not hold in real tokens. This module makes counting pluggable without givin
 
 - ``EstimateCounter``: exactly the C1 estimate (T1: the default when nothing better is known).
 - ``FunctionCounter``: any ``str -> int`` token function (e.g. an exact tiktoken encoding, built by the
-  adapter ``mxclaw_nb.provider.tokenizers``) applied with the same per-message structure as C1.
+  adapter ``mxclaw_nb.tokenizers``) applied with the same per-message structure as C1.
 - ``CalibratedCounter``: the provider's last reported ``prompt_tokens`` for what it saw, plus C1 (or
   another base) scaled by a per-session factor learned from reported usage for messages added since (T2);
   available per message (so the engine uses it like any counter) and as ``anchored_total``.

@@ -23,11 +23,12 @@ from pathlib import Path
 from mxclaw_nb.demo import answers as answers
 from mxclaw_nb.demo import plans as plans
 from mxclaw_nb.demo.usage import message_text
+from mxclaw_nb.settings import DEMO_MODEL  # one owner: the settings table
 
 __all__ = ["DEMO_MODEL", "DEMO_WORKSPACE", "MAX_TOOL_CALLS", "Reply", "ToolCall", "copy_demo_workspace",
            "next_reply"]
 
-DEMO_MODEL = "mxclaw-demo"
+
 DEMO_WORKSPACE = Path(__file__).resolve().parent / "workspace"
 MAX_TOOL_CALLS = 10
 PREFIX = "[demo model]"

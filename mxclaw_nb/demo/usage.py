@@ -50,7 +50,7 @@ _exact_cache: list[Any] = []
 
 
 def o200k_encoding() -> Any | None:
-    """tiktoken o200k_base from offline data: mxclaw_nb.provider.tokenizers if present, else a private fallback."""
+    """tiktoken o200k_base from offline data: mxclaw_nb.tokenizers if present, else a private fallback."""
     with _exact_lock:
         if not _exact_cache:
             _exact_cache.append(_load_o200k())
@@ -59,7 +59,7 @@ def o200k_encoding() -> Any | None:
 
 def _load_o200k() -> Any | None:
     try:
-        from mxclaw_nb.provider.tokenizers import exact_encoding
+        from mxclaw_nb.tokenizers import exact_encoding
 
         return exact_encoding("o200k_base")
     except Exception:  # the shared adapter is optional: use our own loader

@@ -1,7 +1,7 @@
-"""The OpenAI-compatible provider (SPEC L2, C9) and offline tokenizers (T2).
+"""The OpenAI-compatible provider (SPEC L2, C9).
 
-The client (and so the `openai` package) loads on first use of one of its names, so the tokenizers and
-the demo server can be imported without it.
+The client (and so the `openai` package) loads on first use of one of its names. Which provider serves a
+session (configured endpoint or the offline demo) is chosen in `mxclaw_nb.connect`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ if TYPE_CHECKING:
         OpenAIProvider,
         ProviderError,
         context_window_for,
-        resolve_provider,
     )
 
-__all__ = ["KNOWN_CONTEXT_WINDOWS", "OpenAIProvider", "ProviderError", "context_window_for", "resolve_provider"]
+__all__ = ["KNOWN_CONTEXT_WINDOWS", "OpenAIProvider", "ProviderError", "context_window_for"]
 
 
 def __getattr__(name: str) -> Any:

@@ -44,13 +44,12 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx as _httpx  # type: ignore[no-redef]
 
 from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC C9), re-exported
-from mxclaw_nb.demo.model import DEMO_MODEL
 from mxclaw_nb.messages import SENT_KEYS, sanitize
 from mxclaw_nb.secrets import display_url, redact, register
-from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE  # one owner: the settings table
+from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEMO_MODEL  # one owner: the settings table
 
 __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WINDOWS", "Completion", "OpenAIProvider",
-           "ProviderError", "Usage", "context_window_for", "demo_provider", "is_prompt_too_long", "resolve_provider"]
+           "ProviderError", "Usage", "context_window_for", "is_prompt_too_long"]
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEMO_LABEL = "demo model (offline)"
@@ -653,40 +652,6 @@ class OpenAIProvider:
             raise _Truncated(f"no finish_reason after {_n(events, 'event')} and "
                              f"{_n(answer.text_chars, 'character')}")
         return self._finish(answer, done=bool(done))
-
-
-_demo_lock = threading.Lock()
-_demo_server: Any = None
-
-
-def demo_server_url() -> str:
-    """Base URL of this process's demo server, started on first use (127.0.0.1, daemon thread)."""
-    global _demo_server
-    with _demo_lock:
-        if _demo_server is None:
-            from mxclaw_nb.demo.server import TestServer
-
-            _demo_server = TestServer(demo=True).start()
-        return _demo_server.base_url
-
-
-def demo_provider(**kw: Any) -> OpenAIProvider:
-    """Provider for the offline demo model (served once per process on 127.0.0.1), labelled as a demo."""
-    kw.setdefault("label", DEMO_LABEL)
-    return OpenAIProvider(base_url=demo_server_url(), api_key="demo", model=DEMO_MODEL, is_demo=True, **kw)
-
-
-def resolve_provider(*, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-                     env: Mapping[str, str] = os.environ, **kw: Any) -> OpenAIProvider:
-    """Provider from arguments, else OPENAI_API_KEY / OPENAI_BASE_URL / MXCLAW_MODEL; nothing set -> demo."""
-    model = model or env.get("MXCLAW_MODEL") or None
-    base_url = base_url or env.get("OPENAI_BASE_URL") or None
-    api_key = api_key or env.get("OPENAI_API_KEY") or None
-    if model == DEMO_MODEL or (api_key is None and base_url is None):
-        return demo_provider(**kw)
-    if model is None and base_url is None:
-        model = "gpt-4o-mini"
-    return OpenAIProvider(base_url=base_url, api_key=api_key, model=model or "", **kw)
 
 
 DEFAULT_CONTEXT_WINDOW = 32_000  # stated default for models not in the table

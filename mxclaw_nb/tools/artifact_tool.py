@@ -2,7 +2,7 @@
 
 Why it asks the store with the *calling* session's id: artifacts are session-scoped, so an id
 copied from another session must read as "not found" rather than leak that session's data. The
-text logic (ranges, search, output bounds) lives in ``mxclaw_nb.store.artifacts``; this module only picks
+text logic (ranges, search, output bounds) lives in ``mxclaw_nb.tools.artifacts``; this module only picks
 the mode from the arguments and turns the reader's ``Invalid ...`` messages into failure results.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxclaw_nb.store import artifacts as artifacts
+from mxclaw_nb.tools import artifacts as artifacts
 from mxclaw_nb.tools.base import ToolContext, ToolResult, failed, invalid
 from mxclaw_nb.tools.registry import Tool
 

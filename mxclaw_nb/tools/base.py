@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from mxclaw_nb.secrets import check_env_allow
+from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # one owner: the settings table
 from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
-from mxclaw_nb.tools.sandbox import NETWORK_MODES, SANDBOX_MODES, check_env_allow
 
 APPROVAL_MODES = ("allow", "ask", "deny")
 from mxclaw_nb.settings import MAX_TOOL_CALLS  # noqa: E402 - default bound per model response (L3), one owner

@@ -5,7 +5,7 @@ every byte (S2). The placeholders and summaries say where the original is (`reca
 and this tool fetches it, so nothing compacted is beyond the agent's reach. It reads with the *calling*
 session's id: a seq names a message of this session only, and another session's messages are never returned
 (a `session_id` argument naming another session is refused). Output is bounded with the total length shown
-(`store.artifacts.bound_output`, the same bounds as `read_artifact`), and the result is an ordinary tool result:
+(`tools.artifacts.bound_output`, the same bounds as `read_artifact`), and the result is an ordinary tool result:
 it can be compacted again later (C5 keeps the seq it points to).
 """
 
@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from mxclaw_nb.messages import Message, content_text, tool_call_args, tool_call_list, tool_call_name
-from mxclaw_nb.store import artifacts as artifacts
+from mxclaw_nb.tools import artifacts as artifacts
 from mxclaw_nb.tools.base import ToolContext, ToolResult, failed, invalid
 from mxclaw_nb.tools.registry import Tool
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mxclaw_nb.secrets import redact
-from mxclaw_nb.store import artifacts as artifacts
 from mxclaw_nb.text_policy import display, is_valid
+from mxclaw_nb.tools import artifacts as artifacts
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
 
 Handler = Callable[[dict[str, Any], ToolContext], "ToolResult | str"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -40,31 +39,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mxclaw_nb.secrets import check_env_allow, is_secret_name  # noqa: F401 - L6's names live with the secrets
 from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # noqa: E402,F401 - one owner: the settings table
 
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 #: Variables passed through from the parent when set (besides the allow-list setting).
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 SANDBOX_HOME = "/tmp/home"
 _PROBE_TIMEOUT = 10.0
-
-
-def is_secret_name(name: str) -> bool:
-    """True for an environment variable name the shell must never see (L6)."""
-    return bool(SECRET_NAME.search(name))
-
-
-def check_env_allow(names: Iterable[str]) -> tuple[str, ...]:
-    """Validate the ``shell_env`` allow-list: variable names, none of them secret-looking (L6)."""
-    out: list[str] = []
-    for name in names:
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError(f"shell_env: {name!r} is not an environment variable name")
-        if is_secret_name(name):
-            raise ValueError(f"shell_env: {name!r} looks like a secret (its name contains KEY, SECRET, TOKEN, "
-                             "PASSWORD or CREDENTIAL); the shell never gets such variables")
-        out.append(name)
-    return tuple(out)
 
 
 def shell_environment(parent: Mapping[str, str], *, home: str, tmp: str, allow: Iterable[str] = (),

@@ -106,7 +106,7 @@ CELLS = [
     ),
     code(
         """
-        from mxclaw_nb.provider.tokenizers import exact_counter
+        from mxclaw_nb.tokenizers import exact_counter
 
         exact = exact_counter("o200k_base")
         if exact is None:
@@ -467,7 +467,7 @@ CELLS = [
     ),
     code(
         """
-        from mxclaw_nb.store.artifacts import artifact_preview, needs_artifact
+        from mxclaw_nb.tools.artifacts import artifact_preview, needs_artifact
 
         log = "".join(f"2026-01-01T00:00:{i % 60:02d}Z INFO step {i:04d}: compiled module_{i}.py\\n" for i in range(2_000))
         preview = artifact_preview(log, "artifact-0123456789ab")

@@ -322,7 +322,7 @@ CELLS = [
     ),
     code(
         """
-        from mxclaw_nb.provider.tokenizers import exact_counter
+        from mxclaw_nb.tokenizers import exact_counter
 
         if exact_counter("o200k_base") is None:
             print("o200k_base is not available offline here: skipping the exact comparison")
