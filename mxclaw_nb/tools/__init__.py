@@ -53,8 +53,8 @@ def default_registry(namespace: Callable[[], dict[str, Any]] | None = None) -> T
     from mxclaw_nb.tools.artifact_tool import ARTIFACT_TOOL
     from mxclaw_nb.tools.files import FILE_TOOLS
     from mxclaw_nb.tools.kernel_tools import kernel_tools
-    from mxclaw_nb.tools.registry import ToolRegistry
     from mxclaw_nb.tools.recall_tool import RECALL_TOOL
+    from mxclaw_nb.tools.registry import ToolRegistry
     from mxclaw_nb.tools.shell import SHELL_TOOL
 
     extra = kernel_tools(namespace) if namespace is not None else []
