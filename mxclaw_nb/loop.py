@@ -293,7 +293,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                 ) -> tuple[RequestView, Any, RequestRecord]:
     """C0 + provider call, with the single C9 retry per turn."""
     built = time.perf_counter()
-    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
+    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache,
+                                           seqs=seqs), seqs,
                          carried, it)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     retry = False

@@ -333,7 +333,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             assert view is not None
             chain.advance(view, prev, i)
             inputs = view.next_input(msgs[prev:i])
-        view = build_request_view(inputs, policy, summarize, cache=cache)
+        # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
+        view = build_request_view(inputs, policy, summarize, cache=cache, seqs=None if rebuilt else chain.pos_map)
         synthetic = chain.record(view)
         counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
         counts["kept"] = i - sum(counts.values())  # every other transcript message so far

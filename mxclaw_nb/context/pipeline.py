@@ -97,15 +97,19 @@ def build_request_view(
     summarize: Summarizer | None = build_structured_summary,
     *,
     cache: TokenCache | None = None,
+    seqs: Sequence[int | None] | None = None,
 ) -> RequestView:
-    """SPEC C0: the request view for one model call, with its provenance."""
+    """SPEC C0: the request view for one model call, with its provenance.
+
+    `seqs[p]`: the stored seq of input position p (None: an engine-made message), which placeholders name
+    (C13, `recall #41`); None: the input positions are the seqs (a dry run or a replay from the transcript)."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("messages must be a list of message dicts")
     inputs = own_inputs(messages, cache)  # a session cache's own list, extended in place (C7: O(new))
     planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
-    build = _Builder(inputs, planned, policy, cache)
+    build = _Builder(inputs, planned, policy, cache, seqs)
     if policy.strategy is not None:  # C12: another strategy's ladder (context.strategies), same passes
         view: RequestView = policy.strategy.build(build, summarize)
         return view
@@ -212,7 +216,8 @@ class Micro:
 
 
 def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Sequence[Message],
-                 tokens: Sequence[int], layout: Layout, policy: ContextPolicy, before: int) -> Micro:
+                 tokens: Sequence[int], layout: Layout, policy: ContextPolicy, before: int,
+                 recall: Callable[[int], int | None] | None = None) -> Micro:
     """Pass 4 (C5): a placeholder for each old successful tool output (typed when its tool recorded facts).
 
     Placeholders cost >= 0, so this pass can at best remove every old tool result; when even that leaves
@@ -224,12 +229,14 @@ def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Seq
     if before - layout.tool_tokens_before(tokens, tail_step) > policy.threshold:
         return Micro({}, {}, 0, before)
     return placeholders(compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))), step_messages, sent,
-                        policy, before, tokens)
+                        policy, before, tokens, recall)
 
 
 def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: Sequence[Message],
-                 policy: ContextPolicy, before: int, tokens: Sequence[int]) -> Micro:
-    """C5's placeholder for each of `steps` that has one (a successful tool result longer than it), not applied.
+                 policy: ContextPolicy, before: int, tokens: Sequence[int],
+                 recall: Callable[[int], int | None] | None = None) -> Micro:
+    """C5's placeholder for each of `steps` that has one (a successful tool result longer than it), not applied;
+    `recall(step)` is the stored seq each names (C13; None: the version 1 text).
 
     Shared by pass 4 and the C12 strategies that choose their own steps (masking, clearing)."""
     out: dict[int, Message] = {}
@@ -237,7 +244,7 @@ def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: S
     chars = 0
     for k in steps:
         msg = step_messages[k]
-        text = placeholder_for(msg)
+        text = placeholder_for(msg, None if recall is None else recall(k))
         if text is not None:
             chars += len(content_text(msg.get("content")))
             out[k] = {**sent[k], "content": text}
@@ -268,12 +275,23 @@ def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: in
     return display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
 
 
+def recall_line(recall_of: Callable[[int], int | None], steps: Sequence[int]) -> str:
+    """C13: `\nRecall: #0-#40 are in the transcript (the recall tool reads them).`, the stored range a summary
+    covers ('' when none of its steps is a stored message)."""
+    first = next((s for s in map(recall_of, steps) if s is not None), None)
+    last = next((s for s in map(recall_of, reversed(steps)) if s is not None), None)
+    if first is None or last is None:
+        return ""
+    span = f"#{first}" if first == last else f"#{first}-#{last}"
+    return f"\nRecall: {span} {'is' if first == last else 'are'} in the transcript (the recall tool reads them)."
+
+
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
     def __init__(self, inputs: list[Any], planned: Planned, policy: ContextPolicy,
-                 cache: TokenCache | None = None) -> None:
-        self.inputs, self.dropped, self.cache = inputs, planned.dropped, cache
+                 cache: TokenCache | None = None, seqs: Sequence[int | None] | None = None) -> None:
+        self.inputs, self.dropped, self.cache, self.seqs = inputs, planned.dropped, cache, seqs
         self.sources, self.step_messages = planned.sources, planned.messages
         # `tokens` is only read; `sent` is copied before a stage rewrites an entry (the cache keeps the plan)
         self.tokens, self.sent, self.policy, self._own_sent = planned.tokens, planned.sent, policy, False
@@ -296,10 +314,17 @@ class _Builder:
         """Passes 3-6 (see the module docstring) on a view over the threshold."""
         conv = self.split()
         micro = microcompact(conv, self.step_messages, self.sent, self.tokens, self.layout_now, self.policy,
-                             self.before)
+                             self.before, self.recall_of)
         if micro.after <= self.policy.threshold or not conv.old:
             return self.finish_micro(conv, micro)
         return self.summarize(conv, summarize)
+
+    def recall_of(self, step: int) -> int | None:
+        """C13: the stored seq of a step (its input position in a dry run), which its placeholder names."""
+        p = self.sources[step]
+        if p is None or self.seqs is None:
+            return p
+        return self.seqs[p] if p < len(self.seqs) else None
 
     @property
     def layout_now(self) -> Layout:
@@ -334,6 +359,7 @@ class _Builder:
             text = summarize_old(conv, self.step_messages, len(self.systems), summarize, self.cache)
         except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
             return self.fallback(f"{type(exc).__name__}: {exc}")
+        text += recall_line(self.recall_of, conv.old)
         return self.finish("summary", self.systems + [None] + list(conv.steps[conv.tail:]), text,
                            extra={"role": "system", "content": text})
 

@@ -110,7 +110,7 @@ class Masking(Strategy):
         conv = b.split()
         keep = _recent(b, conv, self.keep_last)
         micro = placeholders((k for k in _tool_steps(b, conv.old) if k not in keep), b.step_messages, b.sent,
-                             b.policy, b.before, b.tokens)
+                             b.policy, b.before, b.tokens, b.recall_of)
         if micro.after <= b.policy.threshold or not conv.old:
             if not micro.sent:
                 return b.finish("unchanged", None, None)
@@ -144,7 +144,7 @@ class Clearing(Strategy):
         keep = _recent(b, conv, self.keep_last)
         names = _tool_names(b) if self.exclude_tools else {}
         chosen = [k for k in _tool_steps(b, conv.old) if k not in keep and names.get(k) not in self.exclude_tools]
-        micro = placeholders(chosen, b.step_messages, b.sent, b.policy, b.before, b.tokens)
+        micro = placeholders(chosen, b.step_messages, b.sent, b.policy, b.before, b.tokens, b.recall_of)
         if b.before - micro.after < self.clear_at_least:
             micro = Micro({}, {}, 0, b.before)  # a step smaller than clear_at_least is not worth breaking the cache
         if micro.after <= b.policy.threshold or not conv.old:

@@ -15,6 +15,7 @@ from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple, TypeVar, overload
 
+from mxclaw_nb.context.actions import ACTION_NAMES
 from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.messages import (
     FALLBACK_PREFIX,
@@ -27,7 +28,7 @@ from mxclaw_nb.messages import (
 )
 from mxclaw_nb.text_policy import display
 
-ACTIONS = ("kept", "placeholder", "summarized", "dropped", "synthetic", "summary")
+ACTIONS = ACTION_NAMES  # the action registry (context.actions): kept, placeholder, summarized, dropped, ...
 PREVIEW_CHARS = 80
 
 
