@@ -43,8 +43,10 @@ def test_c5_old_success_becomes_exact_placeholder_same_role_and_id() -> None:
     view = build_and_check(msgs, policy)
     assert view.stage == "micro"
     tools = [m for m in view.messages if m["role"] == "tool"]
-    assert tools[0] == {"role": "tool", "tool_call_id": "a", "content": "[old tool output compacted: 20000 characters; recall #3]"}
-    assert tools[1] == {"role": "tool", "tool_call_id": "b", "content": "[old tool output compacted: 18432 characters; recall #5]"}
+    assert tools[0] == {"role": "tool", "tool_call_id": "a",
+                        "content": "[old tool output compacted: 20000 characters; recall #3]"}
+    assert tools[1] == {"role": "tool", "tool_call_id": "b",
+                        "content": "[old tool output compacted: 18432 characters; recall #5]"}
     assert tools[2]["content"] == "R" * 4_000, "a tool result inside the safe tail is never compacted"
     assert len(view.messages) == len(msgs)
     assert [r.action for r in view.provenance.before if r.role == "tool"] == ["placeholder", "placeholder", "kept"]
