@@ -13,7 +13,9 @@ per input row: a message summarised in an earlier call of the same turn stays ``
 placeholder carried over stays ``placeholder``. So the four always add up to ``n_messages``.
 ``synthetic`` counts repair-made tool results sent in the view; ``typed_placeholders`` the K2 typed placeholders
 it sends (C5 placeholders that name what a kernel tool left: type, shape, live variable), part of ``placeholder``.
-``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
+Fact columns (S4, R2): of the facts of the compacted messages, ``facts_visible`` are still in the view,
+``facts_recallable`` are not but sit in a message a placeholder or a summary's range names (C13: the ``recall``
+tool fetches it), ``facts_lost`` are neither (a fallback window dropped them). ``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
 ``saved_tokens = full - after``.
 Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
 the call sends, whatever the counter (T3), as in a stored request record.
@@ -55,7 +57,9 @@ COLUMNS = [
     "placeholder", "typed_placeholders", "summarized", "dropped", "synthetic", "n_sent", "summary_chars",
     "over_threshold",
 ]
-FACT_COLUMNS = ["facts_total", "facts_visible", "fact_survival", *(f"survival_{k}" for k in FACT_KINDS)]
+FACT_COLUMNS = ["facts_total", "facts_visible", "facts_recallable", "facts_lost", "fact_survival",
+                *(f"survival_{k}" for k in FACT_KINDS)]
+NAMED = frozenset({"placeholder", "summarized"})  # C13: states whose original a placeholder or summary names
 EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
 PROGRESS_DELAY = 2.0  # seconds before a replay's progress bar appears: a short replay shows none
 
@@ -171,10 +175,13 @@ class _Chain:
         self.orphans: set[int] = set()  # transcript indices dropped by repair (not compaction)
         # the facts of the compacted messages, kept up to date as actions change (O(changes) per call)
         self.facts_of, self.members, self.fact_counts = facts_of, set[int](), dict[Fact, int]()
+        # R2: the same for the compacted messages a placeholder or a summary's range names (recallable)
+        self.named, self.named_counts = set[int](), dict[Fact, int]()
         self.action_counts: dict[str, int] = {}  # action -> transcript messages in that state (kept: the rest)
         self._resync = False
         if previous is not None and previous.facts_of is facts_of:  # a new turn: start from the last turn's facts
             self.members, self.fact_counts, self._resync = previous.members, previous.fact_counts, True
+            self.named, self.named_counts = previous.named, previous.named_counts
 
     def _set(self, t: int, action: str, touched: list[int]) -> None:
         old = self.state.get(t)
@@ -190,17 +197,22 @@ class _Chain:
         if self.facts_of is None:
             return
         for t in touched:
-            now = self.state.get(t) in COMPACTED and t not in self.orphans
-            if now == (t in self.members):
-                continue
-            step = 1 if now else -1
-            (self.members.add if now else self.members.discard)(t)
-            for fact in self.facts_of(t):
-                left = self.fact_counts.get(fact, 0) + step
-                if left:
-                    self.fact_counts[fact] = left
-                else:
-                    self.fact_counts.pop(fact, None)
+            state = self.state.get(t)
+            compacted = state in COMPACTED and t not in self.orphans
+            self._move(t, compacted, self.members, self.fact_counts)
+            self._move(t, compacted and state in NAMED, self.named, self.named_counts)
+
+    def _move(self, t: int, now: bool, members: set[int], counts: dict[Fact, int]) -> None:
+        if now == (t in members) or self.facts_of is None:
+            return
+        step = 1 if now else -1
+        (members.add if now else members.discard)(t)
+        for fact in self.facts_of(t):
+            left = counts.get(fact, 0) + step
+            if left:
+                counts[fact] = left
+            else:
+                counts.pop(fact, None)
 
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
@@ -285,7 +297,10 @@ def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> di
         return {}
     seen: ViewText = combine_views(caches.views(m) for m in view.messages)
     result = survival(facts, seen)
+    named = chain.named_counts.keys()
+    recallable = sum(1 for f in facts if f in named) - survival((f for f in facts if f in named), seen).visible
     out: dict[str, Any] = {"facts_total": result.total, "facts_visible": result.visible,
+                           "facts_recallable": recallable, "facts_lost": result.total - result.visible - recallable,
                            "fact_survival": result.share}
     for kind, (total, visible) in result.by_kind.items():
         out[f"survival_{kind}"] = visible / total if total else math.nan
