@@ -15,7 +15,8 @@ placeholder carried over stays ``placeholder``. So the four always add up to ``n
 it sends (C5 placeholders that name what a kernel tool left: type, shape, live variable), part of ``placeholder``.
 Fact columns (S4, R2): of the facts of the compacted messages, ``facts_visible`` are still in the view,
 ``facts_recallable`` are not but sit in a message a placeholder or a summary's range names (C13: the ``recall``
-tool fetches it), ``facts_lost`` are neither (a fallback window dropped them). ``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
+tool fetches it), ``facts_lost`` are neither (a fallback window dropped them).
+``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
 ``saved_tokens = full - after``.
 Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
 the call sends, whatever the counter (T3), as in a stored request record.
