@@ -173,16 +173,18 @@ def strategies(pairs: list, rounds: int) -> int:
     """SPEC C12: replay cost per session x strategy, measured side by side (interleaved rounds), as a ratio to
     `article` (the target: within 2x)."""
     base = {"window": 8_000, "ratio": 0.8, "keep_recent": 2_000}
-    times: dict[str, list[float]] = {s: [] for s in STRATEGY_SPECS}
-    for _ in range(rounds):
-        for spec in STRATEGY_SPECS:
-            df = compare(pairs, [{**base, "strategy": spec}], progress=False, executor="inline")
-            times[spec].append(df.attrs["timing"]["ms_per_session_policy"])
-    ref = statistics.median(times["article"])
-    print(f"replay cost per session x strategy, {len(pairs)} conversations, 8k/0.8/2k, median of {rounds} rounds:")
-    for spec, ts in times.items():
-        med = statistics.median(ts)
-        print(f"  {spec:<24} {med:7.2f} ms   {med / ref:5.2f}x article")
+    for facts in (False, True):
+        times: dict[str, list[float]] = {s: [] for s in STRATEGY_SPECS}
+        for _ in range(rounds):
+            for spec in STRATEGY_SPECS:
+                df = compare(pairs, [{**base, "strategy": spec}], progress=False, executor="inline", facts=facts)
+                times[spec].append(df.attrs["timing"]["ms_per_session_policy"])
+        ref = statistics.median(times["article"])
+        print(f"replay cost per session x strategy ({'with' if facts else 'without'} fact columns), {len(pairs)} "
+              f"conversations, 8k/0.8/2k, median of {rounds} rounds:")
+        for spec, ts in times.items():
+            med = statistics.median(ts)
+            print(f"  {spec:<24} {med:7.2f} ms   {med / ref:5.2f}x article")
     return 0
 
 

@@ -214,6 +214,23 @@ class Agent:
             return self.policy
         return replace(self.policy, counter=self.calibrated)
 
+    def _model_summaries(self, session_id: str) -> Callable[[Any], None] | None:
+        """C11: with the `model-summary` strategy, the session's recorded summaries (re-entry reuses them, S2: from
+        its events) and the hook that keeps a new one; None for the other strategies."""
+        from dataclasses import replace
+
+        from mxclaw_nb.context.model_summary import ModelSummary
+        from mxclaw_nb.summary_call import recorded_from_store
+
+        if not isinstance(self.policy.strategy, ModelSummary):
+            return None
+        strategy = replace(self.policy.strategy, summaries=recorded_from_store(self.store, session_id))
+        self.policy = replace(self.policy, strategy=strategy)
+
+        def keep(summary: Any) -> None:
+            self.policy = replace(self.policy, strategy=self.policy.strategy.with_summary(summary))
+        return keep
+
     def _observe_usage(self, sent: list[Message], prompt_tokens: int | None) -> None:
         if prompt_tokens:
             self.calibrated = self.calibrated.observe(sent, prompt_tokens)
@@ -325,9 +342,10 @@ class Agent:
             transcript = self._ensure_preamble()
             turn = 1 + self._users
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
+            on_summary = self._model_summaries(session_id)
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize,
-                              transcript=transcript)
+                              transcript=transcript, on_summary=on_summary)
             try:
                 result = run_turn(ctx, session_id, user, turn)
             finally:

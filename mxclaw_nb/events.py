@@ -19,6 +19,7 @@ STORED: frozenset[str] = frozenset({
     "approval.decided",  # L5: who allowed or denied a command
     "artifact.fallback",  # A3: an artifact could not be written
     "context.compacted",  # C10
+    "context.summary", "context.summary_rejected",  # C11: a recorded model summary, or why one was rejected
     "provider.note",  # L2: what the adapter did about this server (e.g. stream_options refused: asked again without)
     "harness.compaction",  # S4: a compaction another harness (Claude Code, Codex) made, imported from its log
 })

@@ -112,6 +112,8 @@ class TurnContext:
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
     # the stored transcript when the caller keeps it across turns (Agent: read once, extended); None = load it
     transcript: list[Message] | None = None
+    # C11: keeps a recorded model summary (the Agent puts it into its policy's strategy); None: no summary calls
+    on_summary: Callable[[Any], None] | None = None
 
 
 class TurnFailed(Exception):
@@ -288,6 +290,23 @@ def _with_lineage(view: RequestView, seqs: Sequence[int | None], carried: tuple[
         return view
 
 
+def _model_summary(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None],
+                   turn: int, it: int, view: RequestView, carried: tuple[Lineage | None, list[Message] | None],
+                   ) -> RequestView:
+    """C11: ask the model for the planned summary; when it passes the gates, rebuild the view with it."""
+    from mxclaw_nb.summary_call import ask_model
+
+    strategy = ctx.policy_for().strategy
+    summary = ask_model(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
+                        lambda kind, payload: _emit(ctx, session_id, kind, payload, turn, it))
+    if summary is None:
+        return view  # the C6 stand-in stays (context.summary_rejected says why)
+    assert ctx.on_summary is not None
+    ctx.on_summary(summary)
+    rebuilt = build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache, seqs=seqs)
+    return _with_lineage(rebuilt, seqs, carried, it)
+
+
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None], turn: int,
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, RequestRecord]:
@@ -296,6 +315,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
     view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache,
                                            seqs=seqs), seqs,
                          carried, it)
+    if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
+        view = _model_summary(ctx, session_id, view_input, seqs, turn, it, view, carried)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     retry = False
     while True:

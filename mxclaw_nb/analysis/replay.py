@@ -311,8 +311,10 @@ def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> di
 def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_id: str = "messages",
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
-                    progress: bool | Callable[..., Any] = False) -> list[dict[str, Any]]:
-    """Replay rows (dicts) for one transcript under one policy; see ``replay``."""
+                    progress: bool | Callable[..., Any] = False,
+                    views: list[RequestView] | None = None) -> list[dict[str, Any]]:
+    """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
+    every simulated call's RequestView (e.g. to compare them with what a live run sent)."""
     msgs = list(messages)
     caches = caches or SessionCaches()
     cache = caches.token_cache(policy)
@@ -351,6 +353,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             inputs = view.next_input(msgs[prev:i])
         # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
         view = build_request_view(inputs, policy, summarize, cache=cache, seqs=None if rebuilt else chain.pos_map)
+        if views is not None:
+            views.append(view)
         synthetic = chain.record(view)
         counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
         counts["kept"] = i - sum(counts.values())  # every other transcript message so far

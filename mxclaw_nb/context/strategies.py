@@ -22,8 +22,8 @@ The strategies (`STRATEGIES`, by name):
   `exclude_tools`) becomes a placeholder, as Anthropic's API does; a step that would clear fewer than
   `clear_at_least` tokens is not taken (it breaks the prompt cache for too little). Then, if still over, C6.
   Inside a turn the placeholders are carried (C7), so the next step clears only what aged since.
-- `model-summary` (C11): the article's ladder whose summary text is a model-written one recorded for the
-  same coverage (`context.model_summary`); without one, the C6 text stands in.
+- `model-summary` (C11, `context.model_summary`): the article's ladder whose summary is model-written (the loop
+  asks, gates and records it); a summary recorded for the same coverage is reused; without one, C6 stands in.
 
 Adding a strategy (e.g. a cache-aware variant, E4) is one module and one registration:
 
@@ -248,3 +248,6 @@ def _value(text: str) -> Any:
         return int(text.replace("_", ""))
     except ValueError:
         return text
+
+
+from mxclaw_nb.context import model_summary as _model_summary  # noqa: E402,F401 - registers `model-summary` (C11)

@@ -237,6 +237,9 @@ class RequestView:
     trace: Trace | None = field(default=None, repr=False, compare=False)
     # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the loop composes across a turn
     lineage: Any = field(default=None, repr=False, compare=False)
+    # SPEC C11: what a model-written summary of this view would cover (context.model_summary.SummaryPlan), set
+    # when the view's summary is the C6 stand-in for one that is not recorded yet; the loop asks the model
+    plan: Any = field(default=None, repr=False, compare=False)
 
     def with_lineage(self, lineage: Any) -> RequestView:
         """This view with its transcript-relative lineage attached (same messages, stage and trace)."""
