@@ -58,8 +58,10 @@ def test_c11_merged_summaries_recorded_reused_on_reentry_and_replayed_byte_for_b
         assert len(recorded) >= 2 and not _events(agent, "context.summary_rejected")
         first, second = recorded[0], recorded[1]
         # the four records the article asks for
-        assert first["source"] == {"model": "test-model", "endpoint": server.base_url, "prompt_version": "c11-1"}
-        assert first["merge"] is None and first["invalidation"].startswith(f"valid only for seqs #{first['coverage'][0]}")
+        source = {"model": "test-model", "endpoint": server.base_url, "prompt_version": "c11-1"}
+        assert first["source"] == source
+        assert first["merge"] is None
+        assert first["invalidation"].startswith(f"valid only for seqs #{first['coverage'][0]}")
         assert second["coverage"][0] == first["coverage"][0] and second["coverage"][1] > first["coverage"][1]
         assert second["merge"] == {"extends": first["coverage"]}  # anchored: merged into the first, not rewritten
         asked = _summary_requests(server)

@@ -101,7 +101,7 @@ def test_c12_masking_keeps_the_last_m_results_and_masks_older_ones_whatever_the_
     tail = len(messages) if view.tail_start is None else view.tail_start
     for r in tools:
         msg = messages[r.position]
-        expected = (r.position not in recent and r.position < tail and placeholder_for(msg) is not None)
+        expected = r.position not in recent and r.position < tail and placeholder_for(msg, r.position) is not None
         assert (r.action == "placeholder") == expected, (r, keep_last)
 
 

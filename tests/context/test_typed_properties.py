@@ -106,7 +106,7 @@ def test_typed_placeholders_deterministic_never_on_failures_never_in_tail(
         if sent.get("role") == "tool" and isinstance(text, str) and text.startswith(PREFIX) \
                 and text != original.get("content"):
             assert src < tail and not is_failure(original)
-            assert text == placeholder_for(original)  # exactly the K2 (typed) or C5 (plain) placeholder
+            assert text == placeholder_for(original, src)  # exactly the K2 (typed) or C5 placeholder (C13)
             event("typed placeholder" if "; " in text.split("]")[0] else "plain placeholder")
     event(f"stage {view.stage}")
 
