@@ -166,7 +166,7 @@ def many_sessions(args: argparse.Namespace) -> int:
     return 0 if all(table["same table"]) else 1
 
 
-STRATEGY_SPECS = ("article", "masking:keep_last=3", "clearing:keep_last=3")
+STRATEGY_SPECS = ("article", "masking:keep_last=3", "clearing:keep_last=3", "model-summary")
 
 
 def strategies(pairs: list, rounds: int) -> int:
