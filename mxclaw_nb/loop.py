@@ -30,9 +30,10 @@ from mxclaw_nb.context import (
     build_structured_summary,
     compose_lineage,
 )
+from mxclaw_nb.context import model_summary as c11  # C11: plan, prompt, gates (pure)
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.events import Subscriber
-from mxclaw_nb.messages import Message, tool_call_name
+from mxclaw_nb.messages import Message, content_text, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
@@ -290,14 +291,49 @@ def _with_lineage(view: RequestView, seqs: Sequence[int | None], carried: tuple[
         return view
 
 
+def _ask_model(provider: Any, plan: c11.SummaryPlan, deadline: float,
+               record: Any) -> c11.RecordedSummary | None:
+    """C11, the loop's half: one summary call through the session's provider (no tools), its deadline and the
+    engine's gates; the outcome stored as `context.summary` (source, coverage, invalidation, merge, text, usage) or
+    `context.summary_rejected` (the reason; the view keeps the C6 text). `record(kind, payload)` stores an event;
+    returns the summary when every gate passed."""
+    coverage = [plan.start, plan.stop]
+    source = {"model": getattr(provider, "model", None), "endpoint": getattr(provider, "base_url", None),
+              "prompt_version": c11.PROMPT_VERSION}
+    started = time.perf_counter()
+    try:
+        completion = provider.complete(c11.summary_prompt(plan), None)
+    except Exception as exc:  # noqa: BLE001 - any failure: C6 stands in, and the reason is stored
+        record(c11.REJECTED_EVENT, {"reason": f"the model call failed: {type(exc).__name__}: {exc}",
+                                    "coverage": coverage, "source": source})
+        return None
+    seconds = time.perf_counter() - started
+    usage = getattr(completion, "usage", None)
+    used = None if usage is None else {"prompt_tokens": usage.prompt_tokens,
+                                       "completion_tokens": usage.completion_tokens}
+    text = c11.compose(content_text((getattr(completion, "message", None) or {}).get("content")))
+    reason = (f"passed its deadline ({seconds:.2f} s > {deadline:g} s)" if seconds > deadline
+              else c11.gate(plan, text))
+    if reason is not None:
+        record(c11.REJECTED_EVENT, {"reason": reason, "coverage": coverage, "source": source, "usage": used,
+                                    "latency_ms": round(seconds * 1000, 1), "chars": len(text)})
+        return None
+    merge = None if plan.previous is None else {"extends": [plan.previous.start, plan.previous.stop]}
+    record(c11.SUMMARY_EVENT, {
+        "text": text, "coverage": coverage, "source": source, "merge": merge, "usage": used,
+        "latency_ms": round(seconds * 1000, 1),
+        "invalidation": f"valid only for seqs #{plan.start}-#{plan.stop}, model {source['model']} and prompt "
+                        f"{c11.PROMPT_VERSION}", "free_form": plan.free_form})
+    return c11.RecordedSummary(plan.start, plan.stop, text,
+                               f"{source['model']}@{source['endpoint']}/{c11.PROMPT_VERSION}")
+
+
 def _model_summary(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None],
                    turn: int, it: int, view: RequestView, carried: tuple[Lineage | None, list[Message] | None],
                    ) -> RequestView:
     """C11: ask the model for the planned summary; when it passes the gates, rebuild the view with it."""
-    from mxclaw_nb.summary_call import ask_model
-
     strategy = ctx.policy_for().strategy
-    summary = ask_model(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
+    summary = _ask_model(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
                         lambda kind, payload: _emit(ctx, session_id, kind, payload, turn, it))
     if summary is None:
         return view  # the C6 stand-in stays (context.summary_rejected says why)

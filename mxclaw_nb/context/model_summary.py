@@ -24,6 +24,7 @@ from mxclaw_nb.context.view import RequestView
 from mxclaw_nb.messages import SUMMARY_PREFIX, Message, content_text, tool_call_list, tool_call_name
 
 PROMPT_VERSION = "c11-1"
+SUMMARY_EVENT, REJECTED_EVENT = "context.summary", "context.summary_rejected"  # what the loop stores (C11)
 ASK = "Write the summary now."  # the last line of the request (the shipped test server scripts answers by it)
 MAX_MESSAGES, MESSAGE_CHARS = 80, 2_000  # the messages sent to the summariser are bounded
 
