@@ -151,6 +151,14 @@ def describe_setting(name: str) -> str:
 
 def check_setting(name: str, value: Any) -> Any:
     """Return `value` if it is inside the range of setting `name`, else raise ValueError stating the range."""
+    if name == "strategy" and value is not None:  # C12: a registered name with its numbers (the engine's parser)
+        from mxclaw_nb.context.strategies import parse_strategy
+
+        try:
+            parse_strategy(value)
+        except ValueError as exc:
+            raise ValueError(f"strategy: {exc}") from None
+        return value
     limit = LIMITS.get(name)
     if limit is None or (value is None and limit.allow_none) or limit.accepts(value):
         return value

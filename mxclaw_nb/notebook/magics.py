@@ -79,7 +79,7 @@ class AgentMagics(Magics, AgentSettings):
             raise TraitError(f"workspace must be an existing folder (got {value!r})")
         return value
 
-    @validate(*(k for k in CONFIG_KEYS if k in LIMITS))
+    @validate(*(k for k in CONFIG_KEYS if k in LIMITS or k == "strategy"))
     def _check_range(self, proposal: Any) -> Any:
         # One table (mxclaw_nb.settings) for %config, %agent config, ipython_config.py and Agent(...).
         try:

@@ -171,3 +171,11 @@ def test_c12_strategies_by_name_and_numbers_with_clear_errors() -> None:
     with pytest.raises(ValueError, match="keep_last must be an integer >= 0"):
         parse_strategy("masking:keep_last=-1")
     assert {row["strategy"] for row in describe()} >= {"article", "masking", "clearing"}
+
+
+def test_c12_the_strategy_setting_is_checked_where_it_is_set() -> None:
+    from mxclaw_nb.settings import check_setting
+
+    assert check_setting("strategy", "clearing:keep_last=2") == "clearing:keep_last=2"
+    with pytest.raises(ValueError, match="strategy: unknown strategy 'bogus'; known strategies: article"):
+        check_setting("strategy", "bogus")
