@@ -13,7 +13,7 @@ from pathlib import Path
 from mxclaw_nb import Agent
 from mxclaw_nb.analysis.replay import replay_messages
 from mxclaw_nb.context import ContextPolicy
-from mxclaw_nb.context.model_summary import ASK, ModelSummary
+from mxclaw_nb.context.model_summary import ASK, ModelSummary, summary_note
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.messages import SUMMARY_PREFIX
 from mxclaw_nb.summary_call import recorded_from_store
@@ -52,6 +52,8 @@ def _summary_requests(server: TestServer) -> list[dict]:
 def test_c11_merged_summaries_recorded_reused_on_reentry_and_replayed_byte_for_byte(tmp_path):
     with TestServer(answers={ASK: good_summary}) as server:
         agent = _agent(server, tmp_path)
+        heard: list[tuple[str, dict]] = []
+        agent.subscribe(lambda kind, payload: heard.append((kind, payload)))
         for k in range(6):
             _turn(agent, k)
         recorded = _events(agent, "context.summary")
@@ -67,6 +69,12 @@ def test_c11_merged_summaries_recorded_reused_on_reentry_and_replayed_byte_for_b
         asked = _summary_requests(server)
         assert first["text"] in asked[1]["messages"][-1]["content"]  # the second request carried the first summary
         assert second["usage"]["prompt_tokens"] > 0
+        # live subscribers hear it (the live log's own line, with its usage)
+        live = [p for kind, p in heard if kind == "context.summary"]
+        assert len(live) == len(recorded)
+        note = summary_note("context.summary", live[1])
+        assert note.startswith(f"✎ model summary of #{second['coverage'][0]}-#{second['coverage'][1]} (merged into "
+                               f"#{first['coverage'][0]}-#{first['coverage'][1]}) · ")
         # the view sent the model's text (with the range it covers, C13), not the C6 one
         sent = [m["content"] for r in server.requests if r not in asked for m in r["messages"]
                 if m["role"] == "system" and m["content"].startswith(SUMMARY_PREFIX)]
@@ -100,6 +108,7 @@ def test_c11_a_longer_summary_and_a_late_one_are_rejected_and_c6_stands_in(tmp_p
             _turn(agent, k)
         rejected = _events(agent, "context.summary_rejected")
         assert rejected and rejected[0]["reason"].startswith("not shorter than what it replaces")
+        assert summary_note("context.summary_rejected", rejected[0]).endswith("; the C6 summary stands in")
         assert not _events(agent, "context.summary")
         summaries = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "system"
                      and m["content"].startswith(SUMMARY_PREFIX)]

@@ -187,3 +187,18 @@ def recorded(payloads: Sequence[dict[str, Any]]) -> tuple[RecordedSummary, ...]:
 
 MODEL_SUMMARY = register(ModelSummary(), "model-written summaries (C11): the article's ladder, its summary written "
                                          "by a model call, merged into the previous one, gated, recorded and reused")
+
+
+def summary_note(kind: str, payload: dict[str, Any]) -> str:
+    """One line for the live log (C11): `✎ model summary of #1-#7 (merged into #1-#4) · 2,103 + 141 tokens`, or
+    `✎ model summary of #1-#7 rejected: <reason>; the C6 summary stands in`."""
+    cov = payload.get("coverage") or ["?", "?"]
+    head = f"✎ model summary of #{cov[0]}-#{cov[-1]}"
+    if kind == REJECTED_EVENT:
+        return f"{head} rejected: {payload.get('reason')}; the C6 summary stands in"
+    merge = payload.get("merge") or {}
+    ext = merge.get("extends") if isinstance(merge, dict) else None
+    used = payload.get("usage") or {}
+    tokens = (f" · {int(used.get('prompt_tokens') or 0):,} + {int(used.get('completion_tokens') or 0):,} tokens"
+              if used else "")
+    return head + (f" (merged into #{ext[0]}-#{ext[1]})" if ext else "") + tokens

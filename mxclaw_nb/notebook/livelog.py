@@ -222,6 +222,18 @@ class LiveLog:
         self._print("  " + text)
         self._refresh()
 
+    def _on_context_summary(self, p: dict[str, Any], kind: str = "context.summary") -> None:
+        """C11: the summary call, as its own line (accepted, merged, or rejected with the reason)."""
+        from mxclaw_nb.context.model_summary import summary_note
+
+        text = summary_note(kind, p)
+        self.entries.append({"kind": "note", "text": text})
+        self._print("  " + text)
+        self._refresh()
+
+    def _on_context_summary_rejected(self, p: dict[str, Any]) -> None:
+        self._on_context_summary(p, "context.summary_rejected")
+
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
         self.finish(f"done · {counted(p.get('iterations'), 'model call')}")
 

@@ -285,6 +285,17 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
                 f"{fmt_int(p.get('after_tokens'))} {unit} tokens")
         self._add(LogLine("compaction", text, color=color_of("stage", stage), iteration=it))
 
+    def _on_context_summary(self, p: dict[str, Any], kind: str = "context.summary") -> None:
+        """C11: the summary call, as its own line (accepted, merged, or rejected with the reason)."""
+        from mxclaw_nb.context.model_summary import summary_note
+
+        self._flush_text()
+        rejected = kind == "context.summary_rejected"
+        self._add(LogLine("note", summary_note(kind, p), color=FAIL_CSS if rejected else color_of("stage", "summary")))
+
+    def _on_context_summary_rejected(self, p: dict[str, Any]) -> None:
+        self._on_context_summary(p, "context.summary_rejected")
+
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
         if p.get("text") and not self.text:
             self.text = str(p["text"])
