@@ -65,3 +65,22 @@ def test_r1_recall_of_another_sessions_seq_is_refused_in_a_turn(test_server, tmp
     assert re.match(rf"Tool failed: #{beyond} is not in this session's transcript", results[0])
     assert "only this session's transcript" in results[1]
     assert "a long first session" not in json.dumps(test_server.requests[-1]["messages"])
+
+
+def test_r1_the_demo_model_recalls_a_compacted_output_after_a_compaction(tmp_path):
+    """C13 + R1 on the offline demo: a small window compacts the fix task's outputs; asked to recall, the demo
+    model reads the placeholder's seq, calls `recall`, and its answer quotes the stored original."""
+    agent = Agent(db=str(tmp_path / "demo.duckdb"), approval="allow", env={}, home=tmp_path / "home",
+                  context_window_tokens=6_400, keep_recent_tokens=1_500, counter="estimate")
+    assert agent.is_demo
+    assert agent.run("The unit tests of the inventory package fail. Find out why and fix them.").status == "ok"
+    result = agent.run("Recall the first compacted tool output and show me how it begins.")
+    stored = agent.transcript()
+    calls = [c for m in stored if m["role"] == "assistant" for c in m.get("tool_calls") or []
+             if c["function"]["name"] == "recall"]
+    assert len(calls) == 1
+    seq = json.loads(calls[0]["function"]["arguments"])["seq"]
+    assert stored[seq]["role"] == "tool" and len(stored[seq]["content"]) > 60  # a real, compacted output
+    first_line = next(ln for ln in stored[seq]["content"].splitlines() if ln.strip())
+    assert f"I read stored message #{seq} back with `recall`" in result.text
+    assert first_line.strip()[:40] in result.text  # the answer uses what was recalled
