@@ -30,7 +30,19 @@ from mxclaw_nb.analysis import import_openai_jsonl  # noqa: E402
 from mxclaw_nb.demo.examples import synthetic_transcript  # noqa: E402
 from mxclaw_nb.store.writer import Store  # noqa: E402
 
-TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def default_transcripts() -> Path:
+    """`../shared/transcripts` from the repo root (a clean clone beside `shared/`); a worktree nested deeper
+    (`/work/wt/<name>`) finds the same folder further up. The first that exists, else the clone's own."""
+    for folder in REPO.parents:
+        if (folder / "shared" / "transcripts").is_dir():
+            return folder / "shared" / "transcripts"
+    return REPO.parent / "shared" / "transcripts"
+
+
+TRANSCRIPTS = default_transcripts()
 
 
 def seed_rows_per_s(n: int) -> float:
@@ -71,13 +83,23 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     """The medians of this checkout (or of --path)."""
     out = {"seed rows/s": statistics.median(seed_rows_per_s(args.messages) for _ in range(args.runs)),
            "parquet import rows/s": statistics.median(parquet_rows_per_s(args.messages) for _ in range(args.runs))}
-    if args.transcripts.is_dir():
-        got = [import_ms_per_session(args.transcripts) for _ in range(args.runs)]
-        out["import ms/session"] = statistics.median(g[0] for g in got)
-        rows = _transcript_messages(args.transcripts)
-        out["import rows/s"] = rows / (out["import ms/session"] * got[0][1] / 1e3)
-        out["sessions"] = got[0][1]
+    got = [import_ms_per_session(args.transcripts) for _ in range(args.runs)]
+    if not got[0][1]:
+        sys.exit(f"bulk_bench: importing {args.transcripts} gave 0 sessions")
+    out["import ms/session"] = statistics.median(g[0] for g in got)
+    rows = _transcript_messages(args.transcripts)
+    out["import rows/s"] = rows / (out["import ms/session"] * got[0][1] / 1e3)
+    out["sessions"] = got[0][1]
     return out
+
+
+def check_transcripts(folder: Path) -> None:
+    """Fail loudly (exit 2) when the shared transcripts are missing or hold no session: a bench that prints
+    "0 sessions" measures nothing."""
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    if not files:
+        sys.exit(f"bulk_bench: no *.jsonl transcripts in {folder} (expected ../shared/transcripts beside the "
+                 "repo root); pass --transcripts FOLDER")
 
 
 def _transcript_messages(folder: Path) -> int:
@@ -96,6 +118,7 @@ def main() -> None:
     ap.add_argument("--baseline", help="also run a baseline checkout (a subprocess) and print both")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
+    check_transcripts(args.transcripts)
     base: dict[str, float] = {}
     if args.baseline:
         import json

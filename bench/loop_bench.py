@@ -30,6 +30,7 @@ import json
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,7 @@ class Timers:
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
         self.depth: dict[str, int] = {}
+        self.in_model = False  # inside provider.complete: the model call and the in-process server's work
 
     def wrap(self, owner: Any, name: str, label: str) -> Callable[[], None]:
         original = getattr(owner, name, None)
@@ -107,14 +109,20 @@ class Timers:
         store.batch = timed
 
     def watch_gc(self) -> Callable[[], None]:
-        """Time the cyclic garbage collector's passes (a full one walks every live object: the whole history)."""
-        started = [0.0]
+        """Time the cyclic garbage collector's passes (a full one walks every live object: the whole history).
+
+        Only the loop's own passes count: none started while the model call is in flight (`self.in_model`,
+        set around `provider.complete`) nor any started on another thread (the in-process test server)."""
+        started: list[float | None] = [None]
+        main = threading.get_ident()
 
         def callback(phase: str, info: dict[str, Any]) -> None:
             if phase == "start":
-                started[0] = time.perf_counter()
-            else:
+                ours = not self.in_model and threading.get_ident() == main
+                started[0] = time.perf_counter() if ours else None
+            elif started[0] is not None:
                 self.spent["gc"] = self.spent.get("gc", 0.0) + time.perf_counter() - started[0]
+                started[0] = None
 
         gc.callbacks.append(callback)
         return lambda: gc.callbacks.remove(callback)
@@ -152,6 +160,7 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
 
             def timed(messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
                 entered = time.perf_counter()
+                timers.in_model = True  # from here on (the body's encoding too) nothing is the loop's
                 spent = timers.take()
                 t0 = time.perf_counter()
                 json.dumps({"model": "bench-model", "messages": messages, "tools": schemas})
@@ -164,6 +173,7 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
                 try:
                     return complete(messages, *args, **kwargs)
                 finally:
+                    timers.in_model = False
                     mark[0] = time.perf_counter()
 
             agent.provider.complete = timed  # type: ignore[method-assign]
@@ -253,7 +263,8 @@ def main() -> None:
           "owned by the storage work, are taken out: engine, events, tool run, glue). engine = "
           "build_request_view + compose_lineage + the C7 carry of seqs; record = the request "
           "record's construction (provenance columns + lineage record; made after a call returns, so it is "
-          "counted in the next call's interval); gc = time in the cyclic garbage collector during the interval "
+          "counted in the next call's interval); gc = time in the cyclic garbage collector during the interval, "
+          "on the loop's thread and outside the model call "
           "(inside any of the others; a full pass walks every live object, so it grows with the history and with "
           "what the interval allocates); json = json.dumps of the request body.")
 

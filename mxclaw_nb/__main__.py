@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.demo.plans import TASKS
+from mxclaw_nb.tools.policy import terminal_safe
 
 # Three of the demo's scripted tasks, in the order that fills the context (fix, build log, recap); the same
 # example prompts the demo model lists when a prompt matches none of its scripts.
@@ -31,7 +32,7 @@ def _printer(kind: str, payload: dict[str, Any]) -> None:
         first = (payload.get("summary") or "").splitlines()[0] if payload.get("summary") else ""
         unit = "est." if payload.get("tokens_are") == "estimates" else payload.get("tokens_are", "est.")
         print(f"  ⟳ context compacted: {payload['stage']} · {payload['before_tokens']:,} -> "
-              f"{payload['after_tokens']:,} {unit} tokens · {first[:90]}")
+              f"{payload['after_tokens']:,} {unit} tokens · {terminal_safe(first[:90])}")
     elif kind == "tool.finished":
         status = "failed" if payload["is_error"] else "ok"
         extra = f" · artifact {payload['artifact_id']}" if payload.get("artifact_id") else ""
@@ -54,7 +55,7 @@ def demo(args: argparse.Namespace) -> int:
     for prompt in DEMO_PROMPTS[: args.turns]:
         print(f"> {prompt}")
         result = agent.run(prompt)
-        print(f"\n{result.text}\n")
+        print(f"\n{terminal_safe(result.text)}\n")  # a model's escape sequences never reach the terminal raw
     requests = agent.store.requests(agent.session_id)
     print(f"{len(requests)} model calls stored; stages: {requests['stage'].value_counts().to_dict()}")
     agent.close()

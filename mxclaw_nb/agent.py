@@ -29,7 +29,7 @@ from mxclaw_nb.context import (
 )
 from mxclaw_nb.context.counters import CalibratedCounter
 from mxclaw_nb.context.strategies import parse_strategy
-from mxclaw_nb.frozen import session_preamble
+from mxclaw_nb.frozen import preamble_and_notes, session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
@@ -37,8 +37,11 @@ from mxclaw_nb.secrets import known as known_secrets
 from mxclaw_nb.settings import (  # noqa: E402,F401 - the settings table
     COUNTER_MODES,
     DEFAULT_CALL_DEADLINE,
+    MAX_ANSWER_BYTES,
     MAX_IMAGE_BYTES,
     MAX_PROMPT_BYTES,
+    MAX_STREAM_LINE_BYTES,
+    MAX_TOOL_ARGS_BYTES,
     check_setting,
     check_settings,
     human_bytes,
@@ -116,9 +119,12 @@ class Agent:
                  max_tool_calls: int = MAX_TOOL_CALLS,
                  call_deadline: float = DEFAULT_CALL_DEADLINE,
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
+                 max_tool_args_bytes: int = MAX_TOOL_ARGS_BYTES, max_answer_bytes: int = MAX_ANSWER_BYTES,
+                 max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
                  namespace: Callable[[], dict[str, Any]] | None = None, strategy: Any = "article") -> None:
         from mxclaw_nb.connect import resolve_provider
         from mxclaw_nb.provider.client import context_window_for
+        from mxclaw_nb.provider.limits import Limits
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
@@ -128,10 +134,12 @@ class Agent:
         check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
-                       max_tool_calls=max_tool_calls)
+                       max_tool_calls=max_tool_calls, max_tool_args_bytes=max_tool_args_bytes,
+                       max_answer_bytes=max_answer_bytes, max_stream_line_bytes=max_stream_line_bytes)
         if provider is None:  # validate before the store opens: a bad value leaves nothing behind
             provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
-                                        call_deadline=call_deadline)
+                                        call_deadline=call_deadline,
+                                        limits=Limits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes))
         self.store = db if isinstance(db, Store) else Store(db)
         self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
@@ -163,6 +171,7 @@ class Agent:
         self.shell_env = tuple(shell_env)
         self.max_tool_calls = max_tool_calls
         self._warned_unconfined = False
+        self._frozen_notes: list[dict[str, str]] = []  # L9: refused project files, shown when the turn starts
         self._deltas = StreamRedactor()
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
@@ -305,6 +314,10 @@ class Agent:
         payload = redact_obj(display_value(payload))  # what the live log and widgets show (L6, L7)
         for callback in list(self._subscribers):
             callback(kind, payload)
+        if kind == "turn.started":  # L9: the frozen files refused on this session's first turn, after its header
+            notes, self._frozen_notes = self._frozen_notes, []
+            for note in notes:
+                self._send("frozen.note", {**note, "turn": 0, "iteration": None})
 
     # -- turns ---------------------------------------------------------------------------------
     def _user_message(self, prompt: str, images: Sequence[str | Path] | None) -> Message:
@@ -325,8 +338,12 @@ class Agent:
         self._session_stored = True
         transcript = self._sync_transcript()
         if not transcript:
-            for message in session_preamble(self.workspace, home=self.home):
+            messages, notes = preamble_and_notes(self.workspace, home=self.home)
+            for message in messages:
                 self.store.append_message(self.session_id, message, turn=0)
+            for note in notes:  # L9: stored with the preamble, shown in the live log once the turn starts
+                self.store.append_event(self.session_id, "frozen.note", note, turn=0)
+            self._frozen_notes = notes
             transcript = self._sync_transcript()
         return transcript
 

@@ -21,6 +21,7 @@ STORED: frozenset[str] = frozenset({
     "context.compacted",  # C10
     "context.summary", "context.summary_rejected",  # C11: a recorded model summary, or why one was rejected
     "provider.note",  # L2: what the adapter did about this server (e.g. stream_options refused: asked again without)
+    "frozen.note",  # L9: a project file of the frozen context refused (a link out, a FIFO, a device, ...)
     "harness.compaction",  # S4: a compaction another harness (Claude Code, Codex) made, imported from its log
 })
 # Shown live only: the streamed text, and what the `requests` table already keeps (the request view and

@@ -9,16 +9,29 @@ Each message's first line names its layer (``[project instructions] AGENTS.md`` 
 context gauge can classify layers with ``frozen_layer`` without extra stored fields. Reading is
 forgiving: a missing file is skipped, an unreadable file or invalid JSON gives a visible note inside
 the message instead of a crash, and each file is capped so one huge file cannot fill the window.
+
+SPEC L9: these files are read the way the file tools read (``tools.beneath``): opened beneath the workspace
+(the user memory beneath the home folder) without following a link out of it at any component, regular
+files with one link only, non-blocking (a FIFO cannot hang the first turn), and at most ``MAX_FILE_BYTES``
+read whatever the file claims (a link to ``/dev/zero`` cannot exhaust memory). A cloned repository or an
+earlier shell command can plant such links; anything refused is a visible note in the message, never
+content, and ``load_frozen`` returns the notes so the agent stores and shows them (``frozen.note``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
+from mxclaw_nb.tools.beneath import NotReadable, OutsideWorkspace, open_beneath, read_capped
+
 MAX_FILE_CHARS = 20_000
+MAX_FILE_BYTES = 256 * 1024  # L9: read at most this much of one file (MAX_FILE_CHARS of 4-byte characters and more)
+MAX_SKILLS = 200  # skill folders listed in the index
+_READ_CAPPED = " characters kept]"
 MAX_SKILL_DESCRIPTION = 300
 POLICY_KEYS = ("verification", "verificationPolicy", "verification_policy", "verify")
 
@@ -52,35 +65,46 @@ def _system(first_line: str, body: str) -> dict[str, Any]:
 
 
 def _cap(text: str) -> str:
-    if len(text) <= MAX_FILE_CHARS:
+    if len(text) <= MAX_FILE_CHARS or text.endswith(_READ_CAPPED):  # already capped when read (L9)
         return text
     note = f"[... truncated: the file has {len(text)} characters; first {MAX_FILE_CHARS} kept]"
     return text[:MAX_FILE_CHARS] + "\n" + note
 
 
-def _read(path: Path) -> tuple[str | None, str | None]:
-    """(text, None) for a readable non-empty file, (None, note) when unreadable, (None, None) if absent/empty."""
-    try:
-        if not path.exists():
+class _Reader:
+    """Reads the frozen files of one load beneath their root (L9), collecting a note for each refusal."""
+
+    def __init__(self) -> None:
+        self.notes: list[dict[str, str]] = []
+
+    def read(self, root: Path, rel: str, shown: str) -> tuple[str | None, str | None]:
+        """(text, None) for a readable file ("" when blank), (None, note) when refused, (None, None) if absent."""
+        try:
+            got = read_capped(root, rel, MAX_FILE_BYTES + 1)
+        except NotReadable as exc:
+            said = f"{shown} was not read: {exc.reason}."
+            self.notes.append({"file": shown, "note": said})
+            return None, f"(note: {said})"
+        if got is None:
             return None, None
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return None, f"(note: could not read {path.name}: {type(exc).__name__}: {exc.strerror or exc})"
-    text = text.strip("\n")
-    return (text, None) if text.strip() else (None, None)
+        data, size = got
+        text = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+        if len(data) > MAX_FILE_BYTES or size > MAX_FILE_BYTES:
+            text = text[:MAX_FILE_CHARS] + (f"\n[... truncated: the file has {max(size, len(data))} bytes; at most "
+                                            f"{MAX_FILE_BYTES} were read, first {MAX_FILE_CHARS}{_READ_CAPPED}")
+        text = text.strip("\n")
+        return (text if text.strip() else ""), None
 
+    def file_message(self, first_line: str, root: Path, rel: str, shown: str) -> dict[str, Any] | None:
+        text, note = self.read(root, rel, shown)
+        if note is not None:
+            return _system(first_line, note)
+        return _system(first_line, _cap(text)) if text else None
 
-def _file_message(first_line: str, path: Path) -> dict[str, Any] | None:
-    text, note = _read(path)
-    if note is not None:
-        return _system(first_line, note)
-    return None if text is None else _system(first_line, _cap(text))
-
-
-def _policy_message(path: Path) -> dict[str, Any] | None:
+def _policy_message(reader: _Reader, ws: Path) -> dict[str, Any] | None:
     first = "[verification policy] .mx-claw/project.json"
-    text, note = _read(path)
-    if note is not None or text is None:
+    text, note = reader.read(ws, ".mx-claw/project.json", ".mx-claw/project.json")
+    if note is not None or not text:
         return None if note is None else _system(first, note)
     try:
         data = json.loads(text)
@@ -110,11 +134,11 @@ def _front_matter(text: str) -> dict[str, str]:
     return fields
 
 
-def _skill_line(skill_md: Path) -> str:
-    name = skill_md.parent.name
-    text, note = _read(skill_md)
-    if text is None:
-        return f"- {name}: {note or '(empty SKILL.md)'}"
+def _skill_line(reader: _Reader, ws: Path, name: str) -> str | None:
+    rel = f".mx-claw/skills/{name}/SKILL.md"
+    text, note = reader.read(ws, rel, rel)
+    if note is not None or not text:
+        return None if text is None and note is None else f"- {name}: {note or '(empty SKILL.md)'}"
     meta = _front_matter(text)
     body = text[text.find("\n---", 3) + 4 :] if meta else text
     first = next((ln.strip().lstrip("#").strip() for ln in body.splitlines() if ln.strip()), "")
@@ -124,34 +148,79 @@ def _skill_line(skill_md: Path) -> str:
     return f"- {meta.get('name') or name}: {desc}"
 
 
-def _skills_message(skills_dir: Path) -> dict[str, Any] | None:
+def _skill_names(reader: _Reader, ws: Path) -> list[str]:
+    """The folder names under `.mx-claw/skills`, listed through a descriptor opened beneath the workspace (L9)."""
+    rel = ".mx-claw/skills"
     try:
-        files = sorted(skills_dir.glob("*/SKILL.md")) if skills_dir.is_dir() else []
+        root_fd = os.open(ws, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        files = []
-    if not files:
+        return []
+    try:
+        fd = open_beneath(ws, root_fd, rel, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        reason = (f"it {exc.strerror}; links out are never followed" if isinstance(exc, OutsideWorkspace) else
+                  f"it cannot be opened ({exc.strerror})")
+        reader.notes.append({"file": rel, "note": f"{rel} was not read: {reason}."})
+        return []
+    finally:
+        os.close(root_fd)
+    try:
+        with os.scandir(fd) as entries:
+            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) or e.is_symlink())
+    finally:
+        os.close(fd)
+    return names[:MAX_SKILLS]
+
+
+def _skills_message(reader: _Reader, ws: Path) -> dict[str, Any] | None:
+    lines = []
+    before = len(reader.notes)
+    names = _skill_names(reader, ws)
+    if len(reader.notes) > before:  # the skills folder itself was refused
+        return _system("[skill index]", f"(note: {reader.notes[-1]['note']})")
+    for name in names:
+        line = _skill_line(reader, ws, name)
+        if line is not None:
+            lines.append(line)
+    if not lines:
         return None
-    return _system("[skill index]", "\n".join(_skill_line(f) for f in files))
+    return _system("[skill index]", "\n".join(lines))
+
+
+def load_frozen(workspace: Path, *, home: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """F1 system messages in a fixed order, and a note per file refused (L9); never raises."""
+    ws = Path(workspace)
+    user_home = Path.home() if home is None else Path(home)
+    reader = _Reader()
+    candidates = [
+        reader.file_message("[project instructions] AGENTS.md", ws, "AGENTS.md", "AGENTS.md"),
+        reader.file_message("[project instructions] .mx-claw/AGENTS.md", ws, ".mx-claw/AGENTS.md",
+                            ".mx-claw/AGENTS.md"),
+        _policy_message(reader, ws),
+        _skills_message(reader, ws),
+        reader.file_message("[memory snapshot] user", user_home, ".mx-claw/memory.md", "~/.mx-claw/memory.md"),
+        reader.file_message("[memory snapshot] project", ws, ".mx-claw/memory.md", ".mx-claw/memory.md"),
+    ]
+    return [m for m in candidates if m is not None], reader.notes
 
 
 def load_frozen_context(workspace: Path, *, home: Path | None = None) -> list[dict[str, Any]]:
-    """F1 system messages in a fixed order; missing files skipped, broken ones noted, never raises."""
-    ws = Path(workspace)
-    user_home = Path.home() if home is None else Path(home)
-    candidates = [
-        _file_message("[project instructions] AGENTS.md", ws / "AGENTS.md"),
-        _file_message("[project instructions] .mx-claw/AGENTS.md", ws / ".mx-claw" / "AGENTS.md"),
-        _policy_message(ws / ".mx-claw" / "project.json"),
-        _skills_message(ws / ".mx-claw" / "skills"),
-        _file_message("[memory snapshot] user", user_home / ".mx-claw" / "memory.md"),
-        _file_message("[memory snapshot] project", ws / ".mx-claw" / "memory.md"),
-    ]
-    return [m for m in candidates if m is not None]
+    """F1 system messages in a fixed order; missing files skipped, broken or refused ones noted, never raises."""
+    return load_frozen(workspace, home=home)[0]
 
 
 def session_preamble(workspace: Path, *, home: Path | None = None) -> list[dict[str, Any]]:
     """The system prompt followed by the frozen context: what a new session stores first."""
-    return [{"role": "system", "content": SYSTEM_PROMPT}, *load_frozen_context(workspace, home=home)]
+    return preamble_and_notes(workspace, home=home)[0]
+
+
+def preamble_and_notes(workspace: Path, *,
+                       home: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """`session_preamble` and the L9 notes of the files it refused (each stored and shown as `frozen.note`)."""
+    messages, notes = load_frozen(workspace, home=home)
+    return [{"role": "system", "content": SYSTEM_PROMPT}, *messages], notes
 
 
 def frozen_layer(message: dict[str, Any]) -> str | None:

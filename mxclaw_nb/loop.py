@@ -33,7 +33,7 @@ from mxclaw_nb.context import (
 from mxclaw_nb.context import model_summary as c11  # C11: plan, prompt, gates (pure)
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.events import Subscriber
-from mxclaw_nb.messages import Message, content_text, tool_call_name
+from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, content_text, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
@@ -212,9 +212,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     break
                 appended = [assistant]
                 bound = ctx.tool_context.max_tool_calls
+                refused = assistant.get(REFUSED_CALLS_KEY) or {}  # L10: arguments over the bound: not run
                 for n, call in enumerate(calls[:bound], 1):
                     doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
-                    message, seq = _run_tool(ctx, session_id, call, turn, it)
+                    message, seq = _run_tool(ctx, session_id, call, turn, it, refused.get(str(call.get("id") or "")))
                     appended.append(message)
                     new_seqs.append(seq)
                 if len(calls) > bound:  # L3: answer the rest (C4 needs every call answered) without running them
@@ -422,13 +423,15 @@ def _store_failed_request(ctx: TurnContext, session_id: str, record: RequestReco
     return ""
 
 
-def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int) -> tuple[Message, int]:
+def _run_tool(ctx: TurnContext, session_id: str, call: dict[str, Any], turn: int, it: int,
+              refused: str | None = None) -> tuple[Message, int]:
     name = tool_call_name(call) or "unknown"
     fn = call.get("function") if isinstance(call.get("function"), dict) else {}
     arguments = fn.get("arguments", "")
     call_id = str(call.get("id") or "")
     _emit(ctx, session_id, "tool.started", {"call_id": call_id, "name": name, "arguments": arguments}, turn, it)
-    result = ctx.tools.finalize(ctx.tools.run(name, arguments, ctx.tool_context), ctx.tool_context)
+    result = (ToolResult(refused, is_error=True) if refused else  # L10: over max_tool_args_bytes, never run
+              ctx.tools.finalize(ctx.tools.run(name, arguments, ctx.tool_context), ctx.tool_context))
     message: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
     if result.is_error:
         message["is_error"] = True

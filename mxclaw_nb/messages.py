@@ -26,6 +26,9 @@ ROLES = ("system", "user", "assistant", "tool")
 SYSTEM_ROLES = frozenset({"system", "developer"})
 # Only these keys are ever sent to a provider; everything else (reasoning, is_error, ...) is display-only.
 SENT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+# SPEC L10: on an assistant message, {tool call id: failure text} for calls whose arguments were over the bound
+# (not kept, not run; the loop answers each with its failure text). Stored, never sent.
+REFUSED_CALLS_KEY = "refused_calls"
 
 SUMMARY_PREFIX = "[compressed conversation context]"
 MICRO_PREFIX = "[microcompaction]"

@@ -66,6 +66,9 @@ SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")  # L5
 NETWORK_MODES = ("off", "on")  # L5
 MAX_TOOL_CALLS = 64  # default bound on tool calls run per model response (L3)
 DEFAULT_CALL_DEADLINE = 600.0  # seconds one model call may take, retries included (L7)
+MAX_TOOL_ARGS_BYTES = 4 * 1_048_576  # L10: one tool call's arguments (4 MB); larger ones are not run
+MAX_ANSWER_BYTES = 16 * 1_048_576  # L10: one model answer (text, reasoning, tool-call arguments), or a plain body
+MAX_STREAM_LINE_BYTES = 8 * 1_048_576  # L10: one line of a streamed (SSE) answer
 
 _POSITIVE = Range(False, 0, low_open=True)
 
@@ -126,6 +129,14 @@ SETTINGS: tuple[Setting, ...] = (
             env="MXCLAW_SHELL_ENV", agent=False),
     Setting("max_tool_calls", "int", MAX_TOOL_CALLS, "Tool calls run per model response; the rest fail.",
             limit=Range(True, 1)),
+    Setting("max_tool_args_bytes", "int", MAX_TOOL_ARGS_BYTES,
+            "Largest arguments of one tool call in bytes (L10); a larger call is not run, it fails.",
+            limit=Range(True, 1)),
+    Setting("max_answer_bytes", "int", MAX_ANSWER_BYTES,
+            "Largest model answer in bytes: text, reasoning and tool-call arguments together (L10).",
+            limit=Range(True, 1)),
+    Setting("max_stream_line_bytes", "int", MAX_STREAM_LINE_BYTES,
+            "Largest line of a streamed answer in bytes (L10).", limit=Range(True, 1)),
     Setting("live", "bool", True, "Show the live turn log while a turn runs.", agent=False, rebuilds=False),
     Setting("widgets", "bool", True, "Use ipywidgets in a kernel (HTML/text fallbacks otherwise).", agent=False,
             rebuilds=False),

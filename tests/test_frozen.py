@@ -86,7 +86,7 @@ def test_f1_unreadable_file_gives_a_note_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").mkdir()  # a folder where a file is expected cannot be read
     [msg] = load_frozen_context(tmp_path, home=tmp_path)
     assert msg["content"].startswith(
-        "[project instructions] AGENTS.md\n(note: could not read AGENTS.md: IsADirectoryError"
+        "[project instructions] AGENTS.md\n(note: AGENTS.md was not read: it is a directory, not a regular file.)"
     )
 
 

@@ -7,8 +7,12 @@ a real sandboxed shell that runs `env` and `cat .env`.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
+import string
 from pathlib import Path
+from urllib.parse import quote, quote_plus, unquote_plus
 
 import duckdb
 import pytest
@@ -139,3 +143,136 @@ def test_l6_redact_property_a_known_key_never_survives(before: str, after: str, 
     out = secrets.redact(before + glue + key + after)
     assert key not in out
     assert secrets.redact(out) == out  # redacting twice changes nothing more
+
+
+# -- L6 beyond the exact value: encoded forms, and a key split across tool outputs ------------------------------
+
+B64 = re.compile(r"[A-Za-z0-9+/_-]{4,}")
+HEX = re.compile(r"[0-9A-Fa-f]{2,}")
+KEY_CHARS = st.text(alphabet=string.ascii_letters + string.digits + "-_", min_size=20, max_size=64)
+
+
+def _runs_of(key: bytes, data: bytes) -> bool:
+    """True when `data` holds a run of at least MIN_FRAGMENT bytes of `key`."""
+    n = secrets.MIN_FRAGMENT
+    return any(key[i:i + n] in data for i in range(len(key) - n + 1))
+
+
+def _b64_recovers(key: bytes, text: str) -> bool:
+    """Decode every base64/base64url run of `text` at each of its 4 character alignments: any key run inside?"""
+    for run in B64.findall(text):
+        for start in range(4):
+            part = run[start:][: (len(run) - start) // 4 * 4]
+            for alt in (part, part.replace("-", "+").replace("_", "/")):
+                try:
+                    if _runs_of(key, base64.b64decode(alt, validate=True)):
+                        return True
+                except ValueError:
+                    pass
+    return False
+
+
+def _hex_recovers(key: bytes, text: str) -> bool:
+    for run in HEX.findall(text):
+        for start in range(2):
+            part = run[start:][: (len(run) - start) // 2 * 2]
+            if part and _runs_of(key, bytes.fromhex(part)):
+                return True
+    return False
+
+
+@given(KEY_CHARS, st.binary(max_size=5), st.binary(max_size=5), st.text(max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_l6_property_no_encoded_form_of_a_key_survives(key: str, before: bytes, after: bytes, noise: str) -> None:
+    """base64, base64url (at any byte alignment inside longer data), hex, URL-encoded and reversed: nothing of the
+    key can be decoded back out of the redacted text."""
+    secrets.register(key)
+    try:
+        data, raw = before + key.encode() + after, key.encode()
+        for encoded in (base64.b64encode(data).decode(), base64.urlsafe_b64encode(data).decode().rstrip("="),
+                        data.hex(), data.hex().upper()):
+            out = secrets.redact(noise + " " + encoded + " " + noise)
+            assert not _b64_recovers(raw, out) and not _hex_recovers(raw, out), (encoded, out)
+        text = before.decode("latin-1") + key + after.decode("latin-1")
+        for encoded in (quote(text, safe=""), quote_plus(text), text[::-1]):
+            out = secrets.redact(noise + encoded + noise)
+            assert not _runs_of(raw, unquote_plus(out).encode()) and not _runs_of(raw, out[::-1].encode()), out
+    finally:
+        secrets.forget(key)
+
+
+@given(KEY_CHARS, st.lists(st.integers(min_value=1, max_value=63), max_size=3), st.lists(st.text(max_size=12),
+       min_size=8, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_l6_property_a_key_split_across_outputs_leaves_no_long_part(key: str, cuts: list[int],
+                                                                     noise: list[str]) -> None:
+    """A key cut anywhere into up to 4 consecutive outputs: no output keeps MIN_FRAGMENT characters of it, so
+    the key is in none of them, nor in all of them joined."""
+    secrets.register(key)
+    try:
+        points = sorted({c for c in cuts if c < len(key)})
+        pieces = [key[a:b] for a, b in zip([0, *points], [*points, len(key)], strict=True)]
+        outputs = [secrets.redact(noise[2 * i] + "\n" + piece + "\n" + noise[2 * i + 1])
+                   for i, piece in enumerate(pieces)]
+        assert key not in "".join(outputs)
+        for out in outputs:
+            assert not _runs_of(key.encode(), out.encode()), (pieces, out)
+        assert secrets.redact(outputs[0]) == outputs[0]  # redacting twice changes nothing more
+    finally:
+        secrets.forget(key)
+
+
+def test_l6_env_file_values_are_registered_by_name() -> None:
+    text = ('# comment\nexport STRIPE_SECRET_KEY="sk_live_L6envfile123"\nDEBUG=true\nDB_PASSWORD=\'pw-L6-env-77\'\n'
+            "PUBLIC_URL=https://example.com\n")
+    try:
+        assert secrets.register_env(text) == 2
+        assert {"sk_live_L6envfile123", "pw-L6-env-77"} <= set(secrets.known())
+        assert "true" not in secrets.known() and "https://example.com" not in secrets.known()
+    finally:
+        secrets.forget("sk_live_L6envfile123")
+        secrets.forget("pw-L6-env-77")
+
+
+ENV_KEY = "ghp_L6encodedFormsAndSplits0x7f3c9a"
+
+
+def test_l6_drill_encoded_and_split_key_from_a_workspace_env_never_stored_or_sent(tmp_path: Path) -> None:
+    """Through the real agent, shell and store: a key kept only in the workspace `.env` (not the provider key)
+    is printed base64, base64url, hex, URL-encoded, reversed, and in two halves by two consecutive commands;
+    neither the DuckDB file nor any request body holds it or a MIN_FRAGMENT-long part of it."""
+    from mxclaw_nb import Agent
+    from mxclaw_nb.provider.client import OpenAIProvider
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".env").write_text(f"GITHUB_TOKEN={ENV_KEY}\n")
+    half = len("GITHUB_TOKEN=") + 15
+    commands = ["base64 -w0 .env", "base64 -w0 .env | tr '+/' '-_'", "od -An -tx1 .env | tr -d ' \\n'",
+                "xxd -p .env | tr -d '\\n'", "python3 -c \"import urllib.parse;print(urllib.parse.quote(open('.env')"
+                ".read()))\"", "rev .env", f"head -c {half} .env", f"tail -c +{half + 1} .env"]
+    try:
+        with TestServer() as srv:
+            srv.enqueue_tool_calls([("bash", {"command": c}) for c in commands[:6]])
+            srv.enqueue_tool_calls([("bash", {"command": commands[6]})])
+            srv.enqueue_tool_calls([("bash", {"command": commands[7]})])
+            srv.enqueue_text("done")
+            provider = OpenAIProvider(base_url=srv.base_url, api_key="k", model="test-model")
+            agent = Agent(workspace=ws, db=str(tmp_path / "s.duckdb"), provider=provider, approval="allow",
+                          home=tmp_path / "home")
+            assert agent.run("show the env file in every encoding").text == "done"
+            sent = json.dumps(srv.requests)
+            outputs = [m["content"] for m in agent.transcript() if m["role"] == "tool"]
+            agent.close()
+        assert len(outputs) == 8 and all("exit code 0" in o or "exit 0" in o or "[redacted]" in o for o in outputs), \
+            outputs
+        assert sum("[redacted]" in o for o in outputs) >= 7, outputs  # `head` may end before a long enough part
+        raw = ENV_KEY.encode()
+        stored = _database_text(tmp_path / "s.duckdb")
+        for where, text in (("sent", sent), ("stored", stored), ("tool outputs", "\n".join(outputs))):
+            assert ENV_KEY not in text, where
+            assert not _runs_of(raw, text.encode()), where
+            assert not _b64_recovers(raw, text) and not _hex_recovers(raw, text), where
+            assert not _runs_of(raw, unquote_plus(text).encode()) and not _runs_of(raw, text[::-1].encode()), where
+    finally:
+        secrets.forget(ENV_KEY)

@@ -244,3 +244,29 @@ def test_s1_n1_database_on_a_read_only_filesystem(tmp_path: Path, demo_workspace
     assert "(Read-only file system" in turn and "Reading works" in turn
     with Store(path) as store:
         assert store.sql("SELECT count(*) AS n FROM messages").n[0] == before
+
+
+def test_s1_a_read_only_store_held_past_max_hold_keeps_reading(tmp_path: Path, demo_workspace: Path) -> None:
+    """S1: on a read-only filesystem a store held longer than `max_hold` asks whether a writer waits; that check
+    must not try to create the queue lock (it raised EROFS out of `%agent view` on a loaded machine)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if not _read_only_mount_works(folder):
+        pytest.skip("no private mount namespace here (needs unshare -m and mount)")
+    path = folder / "store.duckdb"
+    sid = one_demo_turn(path, demo_workspace)
+    for suffix in (".lock", ".queue.lock"):  # a fresh copy: no lock file was ever made beside it
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    code = ("import sys, time\n"
+            "from mxclaw_nb.store.writer import Store\n"
+            "s = Store(sys.argv[1])\n"
+            "s._lease.max_hold = 0.0\n"
+            "for _ in range(3):\n"
+            "    n = len(s.load_transcript(sys.argv[2])); time.sleep(0.02)\n"
+            "print(s.read_only, n)\n")
+    script = (f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder} && "
+              f"exec {sys.executable} -c '{code}' {path} {sid}")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    read_only, n = done.stdout.split()
+    assert read_only == "True" and int(n) > 0

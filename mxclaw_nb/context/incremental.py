@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from typing import Any
+from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.repair import Planned, plan_counted
@@ -48,6 +49,7 @@ class Layout:
     systems: list[int]
     total: int
     tool_total: int
+    estimate_total: int | None = None  # sum of the C1 estimates when the counts are another counter's (kept)
 
     def tool_tokens_before(self, tokens: Sequence[int], step: int) -> int:
         """Tool tokens of the steps before `step` (walks the steps after it: the safe tail is short)."""
@@ -56,7 +58,7 @@ class Layout:
 
 def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_counts: bool = False,
               old_tokens: Sequence[int] = (), old_tail: Sequence[int] | None = None,
-              totals: tuple[int, int] | None = None) -> Layout:
+              totals: tuple[int, int] | None = None, estimate_total: int | None = None) -> Layout:
     """The layout of `planned`, reusing the first `k` steps of `old` (its totals too when `same_counts`;
     `old_tokens` are the counts `old` was made from, or `old_tail` their part from step k on). `totals`:
     (total, tool total) of `planned.tokens` when the caller kept them (the calibrated counting does)."""
@@ -82,7 +84,7 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     else:
         total = sum(tokens)
         tool_total = _tool_sum(tokens, roles)
-    return Layout(roles, systems, total, tool_total)
+    return Layout(roles, systems, total, tool_total, estimate_total)
 
 
 def _tool_sum(tokens: Sequence[int], roles: Sequence[Any]) -> int:
@@ -93,37 +95,53 @@ def _tool_sum(tokens: Sequence[int], roles: Sequence[Any]) -> int:
 @dataclass
 class _Calibration:
     """What counting under a calibrated counter needs per step, extended across builds (T2 as a factor over
-    the cached C1 counts): the content key of each step's sent form, the steps of each key, and the C1
-    counts scaled by the counter's factor (recomputed, at C speed, only when the factor changes)."""
+    the cached C1 counts): the content key of each step's sent form, the steps of each key, each step's C1
+    count and tool flag, and the C1 counts as a histogram (count value -> steps), overall and over tool steps.
+
+    No per-step list is ever rescaled: a step's calibrated count is computed where it is read
+    (`CalibratedCounts`), and a total under a factor is summed over the histogram's distinct values
+    (`_histogram_total`: exact, as the per-step rounding is a function of the value), which are far fewer than
+    the steps (15 in the 300k-message synthetic session, 366 over all the shared real transcripts)."""
 
     keys: list[Any] = field(default_factory=list)
     by_key: dict[Any, list[int]] = field(default_factory=dict)
-    factor: float | None = None
-    scaled: list[int] = field(default_factory=list)
+    c1: list[int] = field(default_factory=list)  # this state's own copy (the plan's list may be replaced)
     tools: list[bool] = field(default_factory=list)  # per step: a tool result (the layout's tool total)
-    total: int = 0  # sum of `scaled`, and over tool steps only: kept as it grows (O(new), not O(steps))
-    tool_total: int = 0
-    made: tuple[int, int] | None = None  # (total, tool total) of the counts the last call returned, if known
+    histogram: Counter[int] = field(default_factory=Counter)
+    tool_histogram: Counter[int] = field(default_factory=Counter)
+    c1_total: int = 0  # running sum of `c1` (the view's C1 estimate when every step is sent)
+    made: tuple[int, int] | None = None  # (total, tool total) of the counts the last call returned
+    covered: tuple[Any, int, int] | None = None  # see _covers
+
 
     def truncate(self, k: int) -> None:
+        if self.covered is not None:
+            self.covered = (*self.covered[:2], min(self.covered[2], k))
         for step in range(k, len(self.keys)):
             self.by_key[self.keys[step]].remove(step)
-        dropped = self.scaled[k:]
-        self.total -= sum(dropped)
-        self.tool_total -= sum(compress(dropped, self.tools[k:]))
+        self.histogram.subtract(self.c1[k:])  # a value left at 0 steps adds 0 to a total
+        self.tool_histogram.subtract(compress(self.c1[k:], self.tools[k:]))
+        self.c1_total -= sum(self.c1[k:])
         del self.keys[k:]
-        del self.scaled[k:]
+        del self.c1[k:]
         del self.tools[k:]
 
-    def extend(self, sent: list[Message], steps: Sequence[Message]) -> None:
-        for step in range(len(self.keys), len(sent)):
+    def extend(self, sent: list[Message], steps: Sequence[Message], c1: Sequence[int]) -> None:
+        have = len(self.keys)
+        for step in range(have, len(sent)):
             key = message_key(sent[step])
             self.keys.append(key)
             self.by_key.setdefault(key, []).append(step)
-        self.tools += map("tool".__eq__, map(dict.get, steps[len(self.tools):], repeat("role")))
+        added = c1[have:len(sent)]
+        tools = list(map("tool".__eq__, map(dict.get, steps[have:len(sent)], repeat("role"))))
+        self.histogram.update(added)  # at C speed
+        self.tool_histogram.update(compress(added, tools))
+        self.c1 += added
+        self.tools += tools
+        self.c1_total += sum(added)
 
 
-def _scaled(c1: Sequence[int], factor: float) -> list[int]:
+def _scaled(c1: Any, factor: float) -> list[int]:
     """ceil(c * factor - 1e-9) per count, as CalibratedCounter.count rounds (at C speed)."""
     return list(map(math.ceil, map(_EPSILON.__rsub__, map(factor.__mul__, c1))))
 
@@ -131,50 +149,141 @@ def _scaled(c1: Sequence[int], factor: float) -> list[int]:
 _EPSILON = 1e-9
 
 
+def _histogram_total(histogram: dict[int, int], factor: float) -> int:
+    """Sum of ceil(c * factor - 1e-9) over the counts a histogram holds (negative as 0: the tool total's bound
+    is only taken over tool steps, whose counts are never negative)."""
+    return sum(map(operator.mul, histogram.values(), map(math.ceil, map(
+        _EPSILON.__rsub__, map(factor.__mul__, histogram.keys())))))
+
+
+class CalibratedCounts(Sequence[int]):
+    """The per-step counts of one calibrated build, computed where read (T2: the factor is applied to the
+    cached C1 counts on reading, never by rescanning them per build): ceil(c1 * ratio) for the first `m`
+    steps (those the last usage report covered, anchored), ceil(c1 * factor) after them, and `overrides` (step ->
+    count) for single steps anchored by their content. Read-only; `c1` may grow later (only its first `n`
+    counts are this build's)."""
+
+    __slots__ = ("_c1", "_factor", "_m", "_n", "_over", "_ratio")
+
+    def __init__(self, c1: list[int], n: int, factor: float, m: int = 0, ratio: float = 1.0,
+                 overrides: dict[int, int] | None = None) -> None:
+        self._c1, self._n, self._factor, self._m, self._ratio = c1, n, factor, m, ratio
+        self._over = overrides or {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _at(self, k: int) -> int:
+        hit = self._over.get(k)
+        if hit is not None:
+            return hit
+        return math.ceil(self._c1[k] * (self._ratio if k < self._m else self._factor) - _EPSILON)
+
+    def _span(self, start: int, stop: int) -> list[int]:
+        """Counts of steps start..stop-1, at C speed."""
+        m = min(max(self._m, start), stop)
+        out = _scaled(self._c1[start:m], self._ratio) if m > start else []
+        out += _scaled(self._c1[m:stop], self._factor)
+        for k, v in self._over.items():
+            if start <= k < stop:
+                out[k - start] = v
+        return out
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            start, stop, step = k.indices(self._n)
+            if step == 1:
+                return self._span(start, max(start, stop))
+            return [self._at(i) for i in range(start, stop, step)]
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError(k)
+        return self._at(k)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._span(0, self._n))
+
+    def __reversed__(self) -> Iterator[int]:  # the safe tail reads from the end, a few steps
+        return map(self._at, range(self._n - 1, -1, -1))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == self._n and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CalibratedCounts({list(self)!r})"
+
+
 def calibrated_counts(counter: CalibratedCounter, sent: list[Message], c1: list[int], state: _Calibration,
-                      k: int, steps: Sequence[Message]) -> list[int]:
+                      k: int, steps: Sequence[Message]) -> CalibratedCounts:
     """Per-step counts of `counter` (base C1) equal to `counter.count(sent[i])`, with the state's first `k`
-    steps reused: O(new + what the last usage report covered), not O(steps). `steps` are the step messages
-    (their roles); `state.made` is left with the counts' total and tool total when they came at that cost."""
+    steps reused: O(new + what the last usage report covered beyond a plain prefix + distinct count values),
+    not O(steps). `steps` are the step messages (their roles); `state.made` is left with the counts' total and
+    tool total."""
     state.truncate(min(k, len(state.keys)))
-    state.extend(sent, steps)
+    state.extend(sent, steps, c1)
     factor = float(counter.factor)
-    if state.factor != factor:
-        state.factor, state.scaled = factor, _scaled(c1, factor)
-        state.total, state.tool_total = sum(state.scaled), sum(compress(state.scaled, state.tools))
-    else:
-        added = _scaled(c1[len(state.scaled):], factor)
-        state.total += sum(added)
-        state.tool_total += sum(compress(added, state.tools[len(state.scaled):]))
-        state.scaled += added
-    counts = list(state.scaled)
-    state.made = None
+    n = len(sent)
     report = counter.last_report
     if report is not None and report.base_total > 0:
         ratio = max(counter.floor, report.reported / report.base_total)
         m = len(report.sent)
-        if 0 < m <= len(sent) and sent[:m] == list(report.sent):
+        if 0 < m <= n and _covers(report, sent, m, state):
             # the usual loop step: the report covered exactly these first m steps (the everything-fits path),
-            # so they are all anchored (one C-speed pass); a later step only when its key was reported
-            counts[:m] = _scaled(c1[:m], ratio)
-            index = report.index
-            for step in range(m, len(sent)):
+            # so they are all anchored; a later step only when its key was reported
+            index, tools = report.index, state.tools
+            overrides: dict[int, int] = {}
+            total = _histogram_total(state.histogram, ratio)
+            tool_total = _histogram_total(state.tool_histogram, ratio)
+            for step in range(m, n):
+                base = c1[step]
                 if state.keys[step] in index:
-                    counts[step] = math.ceil(c1[step] * ratio - _EPSILON)
-            return counts
+                    now = overrides[step] = math.ceil(base * ratio - _EPSILON)
+                    continue
+                now = math.ceil(base * factor - _EPSILON)
+                was = math.ceil(base * ratio - _EPSILON)  # what the histogram sum counted for it
+                total += now - was
+                if tools[step]:
+                    tool_total += now - was
+            state.made = (total, tool_total)
+            return CalibratedCounts(c1, n, factor, m, ratio, overrides)
         by_key, tools = state.by_key, state.tools
-        total, tool_total = state.total, state.tool_total
+        total = _histogram_total(state.histogram, factor)
+        tool_total = _histogram_total(state.tool_histogram, factor)
+        overrides = {}
         for key in report.index if len(report.index) <= len(by_key) else [x for x in by_key if x in report.index]:
             for step in by_key.get(key, ()):
                 now = math.ceil(c1[step] * ratio - _EPSILON)
-                total += now - counts[step]
+                delta = now - math.ceil(c1[step] * factor - _EPSILON)
+                total += delta
                 if tools[step]:
-                    tool_total += now - counts[step]
-                counts[step] = now
+                    tool_total += delta
+                overrides[step] = now
         state.made = (total, tool_total)
-        return counts
-    state.made = (state.total, state.tool_total)
-    return counts
+        return CalibratedCounts(c1, n, factor, overrides=overrides)
+    state.made = (_histogram_total(state.histogram, factor), _histogram_total(state.tool_histogram, factor))
+    return CalibratedCounts(c1, n, factor)
+
+
+def _covers(report: Any, sent: list[Message], m: int, state: _Calibration) -> bool:
+    """`sent[:m] == list(report.sent)`, comparing only what the state has not verified before: O(new).
+
+    `state.covered` = (ledger, gen, v): the steps before v equal the first v messages of that report (a
+    report is named by its ledger and number: only the ledger's newest report is ever extended in place,
+    so one ledger never holds two reports of the same number). The next report of the same ledger extends
+    it (`CalibratedCounter.observe` checked that), so its first v messages are the same values."""
+    v = 0
+    if state.covered is not None:
+        ledger, gen, upto = state.covered
+        if report.ledger is ledger and report.gen in (gen, gen + 1):
+            v = min(upto, m)
+    ok = sent[v:m] == list(report.sent[v:m])
+    state.covered = (report.ledger, report.gen, m) if ok else None
+    return ok
 
 
 def _is_calibrated(counter_key: Any) -> bool:
@@ -250,9 +359,11 @@ def _joined(head: Sequence[int | None], tail: Sequence[int | None]) -> Sequence[
     return [*head, *tail]
 
 
-def _grown(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
+def _grown(head: Sequence[Any], k: int, tail: list[Any]) -> list[Any]:
     """`head[:k] + tail` with one copy of the head."""
     out = head[:k]
+    if not isinstance(out, list):
+        out = list(out)
     out += tail
     return out
 
@@ -325,11 +436,12 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     reuse = _pick(cache, inputs, snap) if cache is not None else None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
     k = 0
-    old_tail: list[int] | None = None
-    sources, messages, dropped, sent, c1 = new.sources, new.messages, new.dropped, new.sent, new.tokens
+    old_tail: Sequence[int] | None = None
+    sources, messages, dropped, sent = new.sources, new.messages, new.dropped, new.sent
+    c1 = cast(list[int], new.tokens)  # plan_counted's own list
     if reuse is not None:
         k, old = reuse.resume_step, reuse.planned
-        old_c1 = old.tokens if old.estimates is None else old.estimates
+        old_c1 = cast(list[int], old.tokens if old.estimates is None else old.estimates)  # C1: lists
         sources = _joined(old.sources[:k], new.sources)
         old_tail = reuse.planned.tokens[k:]  # before the in-place extension below (the layout's totals)
         # nothing repaired: the steps are the input (our own copy), no second list of the same messages
@@ -341,7 +453,7 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         else:
             sent = _grown(old.sent, k, new.sent)
         # views hold their counts as Upto their length (Trace.tokens): the session cache extends in place
-        c1 = _kept_extended(old_c1, k, new.tokens) if append_only else _grown(old_c1, k, new.tokens)
+        c1 = _kept_extended(old_c1, k, c1) if append_only else _grown(old_c1, k, c1)
     if counter is estimate_sent:  # C1 comes with the plan
         planned = Planned(sources, messages, dropped, sent, c1, None)
         if cache is not None:
@@ -358,18 +470,20 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         if cache is None or (reuse is not None and not same):
             # no cache, or a counter that changed since the last build: per-message entries for it would
             # not outlive this build (the calibrated counter changes after every usage report)
-            counted = list(map(counter, sent[first:]))
+            others = list(map(counter, sent[first:]))
         else:
-            counted = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
-                       for src, msg, out in zip(sources[first:], messages[first:], sent[first:], strict=True)]
-        tokens = _grown(reuse.planned.tokens, k, counted) if same and reuse is not None else counted
+            others = [counter(out) if src is None else cache.lookup(msg, counter_key, _counted(counter, out))[0]
+                      for src, msg, out in zip(sources[first:], messages[first:], sent[first:], strict=True)]
+        tokens = _grown(reuse.planned.tokens, k, others) if same and reuse is not None else others
         planned = Planned(sources, messages, dropped, sent, tokens, c1)
     if cache is not None:
         same = reuse is not None and reuse.counter_key is counter_key  # None for C1: the counts are C1 both times
         old_layout = reuse.planned.layout if reuse is not None else None
         made = cache.__dict__.get("_calibration_made") if _is_calibrated(counter_key) else None
+        calibrated = isinstance(made, _Calibration)
         layout = layout_of(planned, old_layout, k, same, old_tail=old_tail,
-                           totals=made.made if isinstance(made, _Calibration) else None)
+                           totals=made.made if calibrated else None,  # type: ignore[union-attr]
+                           estimate_total=made.c1_total if calibrated else None)  # type: ignore[union-attr]
         planned = Planned(planned.sources, planned.messages, planned.dropped, planned.sent, planned.tokens,
                           planned.estimates, layout)
         _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)

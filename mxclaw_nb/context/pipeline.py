@@ -431,7 +431,8 @@ class _Builder:
         if est is None:
             return sum(map(estimate_sent, out))
         if order is None:
-            return sum(est)
+            kept = None if self.layout is None else self.layout.estimate_total
+            return sum(est) if kept is None else kept
         return sum(estimate_sent(m) if k is None or k in override else est[k] for k, m in zip(order, out, strict=True))
 
     def _arrange(self, order: Sequence[int | None], override: dict[int, int], extra: Message | None

@@ -100,7 +100,7 @@ class Planned:
     messages: list[Message]  # the step's message as given (a synthetic result for a None source)
     dropped: dict[int, str]
     sent: list[Message]  # sanitised: what is sent for the step
-    tokens: list[int]  # the C1 estimate of `sent` (plan_counted); a counter's counts (plan_and_count)
+    tokens: Sequence[int]  # the C1 estimate of `sent` (plan_counted, a list); a counter's counts (plan_and_count)
     estimates: list[int] | None = None  # the C1 estimate of `sent` when `tokens` are a counter's (else None)
     layout: Any = None  # incremental.Layout of the steps (roles, systems, running totals), when a cache made it
 

@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mxclaw_nb.demo import model as demo_model
+from mxclaw_nb.demo.hostile import MODES as HOSTILE_MODES
+from mxclaw_nb.demo.hostile import Hostile, write_hostile
 from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
 from mxclaw_nb.demo.quirks import QUIRKS
 from mxclaw_nb.demo.usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
@@ -110,7 +112,7 @@ class TestServer:
         self.keep_requests = keep_requests if keep_requests is not None or not demo else DEMO_KEEP_REQUESTS
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
-        self._queue: deque[Reply | _Error | _Delay] = deque()
+        self._queue: deque[Reply | _Error | _Delay | Hostile] = deque()
         self.answers: dict[str, Answer] = dict(answers or {})
         self.asked: Counter[str] = Counter()  # answers key -> times it answered
         self._lock = threading.Lock()
@@ -206,6 +208,13 @@ class TestServer:
         """Make the next reply wait `seconds` before the server answers."""
         self._push(_Delay(float(seconds)))
 
+    def enqueue_hostile(self, mode: str, *, size: int = 0, target: str = "", status: int = 307) -> None:
+        """Queue a hostile reply (SPEC L10; `mxclaw_nb.demo.hostile`): an endless line, a gzip bomb, a huge answer or
+        tool-call argument of `size` bytes, or a redirect (`status`) to `target`."""
+        if mode not in HOSTILE_MODES:
+            raise ValueError(f"unknown hostile mode {mode!r}; known: {', '.join(HOSTILE_MODES)}")
+        self._push(Hostile(mode, size, target, status))
+
     def enqueue(self, reply: Reply) -> None:
         """Queue a prepared Reply (full control over text, tool calls, usage, reasoning)."""
         self._push(reply)
@@ -216,7 +225,7 @@ class TestServer:
         with self._lock:
             return len(self._queue)
 
-    def _push(self, item: Reply | _Error | _Delay) -> None:
+    def _push(self, item: Reply | _Error | _Delay | Hostile) -> None:
         with self._lock:
             self._queue.append(item)
 
@@ -233,7 +242,7 @@ class TestServer:
         if keep is not None and len(self.headers) > keep:
             del self.headers[: len(self.headers) - keep]
 
-    def _next(self, body: dict) -> tuple[float, Reply | _Error]:
+    def _next(self, body: dict) -> tuple[float, Reply | _Error | Hostile]:
         """Pop delays and the next reply; an empty queue gives "ok" or the demo model's next step."""
         delay = 0.0
         with self._lock:
@@ -380,6 +389,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(item, _Error):
             self._error(item.status, item.message, item.code, item.retry_after)
+        elif isinstance(item, Hostile):
+            write_hostile(self, item, bool(body.get("stream")))
         elif body.get("stream"):
             self._stream(body, item)
         else:

@@ -114,7 +114,7 @@ def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
         row.update(status=p.get("status"), detail=one_line(p.get("text"), DETAIL_CHARS))
     elif kind == "turn.failed":
         row.update(status=p.get("kind") or "failed", detail=one_line(p.get("error"), DETAIL_CHARS))
-    elif kind == "provider.note":
+    elif kind in ("provider.note", "frozen.note"):
         row["detail"] = one_line(p.get("note"), DETAIL_CHARS)
     else:
         rest = {k: v for k, v in p.items() if k != "session_id"}

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from mxclaw_nb.tools.policy import shown_command
+from mxclaw_nb.tools.policy import shown_command, terminal_safe
 from mxclaw_nb.widgets.livetext import (
     SPINNER_STYLE,
     activity_html,
@@ -167,7 +167,7 @@ class LiveLog:
             if not self._streaming:
                 sys.stdout.write("  ")
                 self._streaming = True
-            sys.stdout.write(text.replace("\n", "\n  "))
+            sys.stdout.write(terminal_safe(text).replace("\n", "\n  "))
             sys.stdout.flush()
         self._refresh(force=first)  # the spinner leaves at once; then throttled
 
@@ -190,7 +190,7 @@ class LiveLog:
         self._print(f"  → {entry['name']} {entry['args']}  {entry['outcome']}")
         preview = " ".join(entry["content"].split())[:TOOL_PREVIEW_CHARS]
         if preview and self.mode == "print":
-            print(f"      {preview}{'…' if len(entry['content']) > TOOL_PREVIEW_CHARS else ''}")
+            print(f"      {terminal_safe(preview)}{'…' if len(entry['content']) > TOOL_PREVIEW_CHARS else ''}")
         self._refresh(force=False)  # the next tool line or model call follows at once and is always shown
 
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
@@ -234,6 +234,13 @@ class LiveLog:
     def _on_context_summary_rejected(self, p: dict[str, Any]) -> None:
         self._on_context_summary(p, "context.summary_rejected")
 
+    def _on_frozen_note(self, p: dict[str, Any]) -> None:
+        """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
+        text = f"⚠ {' '.join(str(p.get('note') or '').split())}"
+        self.entries.append({"kind": "note", "text": text, "warning": True})
+        self._print("  " + text)
+        self._refresh()
+
     def _on_turn_finished(self, p: dict[str, Any]) -> None:
         self.finish(f"done · {counted(p.get('iterations'), 'model call')}")
 
@@ -266,7 +273,7 @@ class LiveLog:
         if self._streaming:
             sys.stdout.write("\n")
             self._streaming = False
-        print(line, flush=True)
+        print(terminal_safe(line), flush=True)
 
     def _refresh(self, force: bool = True) -> None:
         if self.mode != "display" or self._handle is None:
@@ -305,7 +312,7 @@ class LiveLog:
             lines += [""] + ["  " + line for line in answer["text"].splitlines() or [""]]
         if self.status:
             lines.append(f"  ({self.status})")
-        return "\n".join(lines)
+        return terminal_safe("\n".join(lines))  # the text/plain form may reach a terminal (jupyter console)
 
     def _tool_html(self, e: dict[str, Any]) -> str:
         """A tool line; while the turn runs its [show] holds a shorter preview (every update re-sends the log)."""

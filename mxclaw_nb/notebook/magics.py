@@ -32,6 +32,7 @@ from mxclaw_nb.notebook.shown import failure_paragraph, show_dry_run
 from mxclaw_nb.settings import AGENT_SETTINGS, CONFIG_KEYS, LIMITS, SETTINGS, Setting, check_setting
 from mxclaw_nb.store.errors import StoreError
 from mxclaw_nb.text_policy import display
+from mxclaw_nb.tools.policy import terminal_safe
 
 if TYPE_CHECKING:  # DuckDB loads with the first store use, not at %load_ext
     from mxclaw_nb.store.writer import Store
@@ -127,6 +128,8 @@ class AgentMagics(Magics, AgentSettings):
                          max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
                          session_id=session_id, call_deadline=self.call_deadline,
                          sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
+                         max_tool_args_bytes=self.max_tool_args_bytes, max_answer_bytes=self.max_answer_bytes,
+                         max_stream_line_bytes=self.max_stream_line_bytes,
                          shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout),
                          namespace=self._user_namespace if self.shell is not None else None)
@@ -257,14 +260,14 @@ class AgentMagics(Magics, AgentSettings):
             if widget is not None:  # shown once: in the turn's view (and its saved static HTML), not again below
                 widget.error = paragraph
             else:
-                print(paragraph, file=sys.stderr)
+                print(terminal_safe(paragraph), file=sys.stderr)
         finally:
             for stop in unsubscribe:
                 stop()
             if handle is not None:  # the final state as static HTML/text, then every widget of the turn is closed
                 widget.publish_final(handle)
         if self.last_result is not None and self.live_mode() == "off" and widget is None:
-            print(display(self.last_result.text))  # L7: a lone surrogate cannot go through Jupyter
+            print(terminal_safe(display(self.last_result.text)))  # L7: no lone surrogate; no raw escape sequence
         return None
 
     def _live_widget(self, agent: Agent) -> tuple[Any, Any]:

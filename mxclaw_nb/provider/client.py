@@ -44,7 +44,9 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx as _httpx  # type: ignore[no-redef]
 
 from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC C9), re-exported
-from mxclaw_nb.messages import SENT_KEYS, sanitize
+from mxclaw_nb.messages import REFUSED_CALLS_KEY, SENT_KEYS, sanitize
+from mxclaw_nb.provider import wire
+from mxclaw_nb.provider.limits import AnswerMeter, Limits, ProviderRefusal, guard_request, guard_response
 from mxclaw_nb.secrets import display_url, redact, register
 from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEMO_MODEL  # one owner: the settings table
 
@@ -130,6 +132,17 @@ def _server_text(exc: openai.APIError) -> str:
     return str(exc.message)
 
 
+def _asked_wait(exc: Exception) -> str:
+    """` (it asked to wait 3600 s)` from a response's Retry-After / retry-after-ms, else ''."""
+    headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
+    try:
+        ms = headers.get("retry-after-ms")
+        wait = float(ms) / 1000 if ms else float(headers.get("retry-after") or "")
+    except ValueError:
+        return ""
+    return f" (it asked to wait {wait:g} s)"
+
+
 def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retries: int) -> ProviderError:
     """Turn an openai exception into a ProviderError with a clear, actionable message."""
     where = f"Provider at {base_url}"
@@ -164,7 +177,9 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
         kind, msg = "not_found", f"{where} does not know model '{model}' or this endpoint{code}: {short}"
         remedy = f"Check {{model}} (the server's models: GET {base_url}/models) and {{base_url}}."
     elif status == 429:
-        kind, msg = "rate_limit", (f"{where} is rate limiting requests{code}, still after {retries} retries: "
+        tried = (f"still after {retries} retries" if retries else  # the count of requests really sent (L7)
+                 "on the first request, which was not retried" + _asked_wait(exc))
+        kind, msg = "rate_limit", (f"{where} is rate limiting requests{code}, {tried}: "
                                    f"{short} Wait a moment and try again, or check the account's quota.")
     elif status is None or status >= 500:
         kind, msg = "server", (f"{where} failed{code or ' during the response'} after {retries} retries: {short} "
@@ -312,6 +327,8 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    size: int = 0  # bytes of arguments received (L10)
+    refused: bool = False  # over max_tool_args_bytes: not kept, not run
 
     def complete(self) -> bool:
         """The arguments so far are one whole JSON value (checked only when they end like one: O(1) mostly)."""
@@ -322,8 +339,9 @@ class _Call:
 class _Answer:
     """One assistant answer as it arrives: `add` a streamed chunk or a whole (non-streamed) response."""
 
-    def __init__(self, model: str, start: float) -> None:
+    def __init__(self, model: str, start: float, limits: Limits | None = None) -> None:
         self.model, self.start = model, start
+        self.meter = AnswerMeter(limits or Limits())  # L10: the answer's bytes and each call's arguments
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: list[_Call] = []
@@ -354,8 +372,11 @@ class _Answer:
             part = getattr(choice, "message" if whole else "delta", None)
             if part is None:
                 continue
-            self.reasoning.append(_reasoning_of(part))
+            reasoning = _reasoning_of(part)
+            self.meter.add(reasoning)
+            self.reasoning.append(reasoning)
             text = _text_of(getattr(part, "content", None))
+            self.meter.add(text)
             self.text.append(text)
             self.text_chars += len(text)
             shown += self._visible(text)
@@ -404,6 +425,11 @@ class _Answer:
         call.id = call.id or call_id
         if name and not call.name.endswith(name):  # llama.cpp repeated the whole name on every delta
             call.name += name
+        self.meter.add(arguments)
+        call.size += len(arguments.encode("utf-8", "surrogatepass")) if not arguments.isascii() else len(arguments)
+        if call.refused or self.meter.over_call(call.size):  # L10: not kept, answered with a failure by the loop
+            call.refused, call.arguments = True, []
+            return
         if raw is not None and not isinstance(raw, str):  # an object is the whole arguments
             call.arguments = [arguments]
         elif arguments:
@@ -421,14 +447,20 @@ class _Answer:
         if self.calls:
             seen: set[str] = set()
             calls = []
+            refused: dict[str, str] = {}
             for n, call in enumerate(self.calls):
                 call_id = call.id
                 if not call_id or call_id in seen:  # empty or repeated ids would mix up the results (C4)
                     call_id = f"call_{n}_{int(self.start * 1e6) % 10**9}"
                 seen.add(call_id)
+                if call.refused:
+                    refused[call_id] = self.meter.refusal(call.name, call.size)
                 calls.append({"id": call_id, "type": "function",
-                              "function": {"name": call.name, "arguments": "".join(call.arguments)}})
+                              "function": {"name": call.name,
+                                           "arguments": "{}" if call.refused else "".join(call.arguments)}})
             message["tool_calls"] = calls
+            if refused:
+                message[REFUSED_CALLS_KEY] = refused
         if reasoning:
             message["reasoning"] = reasoning
         return message
@@ -454,7 +486,7 @@ class OpenAIProvider:
 
     def __init__(self, *, base_url: str | None, api_key: str | None, model: str, timeout: float = DEFAULT_TIMEOUT,
                  max_retries: int = 2, stream: bool = True, label: str | None = None, is_demo: bool = False,
-                 call_deadline: float = DEFAULT_CALL_DEADLINE) -> None:
+                 call_deadline: float = DEFAULT_CALL_DEADLINE, limits: Limits | None = None) -> None:
         for name, value in (("timeout", timeout), ("call_deadline", call_deadline)):
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
                 raise ValueError(f"{name} must be a number of seconds > 0 (got {value!r})")
@@ -468,9 +500,12 @@ class OpenAIProvider:
         self._stream_options = True
         self._sockets: WeakSet[socket.socket] = WeakSet()  # every connection this client opened (for the watchdog)
         self._watch: _Watchdog | None = None
+        self.limits = limits or Limits()  # L10: byte bounds on what the provider sends back
+        self._attempts = 0  # requests sent by the current create() (the client's retries included)
         # Loopback servers (demo, vLLM, llama.cpp, Ollama) must not be sent through an HTTP(S)_PROXY.
         http_client = openai.DefaultHttpxClient(trust_env=not _is_loopback(self.base_url),
-                                                event_hooks={"request": [self._on_request]})
+                                                event_hooks={"request": [self._on_request],
+                                                             "response": [self._on_response]})
         self._client = openai.OpenAI(base_url=real_url, api_key=api_key or "not-needed", timeout=timeout,
                                      max_retries=max_retries, http_client=http_client)
 
@@ -483,6 +518,18 @@ class OpenAIProvider:
         if self._watch is not None and self._watch.expired:
             raise _DeadlinePassed
         request.extensions["trace"] = self._trace
+        self._attempts += 1
+        guard_request(request)
+
+    def _on_response(self, response: Any) -> None:
+        """httpx response hook (L10): redirects only to the same origin, the body bounded as it is read."""
+        if response.has_redirect_location:
+            self._attempts -= 1  # a followed redirect is the same attempt
+        guard_response(response, self.limits)
+
+    def _retries(self) -> int:
+        """How many times the client really asked again in the last create() (SPEC L7: a truthful count)."""
+        return max(0, self._attempts - 1)
 
     def _trace(self, event: str, info: dict[str, Any]) -> None:
         if event.endswith(("connect_tcp.complete", "start_tls.complete")):
@@ -516,6 +563,11 @@ class OpenAIProvider:
                 return self._complete(messages, tools, on_delta, start)
         except _DeadlinePassed:
             raise self._deadline_error() from None
+        except ProviderRefusal as exc:  # L10: a bound on what comes back, or a redirect elsewhere
+            raise ProviderError("bad_response", f"Provider at {self.base_url} (model {self.model}) sent {exc.what}. "
+                                "Nothing more of this response was used; the turn stops here. If the server is "
+                                "right to send that much, raise the limit (%agent config key=value, "
+                                "Agent(key=...)).", base_url=self.base_url, detail=exc.what) from None
         except ProviderError as exc:
             if watch.expired and exc.kind in ("connection", "timeout", "server", "bad_response"):
                 raise self._deadline_error() from exc
@@ -550,10 +602,10 @@ class OpenAIProvider:
                 raise self._bad_response(f"a stream that was cut off twice ({again.what})") from None
         except openai.APIError as exc:
             raise classify(exc, base_url=self.base_url, model=self.model, timeout=self.timeout,
-                           retries=self.max_retries) from exc
+                           retries=self._retries()) from exc
         except _httpx.TimeoutException as exc:  # raised while reading a stream: not wrapped by the client
             raise classify(openai.APITimeoutError(request=exc.request), base_url=self.base_url, model=self.model,
-                           timeout=self.timeout, retries=self.max_retries) from exc
+                           timeout=self.timeout, retries=self._retries()) from exc
         except _httpx.TransportError as exc:
             raise ProviderError("connection", f"The connection to the provider at {self.base_url} broke during "
                                 f"the response ({exc!r}). Try again.", base_url=self.base_url, detail=str(exc)) from exc
@@ -570,8 +622,9 @@ class OpenAIProvider:
         return self.model
 
     def _plain(self, kwargs: dict[str, Any], start: float) -> Completion:
+        self._attempts = 0
         try:
-            resp = self._client.chat.completions.create(**kwargs)
+            resp = wire.create(self._client, kwargs)  # the body encoded once, by orjson (L2)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a 200 whose JSON body is malformed
             raise self._bad_response(_bad_data(exc)) from None
         if not isinstance(getattr(resp, "choices", None), list):  # the client hands back a non-JSON body as text
@@ -579,7 +632,7 @@ class OpenAIProvider:
             raise self._bad_response(f"a body that is not a JSON completion ({shown!r})")
         if not resp.choices or resp.choices[0].message is None:
             raise self._bad_response("an empty `choices` list" if not resp.choices else "a choice without a message")
-        answer = _Answer(kwargs["model"], start)
+        answer = _Answer(kwargs["model"], start, self.limits)
         answer.add(resp, whole=True)
         return self._finish(answer, done=True)
 
@@ -622,9 +675,10 @@ class OpenAIProvider:
 
     def _streamed(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None, start: float) -> Completion:
         extra = {"stream_options": {"include_usage": True}} if self._stream_options else {}
-        answer = _Answer(kwargs["model"], start)
+        answer = _Answer(kwargs["model"], start, self.limits)
+        self._attempts = 0
         events = 0
-        with self._client.chat.completions.create(**kwargs, stream=True, **extra) as stream:
+        with wire.create(self._client, {**kwargs, "stream": True, **extra}) as stream:
             done = _watch_done(stream)
             try:
                 for chunk in stream:

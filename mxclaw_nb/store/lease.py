@@ -226,6 +226,8 @@ class Lease:
             self._queue.acquire(blocking=False)
         except Timeout:
             return True
+        except OSError:  # S1: no queue lock can be made here (a read-only folder), so no writer can have queued
+            return False
         self._queue.release()
         return False
 

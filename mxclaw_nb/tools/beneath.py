@@ -169,3 +169,56 @@ def makedirs_beneath(root: Path, root_fd: int, rel_dir: str) -> None:
                 os.mkdir(parts[i], dir_fd=pfd)
         finally:
             os.close(pfd)
+
+
+class NotReadable(OSError):
+    """A file beneath a root that is refused before its bytes are read (SPEC L9): `reason` says why, in words."""
+
+    def __init__(self, rel: str, reason: str) -> None:
+        super().__init__(errno.EPERM, reason, rel)
+        self.rel, self.reason = rel, reason
+
+
+def read_capped(root: Path, rel: str, cap: int) -> tuple[bytes, int] | None:
+    """The first `cap` bytes of the regular file `rel` beneath `root`, and its size; None when it does not exist.
+
+    SPEC L9: the same opener as the file tools (no link out of `root` at any component, race-free), a
+    non-blocking open (a FIFO cannot hang the caller), then checks on the descriptor: a regular file with one
+    link, else `NotReadable`. At most `cap` bytes are read, whatever the file claims (a file that grows while
+    read, a device): memory stays bounded.
+    """
+    try:
+        root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise NotReadable(rel, f"its folder {root} cannot be opened ({exc.strerror or exc})") from None
+    try:
+        fd = open_beneath(root, root_fd, rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OutsideWorkspace as exc:
+        where = str(exc.strerror).replace("the workspace", str(root))
+        raise NotReadable(rel, f"it {where}; links out are never followed") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+            raise NotReadable(rel, "it is not a regular file (a socket or device)") from None
+        raise NotReadable(rel, f"it cannot be opened ({exc.strerror or exc})") from None
+    finally:
+        os.close(root_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotReadable(rel, f"it is {kind_of(st.st_mode)}, not a regular file")
+        if st.st_nlink > 1:
+            raise NotReadable(rel, f"it has {st.st_nlink} hard links (another name of it may be outside {root})")
+        chunks, left = [], cap
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), st.st_size
+    finally:
+        os.close(fd)

@@ -188,5 +188,11 @@ def shown_command(command: str) -> str:
     another runs (``echo ok\\r rm -rf ~``); a right-to-left override reorders what is read. Each such
     character is shown as an escape (``\\r``, ``\\x1b``, ``\\u202e``); newlines and tabs stay as they are.
     """
+    return terminal_safe(command)
+
+
+def terminal_safe(text: str) -> str:
+    """Text from outside (a model's answer, a tool's output, a server's error) as it may reach a terminal: escaped
+    like an approval prompt, so an OSC 52 sequence cannot write the clipboard nor a CSI rewrite the screen."""
     return _INVISIBLE.sub(lambda m: _NAMED.get(m.group(), f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
-                                              else f"\\x{ord(m.group()):02x}"), command)
+                                              else f"\\x{ord(m.group()):02x}"), text)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.secrets import redact
+from mxclaw_nb.secrets import redact, register_env
 from mxclaw_nb.text_policy import display, is_valid
 from mxclaw_nb.tools import artifacts as artifacts
 from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult
+from mxclaw_nb.tools.beneath import NotReadable, read_capped
 
 Handler = Callable[[dict[str, Any], ToolContext], "ToolResult | str"]
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -70,6 +72,29 @@ def _coerce(name: str, value: Any, spec: dict[str, Any]) -> Any:
     if not ok:
         raise ToolError(f"Invalid arguments: '{name}' must be of type {kind} (got {type(value).__name__})")
     return value
+
+
+ENV_FILE_CAP = 1_048_576
+_env_seen: dict[Path, tuple[int, int]] = {}
+
+
+def register_workspace_env(workspace: Path) -> None:
+    """L6: register the values of secret-named variables in the workspace's `.env` (read beneath it, L9), so a
+    key kept there is redacted in every form from every tool output; re-read only when the file changed."""
+    env = workspace / ".env"
+    try:
+        st = env.stat()
+    except OSError:
+        return
+    if _env_seen.get(env) == (st.st_mtime_ns, st.st_size):
+        return
+    try:
+        got = read_capped(workspace, ".env", ENV_FILE_CAP)
+    except NotReadable:
+        return
+    _env_seen[env] = (st.st_mtime_ns, st.st_size)
+    if got is not None:
+        register_env(got[0].decode("utf-8", "replace"))
 
 
 class ToolRegistry:
@@ -131,9 +156,11 @@ class ToolRegistry:
                 is_error=True,
                 meta={"error": "unknown_tool"},
             )
+        register_workspace_env(ctx.workspace)  # L6: before and after the call (a tool may write the .env)
         try:
             args = self.parse_arguments(tool, arguments)
             out = tool.handler(args, ctx)
+            register_workspace_env(ctx.workspace)
         except ToolError as exc:
             return ToolResult(redact(display(str(exc))), is_error=True)
         except Exception as exc:  # a bug or an OS error inside a tool must not end the turn

@@ -45,6 +45,7 @@ from mxclaw_nb.widgets.style import (
     FONT,
     MUTED,
     THEME_STYLE,
+    WARN_CSS,
     color_of,
     counter_label,
     esc,
@@ -274,6 +275,10 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             return
         line.decision = text
         self._render_line(line)
+
+    def _on_frozen_note(self, p: dict[str, Any]) -> None:
+        """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
+        self._add(LogLine("note", f"⚠ {' '.join(str(p.get('note') or '').split())}", color=WARN_CSS))
 
     def _on_context_compacted(self, p: dict[str, Any]) -> None:
         self._flush_text()

@@ -470,3 +470,34 @@ def test_calibrated_counts_as_a_factor_over_cached_counts_equal_a_cold_build(
             if not has_usable(view_input):
                 break
         call += 1
+
+
+@FAST
+@given(st.lists(st.integers(0, 5_000), max_size=60), st.integers(0, 70), st.floats(0.5, 4.0), st.floats(0.5, 4.0),
+       st.dictionaries(st.integers(0, 59), st.integers(0, 9_999), max_size=5), st.integers(0, 20), st.data())
+def test_t2_calibrated_counts_read_as_the_rescaled_list(c1: list[int], m: int, factor: float, ratio: float,
+                                                        overrides: dict[int, int], extra: int, data) -> None:
+    """T2 as a factor applied where counts are read: every way the engine reads `CalibratedCounts` (index,
+    slice, iteration, reversed, equality) gives the per-count ceil(c * ratio) for the first m steps and
+    ceil(c * factor) after (overrides win), and histogram totals equal the sum of those counts; a list the
+    counts were made from may grow later without changing them."""
+    from collections import Counter
+
+    from mxclaw_nb.context.incremental import CalibratedCounts, _histogram_total
+
+    n = len(c1)
+    m = min(m, n)
+    overrides = {k: v for k, v in overrides.items() if k < n}
+    base = list(c1)
+    counts = CalibratedCounts(base, n, factor, m, ratio, overrides)
+    expected = [overrides.get(k, math.ceil(c * (ratio if k < m else factor) - 1e-9)) for k, c in enumerate(c1)]
+    base += [7] * extra  # the session cache extends its list in place: this build's counts stay
+    assert len(counts) == n and list(counts) == expected and counts == expected
+    assert list(reversed(counts)) == expected[::-1]
+    assert [counts[k] for k in range(-n, n)] == expected + expected
+    start, stop = sorted(data.draw(st.tuples(st.integers(-n - 2, n + 2), st.integers(-n - 2, n + 2))))
+    assert counts[start:stop] == expected[start:stop] and counts[::2] == expected[::2]
+    if m == n and not overrides:
+        assert _histogram_total(Counter(c1), ratio) == sum(expected)
+    if m == 0 and not overrides:
+        assert _histogram_total(Counter(c1), factor) == sum(expected)
