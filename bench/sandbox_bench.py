@@ -1,7 +1,9 @@
-"""Sandbox start-up cost per shell command (SPEC L5): the same command sandboxed and not, in one run.
+"""Sandbox start-up cost per shell command (SPEC L5, L8): the same command sandboxed and not, in one run.
 
 Each mode runs `true` (and a small `ls`) through the bash tool's `run_command`, so the figure is what
-a user pays per command: process start, namespace or Landlock set-up, the minimal environment, pipes.
+a user pays per command: process start, namespace or Landlock set-up, the user namespace (as root: the
+unprivileged id and the id-mapped workspace), the limits, the seccomp filter, the minimal environment, pipes.
+Landlock is applied in the forked child (no interpreter per command).
 Modes are interleaved round by round so machine noise hits them alike; medians are printed with the
 extra cost over `off` and the ratio. Target: under 30 ms extra per command.
 

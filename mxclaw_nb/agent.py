@@ -50,7 +50,7 @@ from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
 from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.policy import shown_command
-from mxclaw_nb.tools.sandbox import Sandbox, resolve_sandbox
+from mxclaw_nb.tools.sandbox import Limits, Sandbox, check_placement, resolve_sandbox, store_files
 
 
 def console_approver(command: str) -> bool | None:
@@ -121,10 +121,12 @@ class Agent:
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
                  max_tool_args_bytes: int = MAX_TOOL_ARGS_BYTES, max_answer_bytes: int = MAX_ANSWER_BYTES,
                  max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
-                 namespace: Callable[[], dict[str, Any]] | None = None, strategy: Any = "article") -> None:
+                 namespace: Callable[[], dict[str, Any]] | None = None,
+                 shell_memory_mb: int = 4096, shell_processes: int = 512, shell_file_mb: int = 2048,
+                 shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, strategy: Any = "article") -> None:
         from mxclaw_nb.connect import resolve_provider
         from mxclaw_nb.provider.client import context_window_for
-        from mxclaw_nb.provider.limits import Limits
+        from mxclaw_nb.provider.limits import Limits as WireLimits
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
@@ -135,11 +137,16 @@ class Agent:
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
                        max_tool_calls=max_tool_calls, max_tool_args_bytes=max_tool_args_bytes,
-                       max_answer_bytes=max_answer_bytes, max_stream_line_bytes=max_stream_line_bytes)
+                       max_answer_bytes=max_answer_bytes, max_stream_line_bytes=max_stream_line_bytes,
+                       shell_memory_mb=shell_memory_mb, shell_processes=shell_processes,
+                       shell_file_mb=shell_file_mb, shell_tmp_mb=shell_tmp_mb)
+        # L8: what one sandboxed command may use; L11: where the workspace may be.
+        self.limits = Limits(shell_memory_mb, shell_processes, shell_file_mb, shell_tmp_mb)
+        self.allow_broad_workspace = bool(allow_broad_workspace)
         if provider is None:  # validate before the store opens: a bad value leaves nothing behind
             provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
                                         call_deadline=call_deadline,
-                                        limits=Limits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes))
+                                        limits=WireLimits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes))
         self.store = db if isinstance(db, Store) else Store(db)
         self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
@@ -190,9 +197,9 @@ class Agent:
             path = Path(workspace).expanduser().resolve()
             if not path.is_dir():
                 raise ValueError(f"workspace is not a folder: {path}")
-            return path
+            return check_placement(path, allow=self.allow_broad_workspace, given=True)
         if not self.is_demo:
-            return Path.cwd().resolve()
+            return check_placement(Path.cwd().resolve(), allow=self.allow_broad_workspace, given=False)
         from mxclaw_nb.demo.model import copy_demo_workspace
 
         # The demo plays a coding agent on the sample project: give it a fresh, writable copy (beside the
@@ -268,6 +275,7 @@ class Agent:
         # the rows after the last seq seen, never re-read), its user-message count, and the engine's cache
         # of repair plans and counts over it (append-only: stored rows are values, S2).
         self._cache = TokenCache(append_only=True)
+        self._prefix: dict[str, Any] = {}  # E2: the previous call's sent messages, per session (context.prefix)
         self._stored: list[Message] = []
         self._users = 0
         self._stored_session = self.session_id if hasattr(self, "session_id") else None
@@ -330,11 +338,14 @@ class Agent:
         return {"role": "user", "content": [{"type": "text", "text": prompt}, *parts],
                 "attachments": list(attachments)}
 
-    def _ensure_preamble(self) -> list[Message]:
-        """F1: on a session's first turn, read and store the system prompt and frozen context."""
+    def _ensure_preamble(self, prompt: str = "") -> list[Message]:
+        """F1: on a session's first turn, read and store the system prompt and frozen context; the session's
+        `title` is its first prompt (one line, at most 80 characters), so `%agent sessions` can name it."""
         if not self._session_stored and not self.store.has_session(self.session_id):
+            title = " ".join(prompt.split())
             self.store.create_session(session_id=self.session_id, workspace=str(self.workspace),
-                                      model=self.provider.model, source="demo" if self.is_demo else "agent")
+                                      model=self.provider.model, source="demo" if self.is_demo else "agent",
+                                      title=(title[:79] + "…" if len(title) > 80 else title) or None)
         self._session_stored = True
         transcript = self._sync_transcript()
         if not transcript:
@@ -356,13 +367,13 @@ class Agent:
         # One turn at a time per session, across processes: the turn number is taken inside the lock.
         with self.store.turn_lock(session_id, on_wait=lambda who: self._emit(
                 "turn.waiting", {"session_id": session_id, "holder": who})):
-            transcript = self._ensure_preamble()
+            transcript = self._ensure_preamble(prompt)
             turn = 1 + self._users
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
             on_summary = self._model_summaries(session_id)
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize,
-                              transcript=transcript, on_summary=on_summary)
+                              transcript=transcript, prefix=self._prefix, on_summary=on_summary)
             try:
                 result = run_turn(ctx, session_id, user, turn)
             finally:
@@ -376,7 +387,8 @@ class Agent:
         return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
                            approver=self.approver, shell_timeout=self.shell_timeout, on_event=on_event,
                            sandbox=self.sandbox_mode, network=self.network, shell_env=self.shell_env,
-                           secrets=known_secrets(), max_tool_calls=self.max_tool_calls)
+                           secrets=known_secrets(), max_tool_calls=self.max_tool_calls, limits=self.limits,
+                           protected=store_files(self.store.path))
 
     @property
     def sandbox(self) -> Sandbox:

@@ -17,18 +17,20 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from mxclaw_nb import events
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
+    SharedPrefix,
     TokenCache,
     build_fallback_view,
     build_request_view,
     build_structured_summary,
     compose_lineage,
+    shared_prefix,
 )
 from mxclaw_nb.context import model_summary as c11  # C11: plan, prompt, gates (pure)
 from mxclaw_nb.context.lineage import Lineage
@@ -115,6 +117,8 @@ class TurnContext:
     transcript: list[Message] | None = None
     # C11: keeps a recorded model summary (the Agent puts it into its policy's strategy); None: no summary calls
     on_summary: Callable[[Any], None] | None = None
+    # E2: the previous call's sent messages per session (context.prefix.PrefixState); the Agent keeps it across turns
+    prefix: dict[str, Any] = field(default_factory=dict)
 
 
 class TurnFailed(Exception):
@@ -149,12 +153,37 @@ def _emit(ctx: TurnContext, session_id: str, kind: str, payload: dict[str, Any],
 def _request_record(view: RequestView, provider: ProviderLike, turn: int, iteration: int, *, usage: Any = None,
                     latency_ms: float | None = None, error: str | None = None, retry: bool = False,
                     engine_ms: float | None = None) -> RequestRecord:
-    """The call's record (T3: estimate, calibrated count and reported usage, each labelled; N3: its lineage)."""
+    """The call's record (T3: estimate, calibrated count and reported usage, each labelled; N3: its lineage;
+    E1: the reported cache figures; E2: the prefix shared with the previous call)."""
     return record_of_view(
         view, turn=turn, iteration=iteration, model=provider.model, base_url=provider.base_url, retry=retry,
         error=error, latency_ms=latency_ms, engine_ms=engine_ms,
         prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
-        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None)
+        completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None,
+        cached_tokens_reported=getattr(usage, "cached_tokens", None) if usage else None,
+        cache_write_tokens_reported=getattr(usage, "cache_write_tokens", None) if usage else None)
+
+
+def _with_prefix(record: RequestRecord, shared: SharedPrefix | None) -> RequestRecord:
+    """E2: the record with the prefix shared with the previous call and, where it broke, the tokens it broke."""
+    if shared is None:
+        return record
+    extra = {**record.extra, "prefix_broken_tokens": shared.broken_tokens} if shared.broken_tokens else record.extra
+    return replace(record, prefix_tokens=shared.tokens, extra=extra)
+
+
+def _shared_prefix(ctx: TurnContext, session_id: str, view: RequestView, continued: bool) -> SharedPrefix | None:
+    """E2: the prefix this call shares with the session's previous call (None: no previous call known here).
+    `continued`: the view was built from the previous view's `next_input` (C7)."""
+    state = ctx.prefix.get(session_id)
+    tokens = view.trace.sent_tokens if view.trace is not None else ()
+    if len(tokens) != len(view.messages):
+        ctx.prefix.pop(session_id, None)
+        return None
+    extends = continued and view.stage == "unchanged" and not view.repaired
+    shared, ctx.prefix[session_id] = shared_prefix(state, view.messages, tokens, view.counter, view.after_tokens,
+                                                   extends=extends)
+    return None if state is None else shared
 
 
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
@@ -358,11 +387,15 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
     retry = False
     while True:
         result.views.append(view)
+        shared = _shared_prefix(ctx, session_id, view, it > 1 and not retry)  # E2, before the call: no I/O
         _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
         event = view.event()
         if event is not None:
             if retry:
                 event["stage"] = "prompt_too_long_retry"
+            if shared is not None:  # E3: what this compaction did to the prefix cache (est., in the policy's counter)
+                event["cache_break_tokens"] = shared.broken_tokens
+                event["prefix_tokens"] = shared.tokens
             event["session_id"] = session_id
             result.compactions.append(event)
             _emit(ctx, session_id, "context.compacted", event, turn, it)
@@ -391,13 +424,14 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
         usage = getattr(completion, "usage", None)
-        record = _request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency, retry=retry,
-                                 engine_ms=engine_ms)
+        record = _with_prefix(_request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency,
+                                              retry=retry, engine_ms=engine_ms), shared)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
             _emit(ctx, session_id, "provider.note", {"note": note}, turn, it)
         ctx.emit("model.completed", {"usage": None if usage is None else {
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
             "latency_ms": latency, "turn": turn, "iteration": it})
         return view, completion, record
 

@@ -18,7 +18,8 @@ Pure: the engine and `messages` only, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -52,11 +53,14 @@ class RequestRecord:
     completion_tokens_reported: int | None = None
     latency_ms: float | None = None
     error: str | None = None  # why the call failed (provider, interrupt), else None
-    summary: str | None = None
+    summary: str | None = None  # every summary text the call sent (`sent_summaries`), N3
     retry: bool = False
     compactor_error: str | None = None  # C8: why the compactor raised, on the fallback path
     tail_start: int | None = None  # input position of the first safe-tail message (the lineage has it as a seq)
     engine_ms: float | None = None  # how long the context engine took to build this view (wall clock, the loop's)
+    cached_tokens_reported: int | None = None  # E1 `reported`: prompt tokens the provider read from its cache
+    cache_write_tokens_reported: int | None = None  # E1 `reported`: prompt tokens it wrote to its cache
+    prefix_tokens: int | None = None  # E2: tokens (in `counter`) of the prefix shared with the previous call
     lineage: Lineage | None = field(default=None, repr=False, compare=False)  # N3, transcript-relative
     provenance: Provenance | None = field(default=None, repr=False, compare=False)  # the view's own rows
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)  # other keys a stored record carries
@@ -79,7 +83,9 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
                    model: str | None = None, base_url: str | None = None, retry: bool = False,
                    error: str | None = None, latency_ms: float | None = None,
                    prompt_tokens_reported: int | None = None, completion_tokens_reported: int | None = None,
-                   calibrated_tokens: int | None = None, engine_ms: float | None = None) -> RequestRecord:
+                   calibrated_tokens: int | None = None, engine_ms: float | None = None,
+                   cached_tokens_reported: int | None = None, cache_write_tokens_reported: int | None = None,
+                   prefix_tokens: int | None = None) -> RequestRecord:
     """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
     its figures. A view with a lineage (N3) carries it; a view without one carries its own provenance."""
     if calibrated_tokens is None and view.counter == "calibrated":
@@ -90,9 +96,40 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
         estimate_tokens=c1_estimate(view), calibrated_tokens=calibrated_tokens, before_tokens=view.before_tokens,
         after_tokens=view.after_tokens, threshold=view.threshold, window_tokens=view.window, stage=view.stage,
         prompt_tokens_reported=prompt_tokens_reported, completion_tokens_reported=completion_tokens_reported,
-        latency_ms=latency_ms, error=error, summary=view.summary, retry=retry, compactor_error=view.error,
+        latency_ms=latency_ms, error=error, retry=retry,
+        summary=sent_summaries(view.summary, lineage.summaries() if lineage is not None else (),
+                               lineage.call if lineage is not None else iteration), compactor_error=view.error,
         tail_start=view.tail_start, engine_ms=engine_ms, lineage=lineage,
+        cached_tokens_reported=cached_tokens_reported, cache_write_tokens_reported=cache_write_tokens_reported,
+        prefix_tokens=prefix_tokens,
         provenance=None if lineage is not None else _provenance(view))
+
+
+CARRIED = "[carried: summary made by call {call} of this turn]"
+_CARRIED_SPLIT = re.compile(r"\n\n(?=\[carried: summary made by call (\d+) of this turn\]\n)")
+
+
+def sent_summaries(own: str | None, sent: Sequence[tuple[int, str]], call: int | None) -> str | None:
+    """The `summary` column (SPEC N3, C7): this call's own compaction text (summary, micro or fallback note),
+    then every summary it sends that an earlier call of its turn made, each after a `CARRIED` line; None when
+    the call sent none. So `WHERE summary IS NOT NULL` finds every call that sent a summary."""
+    parts: list[str] = [own] if own else []
+    for made_by, text in sent:
+        if not text or text in parts or (made_by == call and text == own):
+            continue
+        parts.append(text if made_by == call else f"{CARRIED.format(call=made_by)}\n{text}")
+    return "\n\n".join(parts) or None
+
+
+def summary_parts(text: str | None) -> list[tuple[int | None, str]]:
+    """`sent_summaries` read back: (the call that made it, None for the call's own text; text), in order."""
+    if not text:
+        return []
+    pieces = _CARRIED_SPLIT.split("\n\n" + text)  # [own-or-empty, call, carried, call, carried, ...]
+    out: list[tuple[int | None, str]] = [(None, pieces[0][2:])] if pieces[0] else []
+    for k in range(1, len(pieces) - 1, 2):
+        out.append((int(pieces[k]), pieces[k + 1].split("\n", 1)[1]))
+    return out
 
 
 def _provenance(view: RequestView) -> Provenance | None:

@@ -143,6 +143,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("approval_timeout", "float", 300.0, "Seconds to wait for Approve/Deny before denying.", limit=_POSITIVE,
             agent=False, rebuilds=False),
     Setting("shell_timeout", "float", 60.0, "Seconds one shell command may run.", limit=_POSITIVE, trait=False),
+    Setting("shell_memory_mb", "int", 4096, "Memory (data) per process of a sandboxed command, in MiB (L8).",
+            limit=Range(True, 16)),
+    Setting("shell_processes", "int", 512, "Processes and threads of one sandboxed command (L8, bwrap).",
+            limit=Range(True, 8)),
+    Setting("shell_file_mb", "int", 2048, "Largest file a sandboxed command may write, in MiB (L8).",
+            limit=Range(True, 1)),
+    Setting("shell_tmp_mb", "int", 1024, "Size of the sandbox's private /tmp, in MiB (L8, bwrap).",
+            limit=Range(True, 1)),
+    Setting("allow_broad_workspace", "bool", False,
+            "Allow the home folder or a system root (/, /usr, /etc, ...) as the workspace (L11)."),
 )
 SETTING = {s.name: s for s in SETTINGS}
 # What rebuilds the agent when changed (%config / %agent config), and every %agent config key, in table order.

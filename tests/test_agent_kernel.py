@@ -328,3 +328,72 @@ def test_n4_console_is_complete(kernels: Any) -> None:
     assert status("fix the failing tests") == "complete"
     assert status("%%python\nfor i in range(3):") == "incomplete"
     assert status("%agent view") == "complete"
+
+
+def _save_as_jupyterlab(path: Path, info: dict[str, Any]) -> None:
+    """Write a notebook file with the kernel's `language_info` in its metadata, as JupyterLab saves it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": [],
+                                "metadata": {"language_info": info["language_info"]}}))
+
+
+def test_n4_session_id_in_notebook_metadata_survives_rename_copy_asks_gone_says(kernels: Any, tmp_path: Path
+                                                                                  ) -> None:
+    """The kernel_info reply puts the session id in `language_info.mxclaw` (JupyterLab saves it in the
+    notebook's metadata): a renamed notebook continues its session, a copy starts its own and says how to
+    continue the original, a notebook whose session the store lacks says which one it used and how to resume."""
+    untitled = tmp_path / "nb" / "Untitled.ipynb"
+    _save_as_jupyterlab(untitled, {"language_info": {"name": "markdown"}})  # a new notebook, nothing bound
+    k = kernels(str(untitled))
+    info = k.kc.kernel_info(reply=True, timeout=TIMEOUT)["content"]
+    planned = info["language_info"]["mxclaw"]["session_id"]
+    reply, turn = k.run("fix the failing tests")
+    assert reply["content"]["status"] == "ok" and f"session {planned[:8]}" in turn
+    sid = k.value(SESSION_ID)
+    assert sid == planned
+    _save_as_jupyterlab(untitled, info)
+    k.close()
+
+    renamed = untitled.with_name("inventory-fix.ipynb")  # JupyterLab's rename at first save
+    untitled.rename(renamed)
+    k = kernels(str(renamed))
+    info2 = k.kc.kernel_info(reply=True, timeout=TIMEOUT)["content"]
+    assert info2["language_info"]["mxclaw"]["session_id"] == sid
+    reply, turn = k.run("run the tests again")
+    assert reply["content"]["status"] == "ok" and "turn 2 · done" in turn and f"session {sid[:8]}" in turn
+    assert "Continuing this notebook's session" in turn and "Untitled.ipynb" in turn
+    _, new = k.run("%agent new")  # a switch later in the kernel's life: the store leads the metadata id to it
+    reply, turn = k.run("look at the build log")
+    assert reply["content"]["status"] == "ok" and "turn 1 · done" in turn
+    second = k.value(SESSION_ID)
+    assert second != sid
+    k.close()
+    renamed.rename(renamed.with_name("moved.ipynb"))  # renamed again, metadata still naming the first session
+    moved = renamed.with_name("moved.ipynb")
+    k = kernels(str(moved))
+    reply, turn = k.run("what did you find?")
+    assert f"session {second[:8]}" in turn and "turn 2 · done" in turn, turn
+    k.close()
+
+    copy = tmp_path / "nb" / "moved-Copy1.ipynb"
+    copy.write_text(moved.read_text())  # JupyterLab's "Duplicate": the same metadata, another path
+    k = kernels(str(copy))
+    reply, turn = k.run("fix the failing tests")
+    assert reply["content"]["status"] == "ok"
+    assert f"copy of {moved}" in turn and f"%agent resume {second}" in turn, turn
+    forked = k.value(SESSION_ID)
+    assert forked not in (sid, second) and "turn 1 · done" in turn
+    k.close()
+
+    gone = tmp_path / "elsewhere" / "old.ipynb"  # saved with a session of another database
+    other = "0123456789abcdef0123456789abcdef"
+    _save_as_jupyterlab(gone, {"language_info": {"name": "markdown", "mxclaw": {"session_id": other}}})
+    data = json.loads(gone.read_text())
+    data["cells"] = [{"cell_type": "code", "id": "a", "metadata": {}, "source": "fix it", "execution_count": 1,
+                      "outputs": [{"output_type": "display_data", "metadata": {},
+                                   "data": {"text/plain": f"demo model (offline) · session {other[:8]} · turn 1"}}]}]
+    gone.write_text(json.dumps(data))
+    k = kernels(str(gone))
+    reply, turn = k.run("fix the failing tests")
+    assert f"used to continue session {other[:8]}" in turn and f"%agent resume {other}" in turn, turn
+    assert k.value(SESSION_ID) != other

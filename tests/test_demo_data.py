@@ -124,3 +124,18 @@ def test_denied_python_ends_the_data_turn_with_a_hint(tmp_path: Path, monkeypatc
     result = agent.run(PROMPTS[0])
     assert result.status == "ok" and "sales" not in ns
     assert "The call python(" in result.text and "Python code run in your kernel need approval" in result.text
+
+
+def test_l3_demo_does_not_claim_a_test_run_the_user_denied(tmp_path):
+    """After a Deny of the stock-test run, the demo says it did not see that run (it used to quote its failure)."""
+    from mxclaw_nb import Agent
+    from mxclaw_nb.demo.plans import TEST_FIRST
+
+    def approver(command: str) -> bool:
+        return command != TEST_FIRST  # deny only the run that shows the failure
+
+    agent = Agent(db=str(tmp_path / "d.duckdb"), approval="ask", approver=approver, home=tmp_path / "home")
+    result = agent.run("fix the failing tests")
+    said = "\n".join(str(m.get("content") or "") for m in agent.transcript() if m["role"] == "assistant")
+    assert "you denied it" in said and "The assertion says 101.75 != 155.75" not in said
+    assert "101.75 instead of 155.75" not in result.text and "I did not see the failing test run" in result.text

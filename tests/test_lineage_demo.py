@@ -112,3 +112,47 @@ def test_n3_long_turn_on_the_test_server_every_record_reproduces_the_request(tes
         assert len(insp.before_df) == lin.upto and insp.before_df["position"].tolist() == list(range(lin.upto))
         carried += " · carries " in insp.data.carried
     assert carried >= 3
+
+
+def _sent_summaries(request: dict) -> list[str]:
+    """The summary and fallback texts of one request as the server received it (C6/C8 system messages)."""
+    return [m["content"] for m in request["messages"] if m["role"] == "system" and isinstance(m["content"], str)
+            and m["content"].startswith(("[compressed conversation context]", "[fallback"))]
+
+
+def test_n3_every_call_that_sent_a_summary_has_it_in_requests(test_server, tmp_path):
+    """`requests.summary` holds every summary a call sent, carried ones too, so SQL finds each such call (N3, C7);
+    and a bare stored row (no transcript passed) opens the full transcript-relative inspector."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    # C5 never compacts a result that reads like a failure, so the turn has to summarize, again and again
+    (workspace / "big.txt").write_text("Tool failed at line of a big file\n" * 200)
+    for _ in range(15):
+        test_server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    test_server.enqueue_text("done reading")
+    agent = Agent(workspace=workspace, db=str(tmp_path / "n3.duckdb"), base_url=test_server.base_url, api_key="k",
+                  model="test-model", home=tmp_path / "home", approval="allow", counter="estimate",
+                  context_window_tokens=6_000, keep_recent_tokens=1_500)
+    result = agent.run("read big.txt fifteen times")
+    assert result.status == "ok"
+    made = [v for v in result.views if v.stage == "summary"]
+    assert len(made) >= 2, [v.stage for v in result.views]  # several summaries in one turn
+    rows = agent.store.requests(agent.session_id)
+    sent = [_sent_summaries(r) for r in test_server.requests]
+    senders = sum(1 for s in sent if s)
+    assert senders > len(made)  # later calls carry earlier summaries without making one
+    for (_, row), texts in zip(rows.iterrows(), sent, strict=True):
+        if not texts:
+            assert pd.isna(row["summary"]) or row["stage"] == "micro"  # a micro call's own note only
+            continue
+        assert isinstance(row["summary"], str)
+        for text in texts:
+            assert text in row["summary"], (row["iteration"], row["stage"])
+        if row["stage"] != "summary":
+            assert "[carried: summary made by call " in row["summary"]
+    n = agent.store.sql("SELECT count(*) AS n FROM requests WHERE summary LIKE '%[compressed conversation context]%'")
+    assert int(n["n"].iloc[0]) == senders
+    bare = CompactionInspector(rows.iloc[-1])  # as from `%agent sql`: the open store supplies the transcript
+    assert bare.data.transcript_relative and len(bare.before_df) == len(agent.transcript()) - 1
+    assert not bare.tabs.titles[0].endswith("0 msgs)")
+    assert "carried" in bare.summary_html() and "no summary" not in bare.summary_html()

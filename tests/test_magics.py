@@ -260,7 +260,10 @@ def test_n1_every_subcommand_after_a_demo_turn(ip: InteractiveShell) -> None:
     assert stored_rows == len(before) + 1  # the last view plus the final answer
     unchanged, cap = agent(ip, "compact")
     assert unchanged.data.record.stage == "unchanged"
-    assert "fits in the safe tail (keep_recent_tokens=8,000)" in cap.stdout
+    if unchanged.data.record.after_tokens <= 8_000:  # the sentence matches the figures above it
+        assert "Everything fits in the safe tail (" in cap.stdout and "keep_recent_tokens=8,000" in cap.stdout
+    else:
+        assert "Nothing older than the safe tail to compact" in cap.stdout and "fits" not in cap.stdout
     ip.run_line_magic("agent", "config keep_recent_tokens=300")
     compacted, cap = agent(ip, "compact")
     assert compacted.data.record.stage in ("micro", "summary", "fallback") and "Nothing is stored" in cap.stdout
@@ -598,3 +601,37 @@ def test_n1_command_frames_are_tidy_and_replay_shows_progress(ip: InteractiveShe
     for flag in ("--before", "--after"):
         frame, _ = agent(ip, f"view {flag}")
         assert _noise_free(frame) and len(frame) > 5, flag
+
+
+def test_c3_compact_says_why_nothing_changed_over_the_tail_budget():
+    """`%agent compact` at 8,115 tokens with an 8,000 tail used to say everything "fits in the safe tail"."""
+    from types import SimpleNamespace
+
+    from mxclaw_nb.notebook.shown import nothing_to_compact
+
+    over = nothing_to_compact(SimpleNamespace(counter="calibrated", after_tokens=8_115), 8_000)
+    assert "fits" not in over and "8,115 calibrated tokens" in over and "keep_recent_tokens=8,000" in over
+    assert "last message" in over and "(SPEC C3)" in over
+    under = nothing_to_compact(SimpleNamespace(counter="estimate", after_tokens=2_000), 8_000)
+    assert under.startswith("Everything fits in the safe tail (2,000 ≤ keep_recent_tokens=8,000 est. tokens)")
+
+
+def test_n1_events_frame_says_interrupted_in_words_and_sessions_have_a_title(tmp_path):
+    """`turn.interrupted` read as words, not raw JSON; other payloads as key=value; a session's title is its
+    first prompt (the `title` column of `%agent sessions` was empty)."""
+    import pandas as pd
+
+    from mxclaw_nb import Agent
+    from mxclaw_nb.notebook.frames import events_frame, sessions_frame
+
+    df = pd.DataFrame({"seq": [0, 1], "turn": [1, 1], "iteration": [2, 2],
+                       "type": ["turn.interrupted", "memory.note"],
+                       "payload": ['{"iterations": 2}', '{"path": "a.md", "lines": [1, 2]}'],
+                       "created_at": pd.to_datetime(["2026-01-01", "2026-01-01"])})
+    out = events_frame(df)
+    assert out["detail"].tolist() == ["interrupted after 2 model calls", 'path=a.md · lines=[1, 2]']
+    assert out["status"].iloc[0] == "interrupted" and "{" not in out["detail"].iloc[0]
+    agent = Agent(db=str(tmp_path / "t.duckdb"), approval="allow", home=tmp_path / "home")
+    agent.run("Look at the build log and tell me what the slowest step was.")
+    shown = sessions_frame(agent.store.sessions(), agent.session_id)
+    assert shown["title"].tolist() == ["Look at the build log and tell me what the slowest step was."]

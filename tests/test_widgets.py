@@ -99,7 +99,7 @@ def test_n2_gauge_worked_example_numbers_layers_and_labels(view):
     html = gauge.to_html()
     shown = visible(html)
     r = room(gauge.data)
-    for text in ("every total in tokens (est.)", f"{fmt_int(view.after_tokens)} sent",
+    for text in ("every figure in tokens (est.)", f"{fmt_int(view.after_tokens)} sent",
                  f"threshold {fmt_int(view.threshold)}", f"{r['percent']:.0f}% of the {fmt_int(view.window)} window",
                  view.stage, f"{fmt_int(view.window - view.after_tokens)} free",
                  f"{fmt_int(view.threshold - view.after_tokens)} until compaction",
@@ -472,25 +472,39 @@ def test_n2_inspector_rows_open_the_whole_message(view):
     assert "application/vnd.jupyter.widget-view+json" in CompactionInspector(view, live=True)._repr_mimebundle_()
 
 
-def test_t3_rows_in_est_say_so_beside_calibrated_totals(tmp_path):
-    """N3 rows are C1 estimates; with a calibrated counter the views label both units and the gauge and the
-    inspector of one stored call show one number for the system prompt."""
+def test_n5_gauge_one_unit_per_view_rows_scaled_to_the_deciding_counter():
+    """N5: with a calibrated counter every figure of the gauge (both bars, the layer rows) is in tokens
+    (calibrated), named once in the caption; the est. figures are on demand ("other counts", tooltip). Before
+    N5 the stored-transcript bar was in est. beside a calibrated sent bar, so after a microcompaction "sent"
+    looked bigger than "stored" although it sent less."""
     from dataclasses import replace
 
     base = CompactionInspector(build_request_view(worked_example(), POLICY)).data
+    assert base.record.stage in ("micro", "summary")
     data = replace(base, transcript_relative=True).with_record(
-        counter="calibrated", after_tokens=round(base.record.after_tokens * 1.1),
-        before_tokens=round(base.record.before_tokens * 1.1))
+        counter="calibrated", after_tokens=round(base.record.after_tokens * 1.6),
+        before_tokens=round(base.record.before_tokens * 1.6))
     insp, gauge = CompactionInspector(data), ContextGauge(data)
-    head, shown = visible(insp.header_html()), visible(gauge.to_html())
-    assert "tokens (calibrated)" in head and "rows: tokens (est.)" in head
-    assert "tokens before (est.)" in visible(insp.to_html())
-    assert "every total in tokens (calibrated)" in shown and "layer, tokens (est.)" in shown
-    assert "do not add up" in shown
-    stored = sum(int(n) for n in insp.before_df["tokens_before"])
-    assert f"stored transcript up to this call {fmt_int(stored)} est." in shown  # the transcript, in its own unit
+    head, html = visible(insp.header_html()), gauge.to_html()
+    shown = visible(html)
+    assert "tokens (calibrated)" in head and "rows: tokens (est.)" in head  # the inspector's rows keep est.
+    assert "every figure in tokens (calibrated)" in shown and "layer, tokens (calibrated)" in shown
+    stored_est = sum(int(n) for n in insp.before_df["tokens_before"])
+    sent_est = sum(int(n) for n in insp.after_df["tokens"])
+    factor = data.record.after_tokens / sent_est
+    stored = round(stored_est * factor)
+    assert f"stored transcript up to this call {fmt_int(stored)}" in shown
+    assert f"{fmt_int(data.record.after_tokens)} sent" in shown
+    assert data.record.after_tokens < stored  # compaction sent less than is stored, on one axis
+    main = visible(html.split('class="mx-unit-note"')[0])  # caption, bars, layer table: no est. figure
+    assert " est." not in main and "(est.)" not in main
+    other = visible(html.split('class="mx-other-counts"')[1])  # the est. figures, on demand
+    assert f"stored transcript {fmt_int(stored_est)} tokens (est.)" in other and "layer, tokens (est.)" in other
+    assert f'title="{fmt_int(stored_est)} tokens (est.)"' in html  # and as the stored bar's tooltip
     system = int(insp.after_df.loc[insp.after_df["role"] == "system", "tokens"].iloc[0])
-    assert gauge.layers("after")["system prompt"] == system  # same rows, same number
+    assert gauge.layers("after")["system prompt"] == system  # the rows themselves are the inspector's
+    plain = ContextGauge(base).to_html()  # the estimate decided: nothing to scale, nothing extra
+    assert "every figure in <b>tokens (est.)</b>" in plain and "mx-layers-est" not in plain
 
 
 def test_c10_timeline_markers_on_the_threshold_unit():

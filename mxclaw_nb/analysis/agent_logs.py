@@ -206,6 +206,7 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     summary, last_id = None, None
     compactions: list[dict[str, Any]] = []
     seqs: dict[str, list[int]] = {}  # line uuid -> positions of the messages it became (preservedMessages)
+    calls: dict[int, dict[str, Any]] = {}  # E1: per assistant message, its API call's usage (the last line's)
     lines = list(_lines(file))
     abandoned = _abandoned(lines)
     for line_no, obj, error in lines:
@@ -257,6 +258,8 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
             _assistant_blocks(messages[-1], msg.get("content"))
             if isinstance(msg.get("usage"), dict):
                 messages[-1]["usage"] = msg["usage"]
+                calls[len(messages) - 1] = {"index": len(messages) - 1, "usage": _claude_usage(msg["usage"]),
+                                            "at": obj.get("timestamp"), "model": msg.get("model")}
             seqs.setdefault(str(obj.get("uuid")), []).append(len(messages) - 1)
             last_id = mid
             continue
@@ -284,8 +287,32 @@ def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     title = summary or (" ".join(first_user["content"].split())[:80] if first_user else None)
     meta = {k: v for k, v in info.items() if v not in (None, "") and k != "model"}
     conv = Conversation(str(info.get("sessionId") or file.stem), messages, "claude-code", meta, title,
-                        info.get("cwd") or None, info.get("model"), _finish_claude(compactions, seqs))
+                        info.get("cwd") or None, info.get("model"), _finish_claude(compactions, seqs),
+                        [c for c in calls.values() if c["usage"]])
     return conv, errors
+
+
+def _claude_usage(usage: dict[str, Any]) -> dict[str, int]:
+    """E1: an Anthropic usage block in request-record columns; the prompt is input + cache reads + cache writes."""
+    parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    out = {"prompt_tokens_reported": sum(p for p in parts if isinstance(p, int)) if any(
+               isinstance(p, int) for p in parts) else None,
+           "completion_tokens_reported": usage.get("output_tokens"),
+           "cached_tokens_reported": usage.get("cache_read_input_tokens"),
+           "cache_write_tokens_reported": usage.get("cache_creation_input_tokens")}
+    return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _codex_usage(payload: Any) -> dict[str, int]:
+    """E1: a Codex ``token_count``'s ``last_token_usage`` (the last call) in request-record columns (its
+    ``input_tokens`` includes the cached ones)."""
+    info = payload.get("info") if isinstance(payload, dict) and payload.get("type") == "token_count" else None
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    if not isinstance(last, dict):
+        return {}
+    out = {"prompt_tokens_reported": last.get("input_tokens"), "completion_tokens_reported": last.get("output_tokens"),
+           "cached_tokens_reported": last.get("cached_input_tokens")}
+    return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def _codex_output(raw: Any) -> tuple[str, bool]:
@@ -403,6 +430,7 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
     pending: list[str] = []
     events: list[tuple[str, dict[str, Any]]] = []
     usage: dict[str, Any] = {}  # the last token_count before a compaction: the harness's own figures
+    calls: dict[int, dict[str, Any]] = {}  # E1: per assistant message, the last token_count after it
     for line_no, obj, error in _lines(file):
         if error:
             errors.append((line_no, error))
@@ -419,6 +447,9 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
             meta.setdefault("model", payload["model"])
         if kind == "event_msg":
             usage = _token_count(payload) or usage
+            last = next((n for n in range(len(messages) - 1, -1, -1) if messages[n]["role"] == "assistant"), None)
+            if (figures := _codex_usage(payload)) and last is not None:  # the call that wrote the last answer
+                calls[last] = {"index": last, "usage": figures, "at": obj.get("timestamp")}
         if kind == "compacted" and isinstance(payload, dict):
             events.append((HARNESS_EVENT, _codex_compaction(messages, payload, line_no, usage)))
             usage = {}
@@ -433,7 +464,7 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
                        and not str(m["content"]).lstrip().startswith("<")), None)
     title = " ".join(str(first_user).split())[:80] if first_user else None
     return Conversation(str(meta.get("id") or file.stem), messages, "codex", meta, title, meta.get("cwd"),
-                        meta.get("model"), events), errors
+                        meta.get("model"), events, list(calls.values())), errors
 
 
 def _import(store: Any, path: str | Path, fmt: str, parse: Any, pattern: str, progress: bool) -> ImportReport:

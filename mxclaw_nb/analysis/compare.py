@@ -23,11 +23,13 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mxclaw_nb.analysis.agent_logs import HARNESS_EVENT
+from mxclaw_nb.analysis.cost import DEFAULT_TTL, CallTokens, Price, call_costs, price_for
 from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, combine_views, survival
 from mxclaw_nb.analysis.importers import Conversation
 from mxclaw_nb.analysis.policies import as_policy
@@ -121,8 +123,30 @@ def summarize_comparison(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def summarize_policies(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per policy over all sessions: the figures for a report (see the README's analysis section)."""
+def cost_columns(df: pd.DataFrame, price: str | Price | None = None, ttl: timedelta = DEFAULT_TTL) -> pd.DataFrame:
+    """E2/E3: the rows with est. `cached_tokens`, `uncached_tokens` (= written) and `cost` (US dollars under
+    one price-table row, named in ``df.attrs["price"]``), per (policy, session) in call order. Replayed calls
+    carry no timestamps, so they are taken as back to back (the cache stays warm)."""
+    row = price_for(price)
+    out = df.copy()
+    cached, uncached, dollars = (pd.Series(0.0, index=df.index) for _ in range(3))
+    for _, d in df.groupby(["policy", "session_id"], observed=True, sort=False):
+        calls = [CallTokens(int(a), int(s), int(c)) for a, s, c in
+                 zip(d["after_tokens"], d["shared_tokens"], d["completion_tokens"], strict=True)]
+        costs = call_costs(calls, row, ttl)
+        cached[d.index] = [c.cached for c in costs]
+        uncached[d.index] = [c.uncached for c in costs]
+        dollars[d.index] = [c.cost for c in costs]
+    out["cached_tokens"], out["uncached_tokens"], out["cost"] = cached.astype(int), uncached.astype(int), dollars
+    out.attrs["price"] = f"est. cost under {row.label}, USD per call; cached/uncached est. (prefix-cache model)"
+    return out
+
+
+def summarize_policies(df: pd.DataFrame, price: str | Price | None = None) -> pd.DataFrame:
+    """One row per policy over all sessions: the figures for a report (see the README's analysis section);
+    with E2/E3 columns (est. cost under `price`, cache-read share, cache breaks) where the rows carry them."""
+    if "shared_tokens" in df and "cost" not in df:
+        df = cost_columns(df, price)
     rows = []
     for label, d in df.groupby("policy", observed=True, sort=False):
         per_session = d.groupby("session_id", sort=False)
@@ -136,6 +160,10 @@ def summarize_policies(df: pd.DataFrame) -> pd.DataFrame:
             "saved_share_compacted": _share(compacted["saved_tokens"], compacted["full_tokens"]),
             "over_threshold": int(d["over_threshold"].sum()),
         }
+        if "cost" in d:  # E2/E3 (est.)
+            row["cost"] = float(d["cost"].sum())
+            row["cache_read_share"] = _share(d["cached_tokens"], d["after_tokens"])
+            row["broken_tokens"] = int(d["broken_tokens"].sum())
         if "fact_survival" in d:
             f = compacted.dropna(subset=["fact_survival"])
             row["fact_survival"] = _share(f["facts_visible"], f["facts_total"])

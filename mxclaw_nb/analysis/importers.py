@@ -23,11 +23,13 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.analysis.jsonl import read_jsonl
 from mxclaw_nb.events import record
+from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.store.errors import StoreError
 
 ROLES = ("system", "user", "assistant", "tool", "developer", "function")  # as the store takes them
@@ -48,6 +50,9 @@ class Conversation:
     workspace: str | None = None
     model: str | None = None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (declared stored event, payload)
+    # E1: the harness's per-call usage, {"index": assistant message position, "usage": {...} in the record's
+    # column names, "at": ISO timestamp or None}; stored as request records beside the transcript
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -68,7 +73,8 @@ class ImportReport:
         return not self.errors
 
     def __str__(self) -> str:
-        head = (f"imported {len(self.sessions)} sessions ({self.messages} messages) from {self.path} "
+        n = len(self.sessions)
+        head = (f"imported {n} session{'s' if n != 1 else ''} ({self.messages} messages) from {self.path} "
                 f"[{self.format}] in {self.seconds:.2f} s")
         if self.skipped:
             head += f"; {len(self.skipped)} already imported"
@@ -265,7 +271,7 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
             meta["meta"] = conv.meta
         item = {"session_id": sid, "workspace": conv.workspace, "model": conv.model, "source": source,
                 "title": conv.title or conv.id, "meta": meta, "runs": turn_plan(conv.messages)}
-        if conv.events:  # events (e.g. harness.compaction) go through events.record: this session on its own
+        if conv.events or conv.calls:  # events (e.g. harness.compaction), per-call usage: this session on its own
             _write_one(store, report, known, line_no, conv, item)
             continue
         pending.append((line_no, conv, item))
@@ -276,6 +282,36 @@ def write_conversations(store: Any, items: Sequence[tuple[int, Conversation]], r
             count = 0
     flush()
     return report
+
+
+def call_records(conv: Conversation) -> list[RequestRecord]:
+    """E1: one request record per model call the harness logged usage for (figures `reported`, its own count
+    of its own request with its system prompt and tools; `created_at` its timestamp, as it is)."""
+    where: dict[int, tuple[int, int | None]] = {}
+    k = 0
+    for turn, iteration, run in turn_plan(conv.messages):
+        for _ in run:
+            where[k] = (turn, iteration)
+            k += 1
+    out = []
+    for call in conv.calls:
+        turn, iteration = where.get(call["index"], (None, None))
+        usage = {key: value for key, value in call["usage"].items() if isinstance(value, int) and value >= 0}
+        out.append(RequestRecord(turn=turn, iteration=iteration, model=call.get("model") or conv.model,
+                                 counter="reported", created_at=_timestamp(call.get("at")),
+                                 extra={"imported_from": conv.source, "message_index": call["index"]}, **usage))
+    return out
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """An ISO timestamp as a naive UTC datetime (the store's convention), None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
 
 
 def _imported(report: ImportReport, known: set[str], sid: str, conv: Conversation) -> None:
@@ -300,6 +336,8 @@ def _write_one(store: Any, report: ImportReport, known: set[str], line_no: int, 
                     store.append_messages(sid, run, turn=turn, iteration=iteration)
                 for kind, payload in conv.events:  # e.g. harness.compaction (S4), with the session or not at all
                     record(store, _quiet, sid, kind, payload, turn=payload.get("turn"))
+                for rec in call_records(conv):  # E1: SQL over the harness's own per-call usage
+                    store.append_request(sid, rec)
     except (StoreError, ValueError) as exc:
         report.errors.append((line_no, f"{conv.id}: could not be stored: {exc}"))
         return

@@ -11,10 +11,12 @@ Shape, one trace per turn:
   the turn's ``turn.started`` event to its end event (``turn.finished``, ``turn.failed``, ...);
 - a child span ``chat <model>`` per model call (``gen_ai.operation.name = chat``) timed from its stored
   latency, with ``gen_ai.conversation.id`` (the session), ``gen_ai.request.model``,
-  ``gen_ai.usage.input_tokens``/``output_tokens`` **only when the provider reported them**,
+  ``gen_ai.usage.input_tokens``/``output_tokens`` **only when the provider reported them**, likewise
+  ``gen_ai.usage.cache_read.input_tokens``/``cache_creation.input_tokens`` (SPEC E1),
   ``server.address``/``server.port``, ``error.type`` for a failed call;
 - the context engine's figures on each chat span under ``mxclaw.context.*``, their unit in the name
-  (``..._tokens_est`` is the C1 estimate, ``..._tokens`` with ``mxclaw.context.counter`` naming the counter);
+  (``..._tokens_est`` is the C1 estimate, ``..._tokens`` with ``mxclaw.context.counter`` naming the counter;
+  ``mxclaw.context.prefix_tokens`` is the prefix shared with the previous call, SPEC E2);
 - a call that compacted carries ``gen_ai.conversation.compacted = true`` and a span event
   ``gen_ai.conversation.compaction`` with the stage, before/after tokens (labelled as above) and
   ``mxclaw.context.duration_ms``, how long the engine took to build that view (stored with each call
@@ -43,7 +45,8 @@ import pandas as pd
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.42.0"
 _CALL_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "model", "base_url", "counter",
                  "estimate_tokens", "before_tokens", "after_tokens", "threshold", "window_tokens", "stage",
-                 "prompt_tokens_reported", "completion_tokens_reported", "latency_ms", "error", "retry")
+                 "prompt_tokens_reported", "completion_tokens_reported", "latency_ms", "error", "retry",
+                 "cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens")
 _END_EVENTS = ("turn.finished", "turn.failed", "turn.interrupted", "turn.max_iterations")
 
 
@@ -94,6 +97,12 @@ def call_attributes(row: pd.Series | dict[str, Any]) -> dict[str, Any]:
         attrs["gen_ai.usage.input_tokens"] = int(reported_in)
     if reported_out is not None:
         attrs["gen_ai.usage.output_tokens"] = int(reported_out)
+    for column, name in (("cached_tokens_reported", "gen_ai.usage.cache_read.input_tokens"),  # E1, reported only
+                         ("cache_write_tokens_reported", "gen_ai.usage.cache_creation.input_tokens"),
+                         ("prefix_tokens", "mxclaw.context.prefix_tokens")):  # E2: shared with the previous call
+        value = _opt(get(column))
+        if value is not None:
+            attrs[name] = int(value)
     counter = str(_opt(get("counter")) or "estimate")
     attrs["mxclaw.context.counter"] = counter
     for column, name in (("estimate_tokens", "mxclaw.context.sent_tokens_est"),

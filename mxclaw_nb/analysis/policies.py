@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from mxclaw_nb.context import ContextPolicy
+from mxclaw_nb.context.cache_aware import CacheAware, CacheAwarePolicy, cache_options
 from mxclaw_nb.context.strategies import ARTICLE, parse_strategy, strategy_from
 
 ALIASES = {
@@ -29,11 +30,12 @@ def _k(n: int) -> str:
 
 
 def policy_label(policy: ContextPolicy) -> str:
-    """Short label, e.g. ``32k/0.8/4k`` or ``32k/0.8/4k o200k_base``."""
+    """Short label, e.g. ``32k/0.8/4k``, ``32k/0.8/4k o200k_base`` or ``32k/0.8/4k cache-aware``."""
     label = f"{_k(policy.context_window_tokens)}/{policy.threshold_ratio:g}/{_k(policy.keep_recent_tokens)}"
     if policy.strategy is not None:  # C12: `masking(keep_last=5) 32k/0.8/4k`; the article's label is unchanged
         label = f"{policy.strategy.label()} {label}"
-    return label if policy.counter_name == "estimate" else f"{label} {policy.counter_name}"
+    label = label if policy.counter_name == "estimate" else f"{label} {policy.counter_name}"
+    return label + " cache-aware" if cache_options(policy) is not None else label
 
 
 def strategy_name(policy: ContextPolicy) -> str:
@@ -41,8 +43,21 @@ def strategy_name(policy: ContextPolicy) -> str:
     return "article" if policy.strategy is None else str(policy.strategy.name)
 
 
+def _cache_aware(kwargs: dict[str, Any], aware: Any) -> ContextPolicy:
+    """E4: the cache-aware variant of the policy (`aware`: True, or a dict of CacheAware options)."""
+    if aware is not True and not isinstance(aware, dict):
+        raise ValueError(f"cache_aware must be True or a dict of options (clear_at_least, idle_ratio), got {aware!r}")
+    try:
+        options = CacheAware(**({} if aware is True else aware))
+    except TypeError as exc:
+        raise ValueError(f"cache_aware options: {exc}; known: clear_at_least, idle_ratio") from None
+    return CacheAwarePolicy(**kwargs, cache=options)
+
+
 def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, ContextPolicy]:
-    """(label, ContextPolicy) from a policy or a dict (aliases: window, ratio, keep_recent; optional name)."""
+    """(label, ContextPolicy) from a policy, a strategy name or a dict (aliases: window, ratio, keep_recent;
+    optional name; ``strategy`` and its numbers, C12; ``cache_aware``: True or a dict of `CacheAware` options, for
+    the E4 variant)."""
     if isinstance(policy, ContextPolicy):
         return policy_label(policy), policy
     if isinstance(policy, str):  # C12: a strategy name (with its numbers), at the default window
@@ -51,6 +66,7 @@ def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, Contex
         raise ValueError(f"a policy must be a ContextPolicy or a dict, got {type(policy).__name__}")
     spec = dict(policy)
     name = spec.pop("name", None) or spec.pop("label", None)
+    aware = spec.pop("cache_aware", None)
     kwargs: dict[str, Any] = {}
     strategy = parse_strategy(spec.pop("strategy", None))  # C12: by name, its numbers beside the policy's
     numbers = {k: spec.pop(k) for k in list(spec) if k in strategy.params()}
@@ -68,7 +84,8 @@ def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, Contex
         from mxclaw_nb.tokenizers import counter_by_name
 
         kwargs["counter"] = None if counter == "estimate" else counter_by_name(counter)
-    pol = ContextPolicy(**kwargs, strategy=None if strategy == ARTICLE else strategy)
+    kwargs["strategy"] = None if strategy == ARTICLE else strategy
+    pol = ContextPolicy(**kwargs) if not aware else _cache_aware(kwargs, aware)
     return (str(name) if name else policy_label(pol)), pol
 
 

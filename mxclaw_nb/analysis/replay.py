@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -44,7 +45,9 @@ from mxclaw_nb.analysis.facts import (
 )
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
+from mxclaw_nb.context.cache_aware import cache_aware_choice, cache_options
 from mxclaw_nb.context.micro import is_typed_placeholder
+from mxclaw_nb.context.prefix import shared_prefix
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
 from mxclaw_nb.records import RequestRecord, c1_estimate
@@ -56,7 +59,7 @@ COLUMNS = [
     "session_id", "call", "turn", "n_messages", "n_input", "rebuilt", "full_tokens", "before_tokens", "after_tokens",
     "estimate_tokens", "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept",
     "placeholder", "typed_placeholders", "summarized", "dropped", "synthetic", "n_sent", "summary_chars",
-    "over_threshold",
+    "over_threshold", "shared_tokens", "broken_tokens", "completion_tokens", "cache_decision",
 ]
 FACT_COLUMNS = ["facts_total", "facts_visible", "facts_recallable", "facts_lost", "fact_survival",
                 *(f"survival_{k}" for k in FACT_KINDS)]
@@ -286,6 +289,29 @@ class _Chain:
         return synthetic
 
 
+class _ContinuedSeqs(Sequence[Any]):
+    """The transcript index of each input position of `view.next_input(msgs[start:...])` (C7), read lazily: what
+    `_Chain.advance` will map, without building the list (a placeholder asks for a few positions only, C13)."""
+
+    def __init__(self, chain: _Chain, view: RequestView, start: int) -> None:
+        self.pos_map, self.view, self.start = chain.pos_map, view, start
+        t = _trace(view)
+        self.same = (isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
+                     and t.step_sources == range(len(self.pos_map)))
+        self.n = len(self.pos_map) if self.same else len(view.messages)
+
+    def __len__(self) -> int:  # only the carried part is bounded; new positions map past it
+        return 1 << 62
+
+    def __getitem__(self, p: Any) -> Any:
+        if p >= self.n:
+            return self.start + (p - self.n)
+        if self.same:
+            return self.pos_map[p]
+        s = self.view.sources[p]
+        return None if s is None else self.pos_map[s]
+
+
 def _trace(view: RequestView) -> Trace:
     if view.trace is None:
         raise ValueError("replay needs a RequestView built by build_request_view (it carries the trace)")
@@ -306,6 +332,13 @@ def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> di
     for kind, (total, visible) in result.by_kind.items():
         out[f"survival_{kind}"] = visible / total if total else math.nan
     return out
+
+
+def _sent_tokens(view: RequestView, policy: ContextPolicy) -> Sequence[int]:
+    """Per sent message tokens in the policy's counter: the view's own, else counted (views without a trace)."""
+    if view.trace is not None and len(view.trace.sent_tokens) == len(view.messages):
+        return view.trace.sent_tokens
+    return [policy.count(m) for m in view.messages]
 
 
 def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_id: str = "messages",
@@ -343,18 +376,38 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
         steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
                     leave=False)
+    aware, pstate = cache_options(policy), None
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
+        continued = None if view is None else view.next_input(msgs[prev:i])
+        inputs = msgs[:i] if rebuilt else continued
+        # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
+        cont_seqs = None if view is None else _ContinuedSeqs(chain, view, prev)
+        seqs = None if rebuilt else cont_seqs
+        built = build_request_view(inputs, policy, summarize, cache=cache, seqs=seqs)
+        decision: dict[str, Any] = {}
+        if aware is not None:  # E4: keep a warm prefix, or break it for enough (no timestamps: warm)
+            other = (build_request_view(continued, policy, summarize, cache=cache, seqs=cont_seqs)
+                     if rebuilt and continued is not None else None)
+            lower = max(1, policy.threshold - aware.clear_at_least) / policy.context_window_tokens
+
+            def deeper(inputs: list[Any] = inputs, ratio: float = lower, seqs: Any = seqs) -> RequestView:
+                return build_request_view(inputs, replace(policy, threshold_ratio=ratio), summarize, seqs=seqs)
+
+            built, decision = cache_aware_choice(built, other, warm=True, options=aware, deeper=deeper)
+            if other is not None and built is other:
+                rebuilt, inputs = False, continued
         if rebuilt:
-            chain, inputs = _Chain(i, facts_of if facts else None, chain), msgs[:i]
+            chain = _Chain(i, facts_of if facts else None, chain)
         else:
             assert view is not None
             chain.advance(view, prev, i)
-            inputs = view.next_input(msgs[prev:i])
-        # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
-        view = build_request_view(inputs, policy, summarize, cache=cache, seqs=None if rebuilt else chain.pos_map)
+        view = built
         if views is not None:
             views.append(view)
+        shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
+                                       view.after_tokens if view.trace is not None else None,
+                                       extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
         synthetic = chain.record(view)
         counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
         counts["kept"] = i - sum(counts.values())  # every other transcript message so far
@@ -369,6 +422,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                                       and is_typed_placeholder(m.get("content"))),  # K2
             "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
             "over_threshold": view.over_threshold,
+            "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
+            "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
         }
         if facts:
             row.update(_fact_columns(chain, view, caches))

@@ -11,6 +11,7 @@ from mxclaw_nb.context.layers import LAYERS, layer_tokens, message_layer
 from mxclaw_nb.context.lineage import Lineage, compose_lineage, lineage_messages, lineage_rows
 from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.pipeline import ContextPolicy, build_fallback_view, build_request_view
+from mxclaw_nb.context.prefix import PrefixState, SharedPrefix, shared_prefix
 from mxclaw_nb.context.repair import repair_tool_call_transcript
 from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.context.summary import build_structured_summary
@@ -25,9 +26,10 @@ from mxclaw_nb.context.view import (
 )
 
 __all__ = [
-    "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "Lineage", "MessageRecord", "Provenance", "RequestView",
-    "SentRecord", "TokenCache", "build_fallback_view", "build_request_view", "build_structured_summary",
+    "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "Lineage", "MessageRecord", "PrefixState", "Provenance",
+    "RequestView", "SentRecord", "SharedPrefix", "TokenCache", "build_fallback_view", "build_request_view",
+    "build_structured_summary",
     "compose_lineage", "estimate_messages", "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long",
     "layer_tokens", "lineage_messages", "lineage_rows", "message_layer", "placeholder_for",
-    "repair_tool_call_transcript", "safe_tail_start",
+    "repair_tool_call_transcript", "safe_tail_start", "shared_prefix",
 ]

@@ -23,6 +23,7 @@ from mxclaw_nb.demo.plans import (
     SHELVES,
     SLOW_REPORT,
     TEST_FIRST,
+    USER_DENIED,
     VERIFY,
     WARN_LINE,
     Ctx,
@@ -66,6 +67,10 @@ def _answer_fix(ctx: Ctx) -> str:
              else f"found {max(0, len((grep or '').splitlines()) - 1)} lines mentioning total_value")
     if before is not None and before.startswith("exit code 0"):
         head = "The stock tests already pass, so there was nothing to fix."
+    elif after is not None and after.startswith("exit code 0") and (before or "").startswith(USER_DENIED):
+        head = ("Fixed, from reading the code: I did not see the failing test run (you denied it). `total_value` in "
+                "inventory/stock.py looped over `items[1:]`, so the first item was never counted. I changed the "
+                "loop to `for item in items:` and the verification command now passes.")
     elif after is not None and after.startswith("exit code 0"):
         head = ("Fixed. `total_value` in inventory/stock.py looped over `items[1:]`, so the first item was never "
                 "counted (101.75 instead of 155.75 EUR for the test shelf). I changed the loop to "

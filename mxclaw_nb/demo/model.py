@@ -147,7 +147,7 @@ def next_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
             args = json.dumps(call, ensure_ascii=False)
             intro = "" if done else f"Plan ({name}, {len(plan)} steps): " + " ".join(
                 f"{i}) {first_sentence(s.say).lower()}" for i, s in enumerate(plan, 1)) + "\n"
-            return Reply(text=f"{PREFIX} {intro}{step.say}", tool_calls=[ToolCall(step.tool, args)],
+            return Reply(text=f"{PREFIX} {intro}{step.said(ctx)}", tool_calls=[ToolCall(step.tool, args)],
                          finish_reason="tool_calls")
     return Reply(text=f"{PREFIX} " + answers.final_answer(name, ctx))
 

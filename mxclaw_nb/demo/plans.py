@@ -85,6 +85,17 @@ class Step:
     args: dict | Callable[[Ctx], dict | None]
     ident: dict = field(default_factory=dict)
 
+    # what to say instead of `say` when the person denied the shell command whose output `say` quotes (the demo
+    # never claims to have seen a result it was refused)
+    denied: tuple[str, str] | None = None  # (command, text)
+
+    def said(self, ctx: Ctx) -> str:
+        """The narration of this step, given what the turn actually saw."""
+        if self.denied is not None and any(d.denied_by_user and d.args.get("command") == self.denied[0]
+                                           for d in ctx.done):
+            return self.denied[1]
+        return self.say
+
     def build(self, ctx: Ctx) -> dict | None:
         """Arguments for this step, or None to skip it."""
         return self.args(ctx) if callable(self.args) else dict(self.args)
@@ -233,7 +244,9 @@ PLANS: dict[str, list[Step]] = {
              "versus actual values.", {"command": TEST_FIRST}),
         Step("edit_file", "The assertion says 101.75 != 155.75: exactly the first item's value (12 x 4.50 = 54.00) is "
              "missing. total_value loops over items[1:], so it skips the first item. Fixing the loop.",
-             _edit, {"path": "inventory/stock.py"}),
+             _edit, {"path": "inventory/stock.py"},
+             (TEST_FIRST, "I did not see the test run (you denied it), so this comes from reading the code: "
+              "total_value loops over items[1:], so it skips the first item. Fixing the loop.")),
         Step("write_file", "The existing test only covers one shelf. Adding a small regression suite for "
              "total_value (empty shelf, one item, first item only, CJK names, cents) so this cannot come back.",
              _regression, {"path": REGRESSION}),

@@ -346,6 +346,25 @@ def _reject_unknown(body: dict[str, Any]) -> str | None:
     return "Extra inputs are not permitted" if extra else None
 
 
+def _cache_timings(usage_chunk: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp: the prompt cache is reported as `timings.cache_n` beside usage, not in it."""
+    usage = usage_chunk.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens_details"), dict):
+        cached = usage.pop("prompt_tokens_details").get("cached_tokens") or 0
+        usage_chunk["timings"] = {"cache_n": cached, "prompt_n": (usage.get("prompt_tokens") or 0) - cached}
+    return usage_chunk
+
+
+def _cache_timings_stream(items: list[Item]) -> list[Item]:
+    for chunk in _chunks(items):
+        _cache_timings(chunk)
+    return items
+
+
+def _no_cache_figure(usage: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in usage.items() if k != "prompt_tokens_details"}
+
+
 # -- the table --------------------------------------------------------------------------------------------------------
 
 QUIRKS: dict[str, Quirk] = {
@@ -378,14 +397,19 @@ QUIRKS: dict[str, Quirk] = {
     "comments": Quirk("OpenRouter (`: OPENROUTER PROCESSING`), keep-alive proxies", stream=_comments),
     "error_midstream": Quirk("OpenRouter, LiteLLM (error object in a 200 stream)", stream=_error_midstream),
     "strict_params": Quirk("strict gateways (pydantic extra=forbid)", reject=_reject_unknown),
+    "cache_timings": Quirk("llama.cpp (`timings.cache_n`)", stream=_cache_timings_stream, plain=_cache_timings),
+    "cache_unreported": _usage_quirk("Ollama, gateways, minimal servers (no cached-token figure)", _no_cache_figure),
 }
 
 # Several quirks as one server shows them together (what the survey found; versions differ).
 PROFILES: dict[str, frozenset[str]] = {
     "vllm": frozenset({"usage_every_chunk", "content_null", "reasoning_both"}),
-    "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object"}),
-    "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null"}),
+    "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object",
+                            "cache_timings"}),
+    "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null",
+                         "cache_unreported"}),
     "openrouter": frozenset({"comments", "reasoning_field", "usage_on_finish_chunk"}),
-    "strict gateway": frozenset({"strict_params", "no_meta", "finish_missing", "usage_prompt_null"}),
-    "bare": frozenset({"tool_no_index", "tool_id_empty", "finish_null", "no_role", "no_meta"}),
+    "strict gateway": frozenset({"strict_params", "no_meta", "finish_missing", "usage_prompt_null",
+                                 "cache_unreported"}),
+    "bare": frozenset({"tool_no_index", "tool_id_empty", "finish_null", "no_role", "no_meta", "cache_unreported"}),
 }

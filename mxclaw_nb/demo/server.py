@@ -37,7 +37,7 @@ from mxclaw_nb.demo.hostile import MODES as HOSTILE_MODES
 from mxclaw_nb.demo.hostile import Hostile, write_hostile
 from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
 from mxclaw_nb.demo.quirks import QUIRKS
-from mxclaw_nb.demo.usage import count_completion_tokens, count_prompt_tokens, o200k_encoding
+from mxclaw_nb.demo.usage import cached_prefix_tokens, count_completion_tokens, count_prompt_tokens, o200k_encoding
 from mxclaw_nb.messages import content_text
 
 __all__ = ["DEFAULT_TEST_MODEL", "DEMO_MODEL", "DEMO_TOKEN_DELAY", "QUIRKS", "Reply", "TestServer", "ToolCall",
@@ -103,6 +103,14 @@ class TestServer:
         self.quirks = frozenset(quirks)
         self.usage_counter = usage_counter
         self.usage_scale = 1.0
+        # E1: like a provider with prefix caching, counted usage reports `prompt_tokens_details.cached_tokens`: the
+        # tokens of the leading messages equal to the previous request's, if it came less than cache_ttl seconds
+        # ago (quirks move it where other servers put it, or drop it). Scripted usage reports none.
+        self.report_cache = True
+        self.cache_ttl = 300.0
+        self.cache_minimum, self.cache_block = 0, 1  # OpenAI: 1,024 and 128
+        self._cache_prompt: list[dict] | None = None
+        self._cache_at = 0.0
         # Like a real server: refuse requests whose prompt (counted as for usage, times usage_scale) is longer
         # than this many tokens, with OpenAI's "context length exceeded" 400 (SPEC C9). None = no limit.
         self.context_limit: int | None = None
@@ -287,17 +295,37 @@ class TestServer:
             raise ValueError(f"answers[{key!r}] is an empty list")
         return texts[min(n, len(texts) - 1)]
 
-    def usage_for(self, body: dict, reply: Reply) -> dict[str, int]:
-        """Usage figures reported for a reply: scripted, else counted from the request and scaled."""
-        if reply.usage is not None:
+    def usage_for(self, body: dict, reply: Reply) -> dict[str, Any]:
+        """Usage figures reported for a reply: scripted, else counted from the request and scaled (with the
+        prompt-cache figure, E1)."""
+        messages = body.get("messages") or []
+        cached = self._cached(messages)
+        if reply.usage is not None:  # scripted: the cache figure only where the prefix cache served something
             prompt, completion = reply.usage
-        else:
-            counted, _ = count_prompt_tokens(body.get("messages") or [], self.usage_counter)
-            prompt = math.ceil(counted * self.usage_scale)
-            out = {"role": "assistant", "content": reply.text,
-                   "tool_calls": [tc.as_dict() for tc in reply.tool_calls] or None}
-            completion = count_completion_tokens(out, self.usage_counter)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            scripted: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                        "total_tokens": prompt + completion}
+            if self.report_cache and cached and prompt:
+                scripted["prompt_tokens_details"] = {"cached_tokens": min(prompt, cached)}
+            return scripted
+        counted, _ = count_prompt_tokens(messages, self.usage_counter)
+        prompt = math.ceil(counted * self.usage_scale)
+        out = {"role": "assistant", "content": reply.text,
+               "tool_calls": [tc.as_dict() for tc in reply.tool_calls] or None}
+        completion = count_completion_tokens(out, self.usage_counter)
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+        if self.report_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": min(prompt, math.floor(cached * self.usage_scale))}
+        return usage
+
+    def _cached(self, messages: list[dict]) -> int:
+        """E1: prompt tokens this request reads from the server's prefix cache; the request then becomes it."""
+        with self._lock:
+            previous, at = self._cache_prompt, self._cache_at
+            self._cache_prompt, self._cache_at = list(messages), time.monotonic()
+        if previous is None or time.monotonic() - at > self.cache_ttl:
+            return 0
+        return cached_prefix_tokens(previous, messages, self.usage_counter, self.cache_minimum, self.cache_block)
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; False when the server is closing."""

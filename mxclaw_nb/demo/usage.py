@@ -16,7 +16,8 @@ import re
 import threading
 from typing import Any
 
-__all__ = ["count_completion_tokens", "count_prompt_tokens", "estimate_message", "message_text", "o200k_encoding"]
+__all__ = ["cached_prefix_tokens", "count_completion_tokens", "count_prompt_tokens", "estimate_message",
+           "message_text", "o200k_encoding"]
 
 _CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3200-\u33ff"
                   "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
@@ -108,3 +109,23 @@ def _exact_message(m: dict, enc: Any) -> int:
     if m.get("tool_calls"):
         total += len(enc.encode_ordinary(json.dumps(m["tool_calls"], separators=(",", ":"), ensure_ascii=False)))
     return total
+
+
+def cached_prefix_tokens(previous: list[dict] | None, messages: list[dict], counter: str = "auto",
+                         minimum: int = 0, block: int = 1) -> int:
+    """Prompt tokens a prefix cache serves (SPEC E1, as a server would report them): the tokens of the leading
+    messages equal to the previous request's, counted as for usage (framing included), rounded down to
+    `block` and 0 below `minimum` (OpenAI: 1,024 and 128; vLLM and llama.cpp: their block size)."""
+    if not previous:
+        return 0
+    k = 0
+    for a, b in zip(previous, messages, strict=False):
+        if a != b:
+            break
+        k += 1
+    enc = _encoding_for(counter)
+    head = messages[:k]
+    tokens = (sum(estimate_message(m) for m in head) if enc is None
+              else sum(4 + _exact_message(m, enc) for m in head))
+    tokens -= tokens % max(1, block)
+    return tokens if tokens >= minimum else 0

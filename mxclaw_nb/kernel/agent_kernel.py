@@ -47,6 +47,9 @@ class AgentKernel(IPythonKernel):
         self.notebook: str | None = None
         self.bound_session: str | None = None
         self._resolved = False
+        self._plan: binding.Plan | None = None
+        self._planned = False
+        self._plan_error: str | None = None
 
     @property
     def banner(self) -> str:  # type: ignore[override]
@@ -59,38 +62,67 @@ class AgentKernel(IPythonKernel):
         return self.shell.magics_manager.registry["AgentMagics"]
 
     # -- the notebook's session ------------------------------------------------------------------------
+    @property
+    def kernel_info(self) -> dict[str, Any]:  # type: ignore[override]
+        """ipykernel's reply, with the notebook's session id in `language_info.mxclaw`: JupyterLab and Notebook 7
+        copy `language_info` into the notebook's metadata, so the id is saved with the notebook (N4)."""
+        info = dict(super().kernel_info)
+        plan = self.session_plan()
+        meta = {"session_id": plan.session_id} if plan is not None else {}
+        info["language_info"] = {**self.language_info, binding.META_KEY: meta}
+        return info
+
+    def session_plan(self) -> binding.Plan | None:
+        """Once: which session this kernel's notebook uses (`binding.plan`); None where no notebook is named."""
+        if self._plan is None and not self._planned:
+            self._planned = True
+            assert self.shell is not None
+            self.notebook = binding.notebook_name(os.environ, self.shell.user_ns)
+            if self.notebook is None:
+                return None
+            try:
+                with self.shell.builtin_trap:  # pandas, imported lazily here, must see the kernel's builtins
+                    self._plan = binding.plan(self.magics.store(), self.notebook)
+            except Exception as exc:  # the first cell reports store and settings problems in its own words
+                self._plan_error = str(exc)
+        return self._plan
+
     def ensure_session(self) -> None:
-        """Once, before the first cell using the agent: continue the session this notebook used last."""
+        """Once, before the first cell using the agent: take up the session the notebook's plan names."""
         if self._resolved:
             return
         self._resolved = True
-        assert self.shell is not None
-        self.notebook = binding.notebook_name(os.environ, self.shell.user_ns)
-        magics = self.magics
-        if self.notebook is None:
+        plan = self.session_plan()
+        if self._plan_error is not None:
+            print(f"mx-claw agent: could not resume this notebook's session: {self._plan_error}", file=sys.stderr)
+        if plan is None:
             return
+        magics = self.magics
         try:
             agent = magics._agent  # built already by `%agent config`, say: switch unless it did something
             if agent is not None and binding.is_stored(agent.store, agent.session_id):
                 return
-            found = binding.session_for(magics.store(), self.notebook)
-            if found is not None:
-                magics.switch_session(found)
-                self.bound_session = found
-                turns = binding.turns(magics.store(), found)
-                print(f"Continuing this notebook's session {found[:8]} ({turns} turn{'s' if turns != 1 else ''} "
-                      "so far); %agent new starts a fresh one.")
+            magics.switch_session(plan.session_id)
+            if plan.continues:
+                if plan.moved:  # renamed or moved: later copies and renames start from this path
+                    binding.bind(magics.store(), plan.session_id, self.notebook)
+                self.bound_session = plan.session_id
+            if plan.message:
+                print(plan.message)
         except Exception as exc:  # the cell itself reports store and settings problems in its own words
             print(f"mx-claw agent: could not resume this notebook's session: {exc}", file=sys.stderr)
 
     def record_session(self) -> None:
-        """After a cell: if the notebook now uses another stored session, bind it (newest binding wins)."""
+        """After a cell: if the notebook now uses another stored session, bind it (newest binding wins), naming
+        the session it switched from, so the id in the notebook's metadata leads to it (N4)."""
         agent = self.magics._agent
         if self.notebook is None or agent is None or agent.session_id == self.bound_session:
             return
         try:
             if binding.is_stored(agent.store, agent.session_id):
-                binding.bind(agent.store, agent.session_id, self.notebook)
+                previous = self.bound_session or (self._plan.session_id if self._plan is not None else None)
+                binding.bind(agent.store, agent.session_id, self.notebook,
+                             previous if previous != agent.session_id else None)
                 self.bound_session = agent.session_id
         except Exception as exc:
             print(f"mx-claw agent: could not record this notebook's session: {exc}", file=sys.stderr)

@@ -132,7 +132,10 @@ class AgentMagics(Magics, AgentSettings):
                          max_stream_line_bytes=self.max_stream_line_bytes,
                          shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout),
-                         namespace=self._user_namespace if self.shell is not None else None)
+                         namespace=self._user_namespace if self.shell is not None else None,
+                         shell_memory_mb=self.shell_memory_mb, shell_processes=self.shell_processes,
+                         shell_file_mb=self.shell_file_mb, shell_tmp_mb=self.shell_tmp_mb,
+                         allow_broad_workspace=self.allow_broad_workspace)
         except ValueError as exc:
             raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "
                              "or the environment variable).") from None

@@ -82,8 +82,20 @@ def cmd_compact(m: CommandHost, args: argparse.Namespace) -> Any:
                     f"{unit} tokens. Nothing is stored or deleted: the next model call rebuilds its view from the "
                     "full transcript (SPEC C7)"))
     if view.stage == "unchanged":
-        print(f"Every message fits in the safe tail (keep_recent_tokens={view_tail(m)}): nothing older to compact.")
+        print(nothing_to_compact(view, m.get_agent().policy.keep_recent_tokens))
     return CompactionInspector(view)
+
+
+def nothing_to_compact(view: Any, keep: int) -> str:
+    """Why `%agent compact` changed nothing, in words that match the figures shown above it."""
+    unit = counter_label(view.counter)
+    if view.after_tokens <= keep:
+        return (f"Everything fits in the safe tail ({fmt_int(view.after_tokens)} ≤ keep_recent_tokens={keep:,} "
+                f"{unit} tokens): nothing older to compact.")
+    return (f"Nothing older than the safe tail to compact: the tail (keep_recent_tokens={keep:,}) already starts at "
+            f"the first conversation message. The view holds {fmt_int(view.after_tokens)} {unit} tokens, more than "
+            "that budget, because system messages are never compacted and the tail always keeps the last message "
+            "and each tool result with its call (SPEC C3).")
 
 
 def view_tail(m: CommandHost) -> str:

@@ -67,6 +67,8 @@ class Usage:
 
     prompt_tokens: int | None
     completion_tokens: int | None
+    cached_tokens: int | None = None  # E1: prompt tokens the server read from its prompt cache
+    cache_write_tokens: int | None = None  # E1: prompt tokens written to the cache (Anthropic-style servers)
 
 
 @dataclass
@@ -280,7 +282,24 @@ def _usage_of(raw: Any) -> Usage | None:
     if not prompt:  # 0 or None: nothing was counted
         prompt = None
         completion = completion or None
-    return None if prompt is None and completion is None else Usage(prompt, completion)
+    if prompt is None and completion is None:
+        return None
+    return Usage(prompt, completion, *_cache_of(get))
+
+
+def _cache_of(get: Any) -> tuple[int | None, int | None]:
+    """E1: cached / cache-written prompt tokens as reported: OpenAI, vLLM and OpenRouter
+    `prompt_tokens_details.cached_tokens`; Anthropic-style `cache_read_input_tokens` / `cache_creation_input_tokens`."""
+    details = get("prompt_tokens_details")
+    cached = (details.get("cached_tokens") if isinstance(details, dict)
+              else getattr(details, "cached_tokens", None))
+    cached = _count(cached)
+    return (cached if cached is not None else _count(get("cache_read_input_tokens")),
+            _count(get("cache_creation_input_tokens")))
+
+
+def _last(new: int | None, old: int | None) -> int | None:
+    return new if new is not None else old
 
 
 def _text_of(content: Any) -> str:
@@ -362,7 +381,11 @@ class _Answer:
             old = self.usage or Usage(None, None)
             self.usage = Usage(usage.prompt_tokens or old.prompt_tokens,
                                usage.completion_tokens if usage.completion_tokens is not None
-                               else old.completion_tokens)
+                               else old.completion_tokens, _last(usage.cached_tokens, old.cached_tokens),
+                               _last(usage.cache_write_tokens, old.cache_write_tokens))
+        timings = getattr(resp, "timings", None)  # E1: llama.cpp's server reports its prompt cache here
+        if isinstance(timings, dict) and _count(timings.get("cache_n")) is not None and self.usage is not None:
+            self.usage.cached_tokens = _count(timings.get("cache_n"))
         shown = ""
         for choice in getattr(resp, "choices", None) or ():
             if getattr(choice, "index", None) not in (None, 0):

@@ -44,7 +44,8 @@ ORDER BY s.created_at, s.id
 # What `%agent timeline` draws: no JSON columns (the provenance and extra are the bulk of a record).
 TIMELINE_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "stage", "retry", "counter",
                     "estimate_tokens", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
-                    "before_tokens", "after_tokens", "error")
+                    "before_tokens", "after_tokens", "error", "model", "completion_tokens_reported",
+                    "cached_tokens_reported", "prefix_tokens")  # E1-E3: the cache part and the cost line
 
 
 def _column(name: str) -> str:
@@ -159,6 +160,15 @@ class StoreReads:
         """The seq of the session's last stored prompt, or None."""
         found = self._one("SELECT max(seq) FROM messages WHERE session_id = ? AND role = 'user'", [session_id])
         return None if found is None else int(found)
+
+    def event_fields(self, type: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """(session_id, payload[key] as text for each key) of every event of `type`, oldest first (e.g. the
+        agent kernel's notebook bindings, N4); a missing key or JSON null is None."""
+        cols = ", ".join("json_extract_string(payload, ?)" for _ in keys)
+        with self._lease.connection("read events") as con:
+            return [tuple(row) for row in con.execute(
+                f"SELECT session_id, {cols} FROM events WHERE type = ? ORDER BY created_at, seq",
+                [*(f"$.{k}" for k in keys), type]).fetchall()]
 
     def session_for_event(self, type: str, key: str, value: str) -> str | None:
         """The session of the newest event of `type` whose payload has `key` = `value` (e.g. a notebook binding)."""

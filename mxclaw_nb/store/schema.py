@@ -70,6 +70,13 @@ def m001_initial(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+
+@migration
+def m002_request_cache_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """E1/E2: the provider's reported cache figures and the prefix shared with the previous call, per call."""
+    for column in ("cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens"):
+        con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {column} BIGINT")
+
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("

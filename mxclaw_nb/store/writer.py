@@ -46,7 +46,8 @@ from mxclaw_nb.store.schema import MIGRATIONS, current_version, migrate
 from mxclaw_nb.store.turnlock import turn_lock
 from mxclaw_nb.text_policy import display
 
-__all__ = ["Store", "StoreError", "default_db_path", "REQUEST_FIELDS"]
+__all__ = ["Store", "StoreError", "default_db_path", "open_stores", "REQUEST_FIELDS"]
+_OPEN: weakref.WeakSet[Store] = weakref.WeakSet()
 
 # Every append SQL lists created_at last: _insert fills it from the clock unless given.
 _MSG_SQL = (
@@ -133,6 +134,12 @@ def _on_open(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> Non
     migrate(con, path)
 
 
+def open_stores() -> list[Store]:
+    """The Store objects of this process that are open (N3: a stored request row found by
+    SQL opens its inspector with the transcript of whichever open store holds its session)."""
+    return [s for s in list(_OPEN) if s._finalizer.alive]
+
+
 class Store(StoreReads):
     """Append-only DuckDB store shared safely by several processes (SPEC S1-S4)."""
 
@@ -171,6 +178,7 @@ class Store(StoreReads):
         self._finalizer = weakref.finalize(self, self._lease.close)
         with self._lease.connection("open the database"):
             pass
+        _OPEN.add(self)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -44,6 +44,23 @@ class ArtifactStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed command may use (SPEC L8); the defaults are the settings' defaults.
+
+    ``memory_mb`` bounds each process's data (``RLIMIT_DATA``: heap and private writable mappings, not the
+    address space, so runtimes that reserve large address ranges still start); ``processes`` bounds the
+    processes and threads of one command (``RLIMIT_NPROC``, counted in the command's own user namespace, so
+    your other processes do not count; bwrap only); ``file_mb`` bounds each file written (``RLIMIT_FSIZE``);
+    ``tmp_mb`` is the size of the private ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) tmpfs (bwrap only).
+    """
+
+    memory_mb: int = 4096
+    processes: int = 512
+    file_mb: int = 2048
+    tmp_mb: int = 1024
+
+
 @dataclass
 class ToolContext:
     """Everything a tool call may use: workspace, session, artifact store, approval policy."""
@@ -61,6 +78,8 @@ class ToolContext:
     shell_env: tuple[str, ...] = ()  # L6: extra variable names passed to the shell
     secrets: tuple[str, ...] = field(default=(), repr=False)  # L6: values the shell never gets
     max_tool_calls: int = MAX_TOOL_CALLS
+    limits: Limits = field(default_factory=Limits)  # L8: memory, processes, file size, private temp size
+    protected: tuple[Path, ...] = ()  # L11: the store's files: read-only in the sandbox, refused by file tools
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
@@ -73,6 +92,7 @@ class ToolContext:
         if self.network not in NETWORK_MODES:
             raise ValueError(f"network must be one of {', '.join(NETWORK_MODES)} (got {self.network!r})")
         self.shell_env = check_env_allow(self.shell_env)
+        self.protected = tuple(Path(p).absolute() for p in self.protected)
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) \
                 or self.max_tool_calls < 1:
             raise ValueError(f"max_tool_calls must be an integer >= 1 (got {self.max_tool_calls!r})")

@@ -113,8 +113,60 @@ def _relative_arg(ctx: ToolContext, path: object) -> str:
     raise denied(f"'{path}' is outside the workspace {ctx.workspace}")
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def store_guard(ctx: ToolContext) -> tuple[set[tuple[int, int]], set[tuple[int, int]], str]:
+    """The store's files as (device, inode) pairs, the folders holding them, and the database's name (L11)."""
+    if not ctx.protected:
+        return set(), set(), ""
+    files = {i for p in ctx.protected if not p.is_dir() and (i := _identity(p)) is not None}
+    folders = {i for p in ctx.protected if (i := _identity(p.parent)) is not None}
+    folders |= {i for p in ctx.protected if p.is_dir() and (i := _identity(p)) is not None}  # <db>.turns
+    return files, folders, ctx.protected[0].name
+
+
+def _check_store(ctx: ToolContext, root_fd: int, path: str, rel: str) -> None:
+    """Refuse the store's files and any name beside the database that starts with its name (L11), wherever the
+    store lies: by identity (device and inode), so no other spelling or link reaches them."""
+    files, folders, db_name = store_guard(ctx)
+    if not folders:
+        return
+    parent, name = os.path.split(os.path.normpath(rel))
+    try:
+        pfd = open_beneath(ctx.workspace, root_fd, parent or ".", os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        pfd = None
+    if pfd is not None:
+        try:
+            st = os.fstat(pfd)
+            in_store = (st.st_dev, st.st_ino) in folders and (name.startswith(db_name) or
+                                                                  os.path.basename(parent).startswith(db_name))
+        finally:
+            os.close(pfd)
+        if in_store:
+            raise denied(f"'{path}' is one of the agent's store files; the tools never touch them")
+    try:
+        fd = open_beneath(ctx.workspace, root_fd, rel, os.O_PATH)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if (st.st_dev, st.st_ino) in files or (st.st_dev, st.st_ino) in folders and stat.S_ISDIR(st.st_mode) \
+            and os.path.basename(os.path.normpath(rel)).startswith(db_name):
+        raise denied(f"'{path}' is one of the agent's store files; the tools never touch them")
+
+
 def _open(ctx: ToolContext, root_fd: int, path: str, rel: str, flags: int, *, what: str = "file") -> int:
-    """open_beneath with the tool's failure texts (L5)."""
+    """open_beneath with the tool's failure texts (L5), never on the store's files (L11)."""
+    _check_store(ctx, root_fd, path, rel)
     try:
         return open_beneath(ctx.workspace, root_fd, rel, flags)
     except OutsideWorkspace as exc:
@@ -242,6 +294,12 @@ class _GrepWalk:
     def __init__(self, ctx: ToolContext, root_fd: int, rel: str) -> None:
         self.ctx, self.root_fd, self.rel = ctx, root_fd, rel
         self.skipped_links = self.skipped_special = self.skipped_hardlinks = 0
+        self.store_files, self.store_folders, self.db_name = store_guard(ctx)
+        self.turns = {i for p in ctx.protected if p.is_dir() and (i := _identity(p)) is not None}
+
+    def in_turns(self, dir_fd: int) -> bool:
+        st = os.fstat(dir_fd)
+        return (st.st_dev, st.st_ino) in self.turns
 
     def _open_file(self, dir_fd: int, name: str, rel: str) -> int | None:
         try:
@@ -257,6 +315,10 @@ class _GrepWalk:
                 self.skipped_links += 1
                 return None
         st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) in self.store_files or (os.fstat(dir_fd).st_dev, os.fstat(dir_fd).st_ino) \
+                in self.store_folders and (name.startswith(self.db_name) or self.in_turns(dir_fd)):
+            os.close(fd)  # L11: the store's files are never read
+            return None
         if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_size > GREP_MAX_FILE_BYTES:
             if not stat.S_ISREG(st.st_mode):
                 self.skipped_special += 1
@@ -343,6 +405,7 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 def _open_for_write(ctx: ToolContext, root: int, path: str, rel: str, flags: int) -> tuple[int, bool]:
     """Open (creating when asked) a regular, single-link file for writing; (fd, existed)."""
+    _check_store(ctx, root, path, rel)  # L11, before anything is created
     existed = True
     if flags & os.O_CREAT:
         try:

@@ -1,4 +1,8 @@
-"""Landlock confinement for one shell command, where bubblewrap cannot run (SPEC L5).
+"""Landlock confinement for one shell command, where bubblewrap cannot run (SPEC L5, L8).
+
+The shell tool uses ``make_preexec``: the runner below, run in ``subprocess``'s forked child instead of a new
+interpreter per command (no Python start-up: about 20 ms instead of 100-150 ms per command). The script form
+remains for running a command by hand.
 
 Why a small module of our own: the PyPI binding (``landlock`` 1.0.0.dev) covers the filesystem only,
 and this needs network (ABI 4) and signal scoping (ABI 6) too; the kernel interface is three system
@@ -29,6 +33,7 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -103,10 +108,16 @@ def read_roots(hidden: list[Path]) -> list[Path]:
     return walk(Path("/")) if hide else [Path("/")]
 
 
-def restrict(workspace: str, tmp: str, home: str, *, network: bool, toolchains: tuple[str, ...] = ()) -> None:
+def hidden_roots(home: str) -> list[Path]:
+    """What Landlock lets the command read: everything but the home, /home, /root and the shared temp folders."""
+    return read_roots([Path(home), Path("/tmp"), Path("/var/tmp"), Path("/root"), Path("/home")])
+
+
+def restrict(workspace: str, tmp: str, home: str, *, network: bool, toolchains: tuple[str, ...] = (),
+             roots: list[Path] | None = None, abi: int | None = None) -> None:
     """Confine this process and its future children (Landlock + no_new_privs + no capabilities)."""
     libc = _libc()
-    abi = abi_version()
+    abi = abi_version() if abi is None else abi
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
     fs = _fs_rights(abi)
@@ -132,7 +143,7 @@ def restrict(workspace: str, tmp: str, home: str, *, network: bool, toolchains: 
             os.close(fd)
 
     read = EXECUTE | READ_FILE | READ_DIR
-    for root in read_roots([Path(home), Path("/tmp"), Path("/var/tmp"), Path("/root"), Path("/home")]):
+    for root in hidden_roots(home) if roots is None else roots:
         allow(root, read)
     for device in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"):
         allow(device, READ_FILE | WRITE_FILE | (IOCTL_DEV if abi >= 5 else 0))
@@ -191,6 +202,53 @@ def reap_all() -> None:
                 break
             if pid == 0:
                 break
+
+
+def make_preexec(workspace: str, tmp: str, home: str, *, network: bool,
+                 toolchains: tuple[str, ...] = ()) -> Callable[[], None]:
+    """The runner without a new interpreter per command (L5, L8): run in ``subprocess``'s forked child.
+
+    The child becomes the subreaper and forks again; the grandchild restricts itself (Landlock) and returns, so
+    ``subprocess`` execs the command in it; the child never returns: it waits for the command, kills and reaps
+    every process left below it, and exits with the command's status (on SIGTERM/SIGINT/SIGHUP: the same,
+    at once). It first closes every descriptor it holds, so ``subprocess`` sees the exec and the output pipes
+    end with the command's processes. The rules (the folders to read) are computed here, before the fork.
+    """
+    roots = hidden_roots(home)
+    abi = abi_version()
+    libc = _libc()
+
+    def preexec() -> None:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        child = os.fork()
+        if child == 0:
+            restrict(workspace, tmp, home, network=network, toolchains=toolchains, roots=roots, abi=abi)
+            return  # subprocess execs the command here, confined
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, 1 << 16)
+
+        def stop(_sig: int, _frame: object) -> None:
+            reap_all()
+            os._exit(137)
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, stop)
+        status = 0
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+        reap_all()
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(128 - code if code < 0 else code)
+
+    return preexec
 
 
 def main(argv: list[str]) -> int:

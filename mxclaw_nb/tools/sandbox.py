@@ -1,4 +1,4 @@
-"""The operating-system sandbox around the shell tool, and the shell's minimal environment (SPEC L5, L6).
+"""The operating-system sandbox around the shell tool, and the shell's minimal environment (SPEC L5, L6, L8, L11).
 
 Why the kernel, not a deny-list: a model can spell ``rm -rf /`` in endless ways (``x=rm; $x -rf /``,
 ``base64 -d | sh``, ...), so the forbidden list (``policy.py``) is only an early, readable refusal. The
@@ -12,9 +12,14 @@ boundary is what the operating system enforces for the whole process tree of one
   network is a private loopback unless ``network="on"``), every capability dropped, a new terminal
   session (no ``TIOCSTI`` into the kernel's terminal), and the sandbox dies with its parent. When the
   command's shell exits, the PID namespace ends and the kernel kills every process left in it:
-  ``nohup``, ``setsid`` and double forks do not outlive the call.
+  ``nohup``, ``setsid`` and double forks do not outlive the call. Never the host's root (L8): as an ordinary
+  user bwrap maps the command to that user in a new user namespace; when the kernel runs as root, the command
+  runs as an unprivileged id with an id-mapped workspace (``rootless.py``), and where that cannot be set up
+  bwrap is refused with the reason. A seccomp filter, limits (``Limits``: memory, processes, file size,
+  private temp size) and read-only store files inside the workspace (L11) complete it.
 - **landlock** (Linux >= 5.13, no user namespaces needed: the fallback where bwrap cannot run, e.g.
-  Ubuntu's AppArmor user-namespace restriction): see ``landlock.py``. Writes only to the workspace and
+  Ubuntu's AppArmor user-namespace restriction): see ``landlock.py``; applied in the forked child, no
+  interpreter started per command. Writes only to the workspace and
   a private temp folder, reads everywhere but the user's home, TCP connect/bind refused (ABI >= 4;
   UDP and Unix sockets are not covered by Landlock), signals to processes outside the sandbox refused
   (ABI >= 6), capabilities dropped, and a subreaper that kills every descendant when the shell exits.
@@ -30,22 +35,84 @@ or CREDENTIAL.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import resource
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mxclaw_nb.secrets import check_env_allow, is_secret_name  # noqa: F401 - L6's names live with the secrets
 from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # noqa: E402,F401 - one owner: the settings table
+from mxclaw_nb.tools import rootless
+from mxclaw_nb.tools.base import Limits
 
 #: Variables passed through from the parent when set (besides the allow-list setting).
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 SANDBOX_HOME = "/tmp/home"
 _PROBE_TIMEOUT = 10.0
+_MB = 1 << 20
+
+
+def rlimit_pairs(limits: Limits, *, processes: bool) -> list[tuple[int, int]]:
+    """(resource, value) pairs of `limits`, set as soft and hard limit (the command cannot raise them back, L8)."""
+    out = [(resource.RLIMIT_DATA, limits.memory_mb * _MB), (resource.RLIMIT_FSIZE, limits.file_mb * _MB)]
+    if processes:
+        out.append((resource.RLIMIT_NPROC, limits.processes))
+    return out
+
+
+def limited(limits: Limits, inner: list[str], *, processes: bool) -> list[str]:
+    """`inner` started under `limits`, set inside the sandbox: by ``prlimit`` (util-linux, one small exec), else
+    by the shell's ``ulimit`` (bash counts file sizes in KiB and processes with ``-u``; a POSIX sh in 512-byte
+    blocks and ``-p``)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit:
+        names = {resource.RLIMIT_DATA: "data", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
+        return [prlimit, *(f"--{names[r]}={v}" for r, v in rlimit_pairs(limits, processes=processes)), "--", *inner]
+    shell = inner[0]
+    bash = Path(shell).name == "bash"
+    flags = [f"-d {limits.memory_mb * 1024}", f"-f {limits.file_mb * (1024 if bash else 2048)}"]
+    if processes:
+        flags.append(f"-{'u' if bash else 'p'} {limits.processes}")
+    calls = " && ".join(f"ulimit -S -H {f}" for f in flags)
+    prefix = (f"{{ {calls}; }} || {{ echo 'mxclaw_nb sandbox: the limits could not be set; "
+              "the command was not run' >&2; exit 126; }")
+    return [shell, "-c", f'{prefix}; exec "$0" "$@"', *inner]
+
+
+@dataclass
+class Launch:
+    """How to start one sandboxed command: argv, the child's set-up before exec, descriptors to pass."""
+
+    argv: list[str]
+    preexec: Callable[[], None] | None = None
+    pass_fds: tuple[int, ...] = ()
+    close: list[int] = field(default_factory=list)  # descriptors to close in the parent once started
+    info_read: int | None = None  # bwrap's --info-fd pipe (read end): the sandbox's init process id
+    error_read: int | None = None  # why the child's set-up failed (rootless mode), if it did
+
+    def setup_error(self) -> str:
+        """What the child's set-up wrote before failing (empty if nothing)."""
+        if self.error_read is None:
+            return ""
+        os.set_blocking(self.error_read, False)
+        try:
+            return os.read(self.error_read, 4096).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def release(self) -> None:
+        """Close the parent's read ends (the write ends are in ``close``)."""
+        for fd in (self.info_read, self.error_read):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.info_read = self.error_read = None
 
 
 def shell_environment(parent: Mapping[str, str], *, home: str, tmp: str, allow: Iterable[str] = (),
@@ -75,6 +142,7 @@ class Sandbox:
     detail: str  # the binary and version, or the Landlock ABI, or why nothing confines
     executable: str | None = None
     landlock_abi: int = 0
+    rootless: bool = False  # L8: the kernel runs as root; bwrap runs commands as rootless.HOST_ID
 
     @property
     def confined(self) -> bool:
@@ -88,23 +156,27 @@ class Sandbox:
         net = "network on" if network == "on" else "no network"
         if self.kind == "landlock" and network != "on" and self.landlock_abi < 4:
             net = "network NOT confined (Landlock ABI < 4)"
-        return f"shell sandboxed by {self.detail}: workspace writable, rest read-only, home hidden, {net}"
+        who = ""
+        if self.kind == "landlock" and os.geteuid() == 0:
+            who = ", commands run as root without capabilities (no user namespace; no process limit)"
+        return f"shell sandboxed by {self.detail}: workspace writable, rest read-only, home hidden, {net}{who}"
 
-    def argv(self, command: str, workspace: Path, *, network: str = "off", shell: str = "/bin/bash",
-             tmp: str | None = None) -> list[str]:
-        """The command line that runs ``shell -c command`` inside this sandbox."""
+    def launch(self, command: str, workspace: Path, *, network: str = "off", shell: str = "/bin/bash",
+               tmp: str | None = None, limits: Limits | None = None, protect: Iterable[Path] = ()) -> Launch:
+        """How to run ``shell -c command`` inside this sandbox, under `limits` (L5, L8), with the `protect`
+        paths (the store's files, L11) read-only."""
+        limits = limits or Limits()
+        if self.kind == "none":
+            return Launch([shell, "-c", command])
+        inner = [shell, "-c", command]
         if self.kind == "bwrap":
-            return [*bwrap_args(self.executable or "bwrap", workspace, network=network), shell, "-c", command]
-        if self.kind == "landlock":
-            script = str(Path(__file__).with_name("landlock.py"))
-            runner = [sys.executable, "-I", "-S", script, "--workspace", str(workspace), "--tmp", str(tmp),
-                      "--home", str(Path.home())]
-            for keep in toolchain_paths():
-                runner += ["--keep", keep]
-            if network == "on":
-                runner.append("--network")
-            return [*runner, "--", shell, "-c", command]
-        return [shell, "-c", command]
+            return bwrap_launch(self, workspace, inner, network=network, limits=limits, protect=protect)
+        from mxclaw_nb.tools.landlock import make_preexec
+
+        # Landlock is applied in the forked child, no interpreter started per command (see landlock.py).
+        preexec = make_preexec(str(workspace), str(tmp), str(Path.home()), network=network == "on",
+                               toolchains=tuple(toolchain_paths()))
+        return Launch(limited(limits, inner, processes=False), preexec=preexec)
 
 
 _HIDDEN = ("/home", "/root", "/run", "/var/run", "/tmp", "/var/tmp")
@@ -112,6 +184,12 @@ _BIN_ONLY = (".local", ".cargo")  # their other folders hold credentials and key
 
 
 def toolchain_paths(path_var: str | None = None) -> list[str]:
+    """See ``_toolchain_paths``; cached per PATH (a few hundred stat calls each time otherwise)."""
+    return list(_toolchain_paths(path_var if path_var is not None else os.environ.get("PATH", ""), str(Path.home())))
+
+
+@functools.lru_cache(maxsize=8)
+def _toolchain_paths(path_var: str, _home: str) -> tuple[str, ...]:
     """Folders under hidden places that stay readable: the toolchains on PATH and this Python (L5).
 
     A PATH entry ``X/bin`` or ``X/shims`` under the home exposes its prefix ``X`` (a pyenv, conda or
@@ -128,7 +206,7 @@ def toolchain_paths(path_var: str | None = None) -> list[str]:
                 and p != home and p not in hidden:
             found.append(str(p))
 
-    for entry in (path_var if path_var is not None else os.environ.get("PATH", "")).split(os.pathsep):
+    for entry in path_var.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         p = Path(entry)
@@ -139,7 +217,7 @@ def toolchain_paths(path_var: str | None = None) -> list[str]:
             add(prefix)
     for prefix in (sys.prefix, sys.base_prefix):
         add(Path(prefix))
-    return found
+    return tuple(found)
 
 
 def _hidden_dirs(workspace: Path) -> list[str]:
@@ -153,13 +231,28 @@ def _hidden_dirs(workspace: Path) -> list[str]:
     return out
 
 
-def bwrap_args(executable: str, workspace: Path, *, network: str = "off") -> list[str]:
-    """bubblewrap's arguments (before the command) for one confined shell call (L5)."""
-    args = [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+def bwrap_args(executable: str, workspace: Path, *, network: str = "off", limits: Limits | None = None,
+               protect: Iterable[Path] = (), staged: Mapping[str, str] | None = None,
+               userns_fd: int | None = None, seccomp_fd: int | None = None) -> list[str]:
+    """bubblewrap's arguments (before the command) for one confined shell call (L5, L8, L11).
+
+    `staged` maps a source the sandbox's id cannot reach (the id-mapped workspace, a toolchain under ``/root``)
+    to the staging folder it is bound on (rootless mode); `userns_fd` is the user namespace to run in there.
+    """
+    limits = limits or Limits()
+    staged = staged or {}
+
+    def src(path: str) -> str:
+        return staged.get(path, path)
+
+    tmp_size = ["--size", str(limits.tmp_mb * _MB)]
+    args = [executable, "--ro-bind", "/", "/", "--dev", "/dev", *tmp_size, "--tmpfs", "/dev/shm",
+            "--proc", "/proc", *tmp_size, "--tmpfs", "/tmp"]
     if Path("/var/tmp").is_dir() and not Path("/var/tmp").is_symlink():
-        args += ["--tmpfs", "/var/tmp"]
-    for hidden in _hidden_dirs(workspace):
-        args += ["--tmpfs", hidden]
+        args += [*tmp_size, "--tmpfs", "/var/tmp"]
+    hidden = _hidden_dirs(workspace)
+    for folder in hidden:
+        args += ["--tmpfs", folder]
     if network == "on":
         for keep in ("/run/systemd/resolve", "/run/resolvconf"):  # name resolution behind a /run symlink
             if Path(keep).is_dir():
@@ -167,13 +260,139 @@ def bwrap_args(executable: str, workspace: Path, *, network: str = "off") -> lis
     # Later mounts go on top of earlier ones: toolchains and the workspace stay visible inside a hidden
     # home or /tmp.
     for keep in toolchain_paths():
-        args += ["--ro-bind", keep, keep]
-    args += ["--bind", str(workspace), str(workspace), "--dir", SANDBOX_HOME]
-    args += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
-    if network == "on":
-        args.append("--share-net")
-    args += ["--chdir", str(workspace)]
+        args += ["--ro-bind", src(keep), keep]
+    args += ["--bind", src(str(workspace)), str(workspace), "--dir", SANDBOX_HOME]
+    # L11: the store's files inside the workspace stay read-only (after the workspace bind, so on top of it).
+    for path in protected_mounts(workspace, protect):
+        rel = path.relative_to(workspace)
+        args += ["--ro-bind", str(Path(src(str(workspace))) / rel), str(path)]
+    # L8: the hidden folders' empty tmpfs (RAM) become read-only: only /tmp and the workspace take writes.
+    for folder in hidden:
+        args += ["--remount-ro", folder]
+    args += ["--remount-ro", "/dev"]
+    if userns_fd is not None:
+        args += ["--userns", str(userns_fd), "--uid", str(rootless.SANDBOX_ID), "--gid", str(rootless.SANDBOX_ID),
+                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if network != "on":
+            args.append("--unshare-net")
+    else:  # L8: a user namespace is required (no "-try": where it fails, bwrap fails and is refused)
+        args += ["--unshare-all", "--unshare-user"]
+        if network == "on":
+            args.append("--share-net")
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", str(workspace)]
     return args
+
+
+def protected_mounts(workspace: Path, protect: Iterable[Path]) -> list[Path]:
+    """What to bind read-only over the workspace for the store's files `protect` (L11).
+
+    A store folder strictly inside the workspace is bound read-only whole (so nothing can be created beside
+    the database, such as a write-ahead log); otherwise each existing store file inside the workspace is.
+    """
+    out: list[Path] = []
+    for path in protect:
+        folder = path.parent
+        if folder != workspace and folder.is_relative_to(workspace):
+            if folder.is_dir() and folder not in out:
+                out.append(folder)
+        elif path.is_relative_to(workspace) and path.exists() and path not in out:
+            out.append(path)
+    return sorted(out, key=lambda p: len(p.parts))
+
+
+#: System folders that are never a workspace unless allow_broad_workspace is set (L11), besides the home and
+#: every folder above it.
+SYSTEM_ROOTS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt",
+                "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib",
+                "/usr/local", "/usr/share", "/var", "/var/lib", "/var/tmp", "/Applications", "/Library", "/System",
+                "/Users", "/Volumes", "/private", "/private/tmp", "/private/var")
+
+
+def check_placement(workspace: Path, *, allow: bool = False, given: bool = True) -> Path:
+    """`workspace` if it may be one; a ValueError naming the setting if it is the home or a system root (L11).
+
+    Why: the home as workspace makes ``~/.ssh`` readable and ``~/.bashrc`` writable from the sandbox, and the
+    store's default folder lies under it; a system root puts the whole system in reach of the file tools.
+    """
+    if allow:
+        return workspace
+    home = Path.home().resolve()
+    roots = {Path(r) for r in SYSTEM_ROOTS} | {Path(r).resolve() for r in SYSTEM_ROOTS if Path(r).exists()}
+    what = None
+    if workspace == home:
+        what = "your home folder"
+    elif home.is_relative_to(workspace):
+        what = "a folder that holds your home folder"
+    elif workspace in roots:
+        what = "a system folder"
+    if what is None:
+        return workspace
+    origin = "" if given else " (the current folder, the default)"
+    raise ValueError(f"the workspace {workspace}{origin} is {what}: the agent's tools could read and change "
+                     "everything in it. Choose a project folder (workspace='~/project', or %agent config "
+                     "workspace=...), or set allow_broad_workspace=True to allow it")
+
+
+def store_files(db: Path) -> tuple[Path, ...]:
+    """The store's files for a database path: the file, its write-ahead log, its lease locks and its per-session
+    turn locks (names from duckdb, ``store/lease.py`` and ``store/turnlock.py``); the database first (L11)."""
+    db = Path(db).absolute()
+    return (db, db.with_name(db.name + ".wal"), db.with_name(db.name + ".lock"),
+            db.with_name(db.name + ".queue.lock"), db.with_name(db.name + ".turns"))
+
+
+def store_placement_problem(workspace: Path, protect: Iterable[Path], kind: str) -> str | None:
+    """Why the store's files cannot be kept from the sandboxed shell here, or None (L11)."""
+    files = list(protect)
+    if not files or kind == "none":
+        return None
+    db = files[0]
+    if kind == "bwrap" and db.parent == workspace:
+        return (f"the store {db} lies directly in the workspace folder, where the shell could create files beside "
+                "it (its write-ahead log); put it in a subfolder (e.g. db='.mxclaw/mxclaw.duckdb') or outside")
+    if kind == "landlock" and db.parent.is_relative_to(workspace):
+        return (f"the store {db} lies inside the workspace and Landlock cannot keep it read-only there; move it "
+                "outside the workspace (or use bwrap)")
+    return None
+
+
+def bwrap_launch(sandbox: Sandbox, workspace: Path, inner: list[str], *, network: str, limits: Limits,
+                 protect: Iterable[Path] = ()) -> Launch:
+    """bwrap for one command: as the user it runs as, or rootless when the kernel runs as root (L8)."""
+    exe = sandbox.executable or "bwrap"
+    seccomp = rootless.seccomp_fd()
+    close = [seccomp] if seccomp is not None else []
+    # The sandbox's init (pid 1 of its PID namespace): killed after the command, which ends every process
+    # left in the namespace. bwrap's --die-with-parent alone is not enough: the kernel clears that death
+    # signal when the sandbox's credentials change (rootless mode), and init then outlives the call.
+    info_read, info_write = os.pipe2(os.O_CLOEXEC)
+    close.append(info_write)
+    info = ["--info-fd", str(info_write)]
+    if not sandbox.rootless:
+        # The process limit is set inside bwrap's user namespace, where it counts this command's processes
+        # only (set before, it would also cap the namespace's creator: all of your processes).
+        args = bwrap_args(exe, workspace, network=network, limits=limits, protect=protect, seccomp_fd=seccomp)
+        return Launch([args[0], *info, *args[1:], *limited(limits, inner, processes=True)], pass_fds=tuple(close),
+                      close=close, info_read=info_read)
+    state = rootless.rootless_state()
+    staged = {str(workspace): str(state.slot("workspace"))}
+    sources: list[tuple[str, Path]] = []
+    for i, keep in enumerate(toolchain_paths()):
+        if not rootless.reachable_by_others(Path(keep)):
+            name = f"toolchain-{i}"
+            staged[keep] = str(state.slot(name))
+            sources.append((name, Path(keep)))
+    args = bwrap_args(exe, workspace, network=network, limits=limits, protect=protect, staged=staged,
+                      userns_fd=state.sandbox_ns, seccomp_fd=seccomp)
+    # Rootless: the limits are set in the child before bwrap; the process limit counts the command's id in the
+    # per-process user namespace (bwrap itself, still root, is not counted).
+    error_read, error_write = os.pipe2(os.O_CLOEXEC)
+    close.append(error_write)
+    preexec = rootless.make_preexec(workspace, sources, state, rlimit_pairs(limits, processes=True), error_write)
+    return Launch([args[0], *info, *args[1:], *inner], preexec=preexec, pass_fds=(state.sandbox_ns, *close),
+                  close=close, info_read=info_read, error_read=error_read)
 
 
 def _bwrap_candidates() -> list[str]:
@@ -193,17 +412,33 @@ def _bwrap_candidates() -> list[str]:
     return found
 
 
-def _probe_bwrap(executable: str) -> str | None:
-    """None when bwrap confines a real command here, else the reason it cannot."""
+def _probe_bwrap(executable: str, *, as_root: bool | None = None) -> str | None:
+    """None when bwrap confines a real command here, else the reason it cannot (L5, L8).
+
+    The probe runs the real thing (namespaces, limits, seccomp, and as root the rootless set-up) and checks
+    the command is not root: a bwrap that would run it as the host's root is refused with the reason.
+    """
     probe = Path.cwd() if Path.cwd().is_dir() else Path("/")
+    as_root = rootless.running_as_root() if as_root is None else as_root
+    sandbox = Sandbox("bwrap", "bwrap", executable, executable=executable, rootless=as_root)
     try:
-        done = subprocess.run([*bwrap_args(executable, probe), "/bin/sh", "-c", "true"], capture_output=True,
-                              timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{executable}: {exc}"
+        launch = sandbox.launch("id -u", probe, shell=shutil.which("bash") or "/bin/sh")
+    except OSError as exc:
+        return f"{executable}: cannot run commands without the host's root ({exc})"
+    try:
+        done = subprocess.run(launch.argv, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
+                              preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{executable}: {launch.setup_error() or exc}"
+    finally:
+        for fd in launch.close:
+            os.close(fd)
+        launch.release()
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"{executable}: {why[-1] if why else f'exit code {done.returncode}'}"
+    if as_root and done.stdout.strip() == b"0":
+        return f"{executable}: the command would run as root"
     return None
 
 
@@ -232,7 +467,10 @@ def resolve_sandbox(mode: str = "auto") -> Sandbox:
         for exe in candidates:
             why = _probe_bwrap(exe)
             if why is None:
-                return Sandbox("bwrap", mode, f"{_bwrap_version(exe)} ({exe})", executable=exe)
+                as_root = rootless.running_as_root()
+                user = f", uid {rootless.SANDBOX_ID} not root" if as_root else ""
+                return Sandbox("bwrap", mode, f"{_bwrap_version(exe)} ({exe}{user})", executable=exe,
+                               rootless=as_root)
             reasons.append(why)
     if mode in ("auto", "landlock"):
         from mxclaw_nb.tools.landlock import abi_version

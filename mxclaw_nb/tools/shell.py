@@ -1,4 +1,4 @@
-"""The ``bash`` tool: forbidden list, approval policy, then a sandboxed, bounded subprocess (SPEC L3, L5).
+"""The ``bash`` tool: forbidden list, approval policy, then a sandboxed, bounded subprocess (SPEC L3, L5, L8, L11).
 
 Why this order: a forbidden command is refused before anyone is asked (there is no point asking to
 run ``sudo``); then the approval policy decides (``allow`` runs, ``deny`` refuses, ``ask`` asks the
@@ -11,7 +11,8 @@ The forbidden list is a convenience -- an early, readable refusal of the obvious
 ``x=rm; $x -rf /`` or ``base64 -d | sh`` pass any list. The boundary is the operating-system sandbox
 (``sandbox.py``, SPEC L5) that runs every approved command: bubblewrap or Landlock, the workspace and a
 private temp folder writable, the home hidden, no network unless enabled, nothing outliving the call,
-and a minimal environment with no secret in it (L6).
+and a minimal environment with no secret in it (L6); never as the host's root, under limits (L8), with the
+store's files out of reach (L11: a placement where they cannot be kept read-only refuses the command).
 
 The command runs in its own process group with cwd = workspace and stdin closed; on timeout (or an
 interrupt) the whole group is killed (and the sandbox's process tree with it), so ``sleep 100 &``
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import select
 import shutil
 import signal
 import subprocess
@@ -31,10 +34,17 @@ import threading
 import time
 from typing import IO, Any
 
-from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult, denied
+from mxclaw_nb.tools.base import ToolContext, ToolError, ToolResult, denied, failed
 from mxclaw_nb.tools.policy import describe_pattern, forbidden_match
 from mxclaw_nb.tools.registry import Tool
-from mxclaw_nb.tools.sandbox import SANDBOX_HOME, Sandbox, resolve_sandbox, shell_environment
+from mxclaw_nb.tools.sandbox import (
+    SANDBOX_HOME,
+    Launch,
+    Sandbox,
+    resolve_sandbox,
+    shell_environment,
+    store_placement_problem,
+)
 
 CAPTURE_LIMIT_BYTES = 8_000_000
 _DRAIN_SECONDS = 0.5
@@ -64,6 +74,43 @@ class _Capture:
         return out
 
 
+class _SandboxInit:
+    """bwrap's sandbox init (pid 1 of the command's PID namespace), from its ``--info-fd`` report.
+
+    Opened as a pidfd as soon as bwrap reports it, so the kill after the command cannot hit a reused pid.
+    """
+
+    def __init__(self, info_read: int | None) -> None:
+        self.pidfd: int | None = None
+        self._fd = info_read
+        self.thread: threading.Thread | None = None
+        if info_read is not None:
+            self.thread = threading.Thread(target=self._read, daemon=True)
+            self.thread.start()
+
+    def _read(self) -> None:
+        assert self._fd is not None
+        data = b""
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self._fd, 4096):
+                data += chunk
+        os.close(self._fd)
+        match = re.search(rb'"child-pid"\s*:\s*(\d+)', data)
+        if match:
+            with contextlib.suppress(OSError):
+                self.pidfd = os.pidfd_open(int(match.group(1)))
+
+    def kill(self) -> None:
+        if self.thread is not None:
+            self.thread.join(1.0)
+            self.thread = None
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
 def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
     """Apply the approval policy; return (allowed, who decided) and emit approval.decided.
 
@@ -88,6 +135,26 @@ def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
     return allowed, by
 
 
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """``proc.wait(timeout)`` woken by the exit itself (a pidfd), not by Popen's polling, which sleeps in doubling
+    steps up to 50 ms and so adds up to half a command's run time to every short command."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (OSError, AttributeError):
+        proc.wait(timeout=timeout)
+        return
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(pidfd)
+    proc.wait()
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -103,12 +170,13 @@ def _stop(proc: subprocess.Popen[bytes], sandbox: Sandbox) -> None:
     _kill_group(proc)
 
 
-def run_command(command: str, ctx: ToolContext) -> ToolResult:
-    """Run an approved command in the sandbox (L5) with the minimal environment (L6).
+def run_command(command: str, ctx: ToolContext, sandbox: Sandbox | None = None) -> ToolResult:
+    """Run an approved command in the sandbox (L5, L8) with the minimal environment (L6).
 
     The result carries exit code, stdout and stderr, and ``meta["sandbox"]`` names what confined it.
+    `sandbox` overrides the one ``ctx.sandbox`` resolves to (a given bwrap binary, in tests and benches).
     """
-    sandbox = resolve_sandbox(ctx.sandbox)
+    sandbox = sandbox or resolve_sandbox(ctx.sandbox)
     shell = shutil.which("bash") or "/bin/sh"
     private_tmp = tempfile.mkdtemp(prefix="mxclaw-shell-") if sandbox.kind != "bwrap" else None
     if sandbox.kind == "bwrap":
@@ -118,38 +186,64 @@ def run_command(command: str, ctx: ToolContext) -> ToolResult:
         home, tmp = os.path.join(private_tmp, "home"), private_tmp
         os.mkdir(home)
     env = shell_environment(os.environ, home=home, tmp=tmp, allow=ctx.shell_env, secrets=ctx.secrets)
-    argv = sandbox.argv(command, ctx.workspace, network=ctx.network, shell=shell, tmp=private_tmp)
     try:
-        return _run(argv, command, ctx, env, sandbox)
+        problem = store_placement_problem(ctx.workspace, ctx.protected, sandbox.kind)
+        if problem:  # L11: refused visibly rather than run where the store could be damaged
+            raise denied(f"{problem}; the command was not run")
+        try:
+            launch = sandbox.launch(command, ctx.workspace, network=ctx.network, shell=shell, tmp=private_tmp,
+                                    limits=ctx.limits, protect=ctx.protected)
+        except OSError as exc:  # L8: never run weaker than the sandbox says
+            raise failed(f"the {sandbox.kind} sandbox could not be set up ({exc}); the command was not run") from None
+        return _run(launch, command, ctx, env, sandbox)
+    except ToolError as exc:
+        return ToolResult(str(exc), is_error=True, meta={"sandbox": sandbox.kind, "exit_code": None})
     finally:
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
 
 
-def _run(argv: list[str], command: str, ctx: ToolContext, env: dict[str, str], sandbox: Sandbox) -> ToolResult:
+def _run(launch: Launch, command: str, ctx: ToolContext, env: dict[str, str], sandbox: Sandbox) -> ToolResult:
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        cwd=ctx.workspace,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-    )
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            cwd=ctx.workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+            preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:  # the rootless set-up failed in the child (L8)
+        why = launch.setup_error() or str(exc)
+        launch.release()
+        raise failed(f"the {sandbox.kind} sandbox could not be set up ({why}); the command was not run") from None
+    finally:
+        for fd in launch.close:
+            os.close(fd)
+    init = _SandboxInit(launch.info_read)
+    if launch.error_read is not None:
+        os.close(launch.error_read)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(proc.stdout), _Capture(proc.stderr)
     timed_out = False
     try:
-        proc.wait(timeout=ctx.shell_timeout)
+        _wait(proc, ctx.shell_timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
+        init.kill()
         _stop(proc, sandbox)
         proc.wait()
     except BaseException:  # KeyboardInterrupt: leave no process behind, then let the loop handle it
+        init.kill()
         _stop(proc, sandbox)
         proc.wait()
         raise
+    finally:
+        init.kill()  # L5: the command is done; whatever it left in the sandbox ends with its PID namespace
     for cap in (out, err):
         cap.thread.join(_DRAIN_SECONDS)
     if out.thread.is_alive() or err.thread.is_alive():

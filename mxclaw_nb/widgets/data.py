@@ -127,7 +127,26 @@ def from_request(row: Mapping[str, Any] | pd.Series, transcript: Sequence[Messag
     stored transcript up to the call with transcript-relative actions; otherwise the record's own (format 3)
     provenance, relative to the call's input.
     """
+    if transcript is None:
+        transcript = _stored_transcript(row)
     return call_data(record_from_row(row, transcript), transcript)
+
+
+def _stored_transcript(row: Mapping[str, Any] | pd.Series) -> list[Message] | None:
+    """The transcript of the row's session from an open store of this process (the one `%agent` uses), so a
+    row from `%agent sql` or `store.requests()` opens the full inspector as `%agent view` does (N3)."""
+    from mxclaw_nb.store.writer import open_stores
+
+    sid = row.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        return None
+    for store in open_stores():
+        try:
+            if store.has_session(sid):
+                return store.load_transcript(sid)
+        except Exception:  # a store closed or busy meanwhile: the record's own provenance still shows
+            continue
+    return None
 
 
 def _preview(rec: Mapping[str, Any]) -> str:

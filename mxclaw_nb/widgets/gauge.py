@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from mxclaw_nb.context import LAYERS, RequestView
+from mxclaw_nb.widgets.cost import cache_strip
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -59,17 +60,18 @@ def totals(data: CallData) -> tuple[int, int, int, int]:
 
 
 def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int, data: CallData, unit: str,
-         row_unit: str) -> str:
+         title: str = "") -> str:
+    """One bar `total` long (in `unit`); `layers` (any unit) take their share of it."""
     segs = []
     rows = sum(layers.values())
     for name in LAYERS:
         n = layers.get(name, 0)
         if n <= 0:
             continue
-        # the bar is `total` long (the counter that decided the stage); layers take their share of it
         pct = 100.0 * (n / rows) * total / scale if rows else 0.0
-        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: {fmt_int(n)} {row_unit} '
-                    f'({100.0 * n / rows:.0f}%)" style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
+        segs.append(f'<div class="mx-seg" data-layer="{esc(name)}" title="{esc(name)}: '
+                    f'{fmt_int(round(total * n / rows))} {unit} ({100.0 * n / rows:.0f}%)" '
+                    f'style="width:{pct:.3f}%;background:{LAYER_COLORS[name]}"></div>')
     lines = ""
     _, _, threshold, window = totals(data)
     for value, color, name in ((threshold, THRESHOLD_COLOR, "threshold"), (window, WINDOW_CSS, "window")):
@@ -79,13 +81,26 @@ def _bar(label: str, figure: str, total: int, layers: dict[str, int], scale: int
             lines += (f'<div class="mx-line mx-{name}" title="{name} {fmt_int(value)} {unit}" style="position:absolute;'
                       f'top:-4px;bottom:-4px;left:{left:.3f}%;margin-left:-3px;width:3px;background:#808080;'
                       f'background:{color}"></div>')
+    tip = f' title="{esc(title)}"' if title else ""
     return (f'<div style="display:flex;align-items:center;margin:5px 0;gap:8px">'
             f'<div style="width:190px;flex:none;color:{MUTED}">{esc(label)}</div>'
             f'<div class="mx-track" style="position:relative;flex:1;min-width:120px;height:16px;'
             f'background:rgba(128,128,128,.18);background:{TRACK};border:1px solid rgba(128,128,128,.5);'
             f'border-color:{BORDER_STRONG};border-radius:2px">'
             f'<div style="display:flex;height:100%;overflow:hidden">{"".join(segs)}</div>{lines}</div>'
-            f'<div style="width:150px;flex:none;text-align:right;white-space:nowrap">{esc(figure)}</div></div>')
+            f'<div class="mx-bar-figure" style="width:150px;flex:none;text-align:right;white-space:nowrap"{tip}>'
+            f'{esc(figure)}</div></div>')
+
+
+def row_scale(data: CallData) -> float:
+    """N5: the factor that puts the per-message rows (`row_counter`, the C1 estimate) into the unit of the
+    counter that decided the call: this call's own ratio of its decided count to the estimate of what it sent.
+    1.0 when the rows are already in that unit."""
+    if data.row_counter == data.record.counter:
+        return 1.0
+    sent_rows = sum(layer_split(data.after, "tokens").values())
+    after = data.record.after_tokens or 0
+    return after / sent_rows if sent_rows > 0 and after > 0 else 1.0
 
 
 def secondary_figures(data: CallData) -> list[str]:
@@ -111,29 +126,42 @@ def _stat(value: str, label: str, cls: str) -> str:
             f'<b style="font-size:14px">{value}</b> <span style="color:{MUTED}">{label}</span></span>')
 
 
-def _layer_table(sent: dict[str, int], before: dict[str, int], row_unit: str, before_title: str) -> str:
+def _layer_table(sent: dict[str, int], before: dict[str, int], unit: str, before_title: str,
+                 cls: str = "mx-layers") -> str:
     cell = "padding:0 8px;text-align:right;white-space:nowrap"
     rows = "".join(
         f'<tr><td style="padding:0 8px 0 0;text-align:left;white-space:nowrap">{swatch(LAYER_COLORS[n])}{esc(n)}</td>'
         f'<td style="{cell}">{fmt_int(sent[n])}</td><td style="{cell}">{fmt_int(before[n])}</td></tr>'
         for n in LAYERS if sent[n] or before[n])
     head = (f'<tr style="color:{MUTED}"><th style="text-align:left;font-weight:normal;padding:0 8px 0 0">layer, '
-            f'{esc(row_unit)}</th><th style="{cell};font-weight:normal">sent (request view)</th>'
+            f'{esc(unit)}</th><th style="{cell};font-weight:normal">sent (request view)</th>'
             f'<th style="{cell};font-weight:normal">{esc(before_title)}</th></tr>')
-    return f'<table class="mx-layers" style="border-collapse:collapse;margin-top:4px;{FONT}">{head}{rows}</table>'
+    return f'<table class="{cls}" style="border-collapse:collapse;margin-top:4px;{FONT}">{head}{rows}</table>'
+
+
+def _scaled(layers: dict[str, int], factor: float) -> dict[str, int]:
+    return {k: round(v * factor) for k, v in layers.items()}
 
 
 def gauge_html(data: CallData | None) -> str:
-    """The gauge as self-contained HTML (used by the widget and by the static fallback)."""
+    """The gauge as self-contained HTML (used by the widget and by the static fallback).
+
+    N5, one unit per view: every bar, figure and layer row is in the unit of the counter that decided the
+    call (named in the caption). Per-message rows are C1 estimates; when another counter decided, they are
+    put in its unit with this call's own ratio (`row_scale`), so the stored-transcript bar and the sent bar
+    compare like with like. The est. figures are on demand: tooltips and "other counts of this call"."""
     if data is None:
         return f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}color:{MUTED}">context · no model call yet</div>'
     rec = data.record
     after_tokens, before_tokens, threshold, window = totals(data)
     unit, row_unit = unit_label(rec.counter), unit_label(data.row_counter)
-    sent = layer_split(data.after, "tokens")
-    before = layer_split(data.before, "tokens_before")
-    # N3 rows: the second bar is the stored transcript up to the call (est.), not this call's input
-    stored = sum(before.values()) if data.transcript_relative else None
+    factor = row_scale(data)
+    sent_rows = layer_split(data.after, "tokens")
+    before_rows = layer_split(data.before, "tokens_before")
+    sent, before = _scaled(sent_rows, factor), _scaled(before_rows, factor)
+    # N3 rows: the second bar is the stored transcript up to the call, not this call's input
+    stored_rows = sum(before_rows.values()) if data.transcript_relative else None
+    stored = round(stored_rows * factor) if stored_rows is not None else None
     scale = max(window, before_tokens, after_tokens, stored or 0, 1)
     r = room(data)
     until = (_stat(fmt_int(r["until_compaction"]), f"until compaction (threshold {fmt_int(threshold)})",
@@ -144,33 +172,35 @@ def gauge_html(data: CallData | None) -> str:
     carried = data.carried.split(" · ", 1)[1] if data.carried and " · " in data.carried else ""
     carries = f" · {esc(carried)}" if carried else ""
     where = f' <span style="color:{MUTED}">· turn {rec.turn}, call {rec.iteration}</span>' if rec.turn else ""
-    head = (f'<div style="margin-bottom:3px"><b>context of one model call</b> · every total in '
+    head = (f'<div style="margin-bottom:3px"><b>context of one model call</b> · every figure in '
             f'<b>{esc(unit)}</b> · stage {chip(rec.stage, color_of("stage", rec.stage))}{carries}{where}</div>'
             f'{_stat(fmt_int(after_tokens), "sent", "mx-sent")}'
             f'{_stat(pct, f"of the {fmt_int(window)} window", "mx-percent")}'
             f'{_stat(fmt_int(r["free"]), "free", "mx-free")}{until}')
-    extra = secondary_figures(data)
-    other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary style="cursor:pointer">'
-             f'other counts of this call</summary>{" · ".join(esc(x) for x in extra)}</details>') if extra else ""
-    bars = _bar("request view (sent)", fmt_int(after_tokens), after_tokens, sent, scale, data, unit,
-                row_unit)
-    if stored is not None:
+    bars = _bar("request view (sent)", fmt_int(after_tokens), after_tokens, sent, scale, data, unit)
+    bars += cache_strip(rec, scale)  # E1/E2: the cached part of the sent bar, reported or est.
+    if stored is not None and stored_rows is not None:
         before_title = "stored transcript"
-        bars += _bar("stored transcript up to this call", f"{fmt_int(stored)} {counter_label(data.row_counter)}",
-                     stored, before, scale, data, unit, row_unit)
+        tip = f"{fmt_int(stored_rows)} {row_unit}" if factor != 1.0 else ""
+        bars += _bar("stored transcript up to this call", fmt_int(stored), stored, before, scale, data, unit, tip)
     else:
         before_title = "before compaction"
-        bars += _bar("before compaction", fmt_int(before_tokens), before_tokens, before, scale, data, unit,
-                     row_unit)
-    units = (f"sent, threshold and window in {unit}; stored transcript in {row_unit}" if stored is not None
-             else f"bars and totals in {unit}")
+        bars += _bar("before compaction", fmt_int(before_tokens), before_tokens, before, scale, data, unit)
     lines = (f'<div style="color:{MUTED};margin-top:2px">{swatch(THRESHOLD_COLOR)}threshold '
-             f'{fmt_int(threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(window)} · {esc(units)}</div>')
-    note = ""
-    if row_unit != unit:
-        note = (f'<div class="mx-unit-note" style="color:{MUTED}">per layer: {esc(row_unit)}, the C1 estimate of each '
-                f'message (as in the inspector); the totals are {esc(unit)}, the count the threshold was checked '
-                'against, so the layers do not add up to them</div>')
+             f'{fmt_int(threshold)} · {swatch(WINDOW_CSS)}window {fmt_int(window)} · every figure in {esc(unit)}'
+             '</div>')
+    note, est_table = "", ""
+    if factor != 1.0:
+        note = (f'<div class="mx-unit-note" style="color:{MUTED}">the stored transcript and the layers are the C1 '
+                f'estimate of each message put in {esc(unit)} with this call\'s ratio (×{factor:.2f}); their est. '
+                'figures are under "other counts of this call"</div>')
+        est_table = _layer_table(sent_rows, before_rows, row_unit, before_title, "mx-layers-est")
+    extra = secondary_figures(data)
+    if stored_rows is not None and factor != 1.0:
+        extra.append(f"stored transcript {fmt_int(stored_rows)} tokens (est.)")
+    other = (f'<details class="mx-other-counts" style="color:{MUTED}"><summary style="cursor:pointer">'
+             f'other counts of this call</summary>{" · ".join(esc(x) for x in extra)}{est_table}</details>'
+             ) if extra else ""
     warn = ""
     if after_tokens > threshold:
         warn = (f'<div style="color:{FAIL_CSS}">still over the threshold after every allowed step '
@@ -179,7 +209,7 @@ def gauge_html(data: CallData | None) -> str:
         warn += f'<div style="color:{FAIL_CSS}">compactor error: {esc(rec.compactor_error)}</div>'
     if rec.error:
         warn += f'<div style="color:{FAIL_CSS}">the call failed: {esc(rec.error)}</div>'
-    table = _layer_table(sent, before, row_unit, before_title)
+    table = _layer_table(sent, before, unit, before_title)
     return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
             f'{lines}<div class="mx-legend">{table}</div>{note}{other}{warn}</div>')
 

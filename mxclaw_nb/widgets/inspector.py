@@ -20,6 +20,8 @@ import pandas as pd
 
 from mxclaw_nb.context import ACTIONS, RequestView
 from mxclaw_nb.messages import content_text
+from mxclaw_nb.records import summary_parts
+from mxclaw_nb.widgets.cost import cache_header
 from mxclaw_nb.widgets.data import BY_CALL, CallData, after_frame, before_frame, from_request, from_view
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -129,6 +131,12 @@ def _cell_style(col: str, last: bool) -> str:
         "text-overflow:ellipsis"
 
 
+# ipywidgets gives every tab 144 px, which cut "Before (transcript, 19 msgs)" to "Before (transcript, 19": the
+# inspector's tabs take the width of their titles
+TAB_STYLE = ("<style>.mx-compaction-inspector .widget-tab > .lm-TabBar .lm-TabBar-tab,"
+             ".mx-compaction-inspector .widget-tab > .p-TabBar .p-TabBar-tab{flex:0 0 auto;max-width:none}</style>")
+
+
 class CompactionInspector(StaticReprMixin, widgets.VBox):
     """Stage, tokens, summary and the before/after DataFrames of one model call, with filters."""
 
@@ -159,7 +167,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         self.role_filter = widgets.Dropdown(options=[ALL, *roles], value=ALL, description="role")
         self.action_filter = widgets.Dropdown(options=[ALL, *[a for a in ACTIONS if a in present]], value=ALL,
                                               description="action")
-        self._header = widgets.HTML(self.header_html())
+        self._header = widgets.HTML(TAB_STYLE + self.header_html())
         self._before = widgets.HTML()
         self._after = widgets.HTML()
         summary = widgets.HTML(self.summary_html())
@@ -233,17 +241,18 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
                 f'{carried} · before {fmt_int(r.before_tokens)} → after <b>{fmt_int(r.after_tokens)}</b> '
                 f'<b>{esc(unit)}</b> · threshold {fmt_int(r.threshold)}{tail}{where}{retry}'
                 f'<div style="color:{MUTED}">request view: what the model saw — the stored transcript is unchanged'
-                f'</div>{stored}{rows}{err}</div>')
+                f'</div>{cache_header(r)}{stored}{rows}{err}</div>')  # E1-E3: cache figures, break, break-even
 
     def summary_html(self) -> str:
         """The summary (or micro/fallback note) text, in full; carried summaries name the call that made them."""
-        d, summary = self.data, self.data.record.summary
-        if d.summaries:
-            mine = summary and all(text != summary for _, text in d.summaries)
+        d = self.data
+        summary, sent = _sent_summaries(d)
+        if sent:
+            mine = summary and all(text != summary for _, text in sent)
             own = [(d.record.iteration, summary)] if mine else []
             parts = [f'<div style="color:{MUTED}">{esc(_summary_title(d, call))}</div>'
                      f'<pre class="mx-summary" style="white-space:pre-wrap;{FONT}">{esc(text)}</pre>'
-                     for call, text in [*own, *d.summaries]]
+                     for call, text in [*own, *sent]]
             return "".join(parts)
         if not summary:
             return f'<div class="mx-summary" style="{FONT}color:{MUTED}">no summary: nothing was compacted</div>'
@@ -270,7 +279,8 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
             text = _message_text(d.sent[int(pos)])
         elif which == "after" and rec.get("action") == "summary":
             head = " ".join(str(rec.get("preview") or "").split())[:40]
-            text = next((t for _, t in d.summaries if " ".join(t.split()).startswith(head)), d.record.summary)
+            own, sent = _sent_summaries(d)
+            text = next((t for _, t in sent if " ".join(t.split()).startswith(head)), own)
         elif d.inputs is not None:
             at = pos if which == "before" else src
             if _ok(at) and int(at) < len(d.inputs):
@@ -319,10 +329,11 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
                  f"{unit}   threshold {fmt_int(r.threshold)}{tail}",
                  f"Before (transcript): {shown_count(len(self.before_df), len(self.before_df), 'msgs')} · {acts}",
                  f"After (sent): {counted(len(self.after_df), 'msg')}"]
-        if d.summaries:
-            lines += [f"{_summary_title(d, call)}: " + preview_text(text, 300) for call, text in d.summaries]
-        elif r.summary:
-            lines.append("Summary: " + preview_text(r.summary, 300))
+        own, sent = _sent_summaries(d)
+        if sent:
+            lines += [f"{_summary_title(d, call)}: " + preview_text(text, 300) for call, text in sent]
+        elif own:
+            lines.append("Summary: " + preview_text(own, 300))
         return "\n".join(lines)
 
 
@@ -360,6 +371,15 @@ def _filter_html(uid: str, before: pd.DataFrame, after: pd.DataFrame) -> str:
                    f'name="{uid}-{kind}" id="{uid}-{kind}-{i}"> {esc(v)}</label>' for i, v in enumerate(values)]
         out.append(f'<div class="mx-filter-{kind}"><span style="color:{MUTED}">{kind}:</span> {"".join(radios)}</div>')
     return f'<div class="mx-filters" style="margin:4px 0">{"".join(out)}</div>'
+
+
+def _sent_summaries(d: CallData) -> tuple[str | None, list[tuple[int, str]]]:
+    """The call's own compaction text and the (call, text) of every summary it sent (from the lineage, else
+    from the stored `summary` column, which names the call that made each carried one: N3)."""
+    parts = summary_parts(d.record.summary)
+    own = next((t for c, t in parts if c is None), None)
+    sent = list(d.summaries) or [(c, t) for c, t in parts if c is not None]
+    return own, sent
 
 
 def _carries(d: CallData) -> str:

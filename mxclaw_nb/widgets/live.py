@@ -51,6 +51,7 @@ from mxclaw_nb.widgets.style import (
     esc,
     fmt_int,
     preview_text,
+    unit_label,
 )
 
 STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
@@ -67,6 +68,7 @@ class CallSummary:
     stage: str
     after_tokens: int
     retry: bool
+    counter: str = "estimate"  # the counter `after_tokens` is in (N5: the footer names it)
 
 
 def close_tree(widget: widgets.Widget) -> None:
@@ -186,7 +188,8 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         if p.get("retry"):  # C9: the same call resent with the fallback window
             data = data.with_record(retry=True)
         self.calls[it] = data
-        self.call_summaries[it] = CallSummary(data.record.stage, data.record.after_tokens or 0, data.record.retry)
+        self.call_summaries[it] = CallSummary(data.record.stage, data.record.after_tokens or 0, data.record.retry,
+                                              data.record.counter)
         self.gauge.data, self._gauge_stale = data, True
         self._push_gauge()
         self._picking = True  # one inspector build per call, not one per trait change
@@ -328,7 +331,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
     def _call_label(self, it: int) -> str:
         d = self.call_summaries[it]
         retry = " · prompt-too-long retry" if d.retry else ""
-        return f"call {it} · {d.stage} · {d.after_tokens:,} tokens{retry}"
+        return f"call {it} · {d.stage} · {d.after_tokens:,} {unit_label(d.counter)}{retry}"  # N5: labelled
 
     @property
     def finished(self) -> bool:

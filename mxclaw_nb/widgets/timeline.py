@@ -25,6 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE
+from mxclaw_nb.widgets.cost import CACHE_COLOR, cached_part, cost_caption
 from mxclaw_nb.widgets.data import opt_int
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
@@ -56,7 +57,7 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     order = [c for c in ("seq",) if c in df.columns] or [c for c in ("turn", "iteration") if c in df.columns]
     df = df.sort_values(order, kind="stable").reset_index(drop=True)
     for col in ("iteration", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
-                "before_tokens", "after_tokens"):
+                "before_tokens", "after_tokens", "cached_tokens_reported", "prefix_tokens"):
         if col not in df.columns:
             df[col] = None
     if "stage" not in df.columns:
@@ -103,6 +104,9 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
     unit = sent_unit(df)
     sent = _num(df["after_tokens"]).fillna(_num(df["estimate_tokens"]))
     handles += ax.plot(x, sent, "-" if dense else "-o", ms=3, color="#5c8bd6", label=f"sent, {unit}")
+    cached = cached_part(df)  # E1/E2: the cached part of each call, reported share or est.
+    if cached is not None:
+        handles.append(ax.fill_between(x, 0, cached[0], color=CACHE_COLOR, alpha=0.3, lw=0, label=cached[1]))
     estimated = _num(df["estimate_tokens"])
     if estimated.notna().any() and not estimated.equals(sent):
         handles += ax.plot(x, estimated, ":", lw=1, color="#5c8bd6", label="same request, C1 tokens (est.)")
@@ -224,9 +228,10 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         sent = _num(d["after_tokens"]).fillna(_num(d["estimate_tokens"]))
         peak = opt_int(sent.max()) if len(d) else None
         calls = counted(len(d), "model call")
+        cost = cost_caption(d)  # E1-E3: cache-read share and est. cost, labelled
         return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {calls} · '
                 f'{counted(d["turn"].nunique(), "turn")} · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '
-                f'{esc(sent_unit(d))}</div>')
+                f'{esc(sent_unit(d))}{"<br>" + cost if cost else ""}</div>')
 
     @property
     def png(self) -> bytes:

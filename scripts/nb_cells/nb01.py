@@ -93,8 +93,8 @@ CELLS = [
     md(
         """
         `%agent view` always shows the *last* call. Any stored call can be inspected: `%agent sql` returns a
-        DataFrame, and a stored request row is enough for the inspector. Here, the call where compaction saved the
-        most est. tokens. (A line ending in `?` would ask IPython for help instead of running the magic.)
+        DataFrame, and a stored request row is enough for the inspector (it reads the call's messages from the store
+        the magics use, SPEC N3). Here, the call where compaction saved the most tokens. (A line ending in `?` would ask IPython for help instead of running the magic.)
         """
     ),
     code(
@@ -107,8 +107,9 @@ CELLS = [
     ),
     md(
         """
-        Each compaction is a `context.compacted` event with before/after token figures (estimates, labelled as such)
-        and the summary text.
+        Each compaction is a `context.compacted` event with before/after token figures and the summary text. The
+        figures are in the unit of the counter that decided the compaction, named in the `unit` column: `est.` until
+        the provider has reported usage, `calibrated` after that (SPEC T3, N5).
         """
     ),
     code("%agent events --type context.compacted"),

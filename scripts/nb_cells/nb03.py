@@ -334,7 +334,42 @@ CELLS = [
     ),
     md(
         """
-        ## 5 · Strategies side by side (SPEC C12)
+        ## 5 · What compaction costs: prompt caching (SPEC E2-E4)
+
+        Providers cache the prompt by prefix: a cached input token costs about a tenth of a fresh one, and every
+        compaction rewrites the prefix from its first changed message on. Each replayed call records the prefix it
+        shares with the previous call (`shared_tokens`) and what it invalidated (`broken_tokens`); a prefix-cache
+        model turns that into est. cached / uncached tokens and a price-table row into est. dollars. The
+        **cache-aware** variant (E4) keeps a warm prefix at a turn start while the continued view stays under the
+        threshold, and when a break is forced frees at least `clear_at_least` tokens so the next break comes later.
+        Replays have no timestamps, so the cache is taken as warm between calls. Prices are examples (see
+        `mxclaw_nb.analysis.cost.PRICES`: source and date per row); check your provider's.
+        """
+    ),
+    code(
+        """
+        from mxclaw_nb import datasets
+        from mxclaw_nb.analysis.cost import PRICES, DEFAULT_PRICE
+
+        COST_POLICIES = [{"window": 8_000, "tail": 2_000, "name": "article"},
+                         {"window": 8_000, "tail": 2_000, "name": "article, cache-aware",
+                          "cache_aware": {"clear_at_least": 2_000}}]
+        tables = []
+        for data, source in (("swe-agent (shipped)", datasets.load("swe-agent")),
+                             ("tau-bench (shipped)", datasets.load("tau-bench")), ("stored demo sessions", store)):
+            table = summarize_policies(compare(source, COST_POLICIES, progress=False, facts=False))
+            table.insert(0, "data", data)
+            tables.append(table)
+        costs = pd.concat(tables, ignore_index=True)[["data", "policy", "calls", "compactions", "over_threshold",
+                                                      "broken_tokens", "cache_read_share", "cost"]]
+        print(f"est. cost in USD under {PRICES[DEFAULT_PRICE].label}")
+        costs.round({"cache_read_share": 3, "cost": 3})
+        """,
+        CHECK,
+    ),
+    md(
+        """
+        ## 6 · Strategies side by side (SPEC C12)
 
         The three numbers are one axis; the *strategy* is another. `compare` takes a strategy by name with its
         numbers beside the policy's: `article` (this notebook so far: placeholders when enough, else the

@@ -148,9 +148,14 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
             assert "[compressed conversation context]" in summary_row.locator(".mx-full").inner_text()
             # the gauge names its unit and the room left
             gauge = page.locator(f"{PANEL} .mx-gauge").last.inner_text()
-            for text in ("every total in tokens (", "% of the", "free", "until compaction", "layer, tokens (",
+            for text in ("every figure in tokens (", "% of the", "free", "until compaction", "layer, tokens (",
                          "carries the summar", "stored transcript up to this call"):
                 assert text in gauge, (text, gauge)
+            # N5: one unit per view: bars and layer rows in the caption's unit, est. only on demand
+            figures = page.locator(f"{PANEL} .mx-gauge").last.locator(".mx-bar-figure").all_inner_texts()
+            assert len(figures) == 2 and not any("est." in f for f in figures), figures
+            sent_fig, stored_fig = (int(f.replace(",", "")) for f in figures)
+            assert sent_fig < stored_fig, figures  # a later call sends less than the transcript holds
 
             _shots(page, shots, "light")
             _theme(page, "JupyterLab Dark", light=False)
