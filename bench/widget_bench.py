@@ -119,24 +119,45 @@ def per_call(sizes: tuple[int, ...] = (100, 10_000)) -> None:
     """In-process: what the live view spends per model call (request.built) and on opening the inspector."""
     from mxclaw_nb.context import ContextPolicy, build_request_view
     from mxclaw_nb.demo.examples import synthetic_transcript
+    from mxclaw_nb.records import record_of_view
     from mxclaw_nb.widgets.live import LiveTurnView
 
+    results = {}
     for n in sizes:
         view = build_request_view(synthetic_transcript(n), ContextPolicy(context_window_tokens=10**9))
         _ = view.provenance  # the loop builds it for the stored request record anyway
         live = LiveTurnView()
         live.handle("turn.started", {"session_id": "s", "turn": 1})
-        times = []
-        for it in range(1, 8):
+        times, pushes = [], []
+        for it in range(1, 22):
+            # what the loop publishes per call: the view, the streamed text, the end of the call with its stored
+            # record (C10), one tool line. The gauge's rows are derived at most once a second (GAUGE_INTERVAL):
+            # timed apart, as `gauge push`, by forcing one per call after the per-call figure is taken.
+            record = record_of_view(view, turn=1, iteration=it, prompt_tokens_reported=1000 + it)
             t = time.perf_counter()
             live.handle("request.built", {"turn": 1, "iteration": it, "view": view})
-            times.append((time.perf_counter() - t) * 1000)
+            live.handle("model.delta", {"text": "reading"})
+            live.handle("model.completed", {"usage": {"prompt_tokens": 1000 + it}, "record": record,
+                                            "turn": 1, "iteration": it})
+            live.handle("tool.started", {"call_id": f"c{it}", "name": "read_file", "arguments": '{"path": "a"}'})
+            live.handle("tool.finished", {"call_id": f"c{it}", "name": "read_file", "content": "x", "chars": 1})
+            if it > 1:  # the first call of a view pushes the gauge (its first showing)
+                times.append((time.perf_counter() - t) * 1000)
+            live._gauge_stale = True
+            t = time.perf_counter()
+            live._push_gauge(force=True)
+            pushes.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         live.open_inspector()
         opened = (time.perf_counter() - t) * 1000
         live.publish_final()
-        print(f"{n:,} messages: live view per model call median {statistics.median(times):.1f} ms (inspector "
-              f"closed); opening the inspector {opened:.0f} ms", flush=True)
+        results[n] = statistics.median(times)
+        print(f"{n:,} messages: live view per model call median {results[n]:.2f} ms (inspector closed; gauge "
+              f"push, at most once a second, median {statistics.median(pushes):.1f} ms); opening the inspector "
+              f"{opened:.0f} ms", flush=True)
+    lo, hi = min(sizes), max(sizes)
+    print(f"per-call ratio {hi:,} / {lo:,} messages: {results[hi] / results[lo]:.2f}x (target: within 2x, N2/C7)",
+          flush=True)
 
 
 def timeline_ms(calls: int = 1000, runs: int = 5) -> float:

@@ -123,7 +123,8 @@ class Agent:
                  max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
                  namespace: Callable[[], dict[str, Any]] | None = None,
                  shell_memory_mb: int = 4096, shell_processes: int = 512, shell_file_mb: int = 2048,
-                 shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, strategy: Any = "article") -> None:
+                 shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask",
+                 strategy: Any = "article") -> None:
         from mxclaw_nb.connect import resolve_provider
         from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.provider.limits import Limits as WireLimits
@@ -169,6 +170,7 @@ class Agent:
         self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes
         self.summarize = summarize or build_structured_summary
         self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
+        self.python_approval = python_approval  # L5: kernel code has its own setting: `approval` is the shell's
         # L5/L6: the shell's sandbox, its network and the extra variables it may see (env: MXCLAW_SANDBOX,
         # MXCLAW_NETWORK, MXCLAW_SHELL_ENV as a comma-separated list).
         self.sandbox_mode = sandbox or env.get("MXCLAW_SANDBOX") or "auto"
@@ -385,7 +387,8 @@ class Agent:
 
     def _tool_context(self, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> ToolContext:
         return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
-                           approver=self.approver, shell_timeout=self.shell_timeout, on_event=on_event,
+                           python_approval=self.python_approval, approver=self.approver,
+                           shell_timeout=self.shell_timeout, on_event=on_event,
                            sandbox=self.sandbox_mode, network=self.network, shell_env=self.shell_env,
                            secrets=known_secrets(), max_tool_calls=self.max_tool_calls, limits=self.limits,
                            protected=store_files(self.store.path))

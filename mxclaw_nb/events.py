@@ -10,7 +10,11 @@ subscribers. Publishing a name that is not declared is a programming error and r
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mxclaw_nb.records import RequestRecord
 
 # Appended to the `events` table as they happen.
 STORED: frozenset[str] = frozenset({
@@ -27,7 +31,8 @@ STORED: frozenset[str] = frozenset({
 # Shown live only: the streamed text, and what the `requests` table already keeps (the request view and
 # the provider's usage are part of the call's request record).
 LIVE_ONLY: frozenset[str] = frozenset({"model.delta", "request.built", "model.completed",
-                                      "turn.waiting"})  # another process holds the session (S3)
+                                      "turn.waiting",  # another process holds the session (S3)
+                                      "approval.pending"})  # N6: a command waits for a person's answer
 ALL: frozenset[str] = STORED | LIVE_ONLY
 
 Subscriber = Callable[[str, dict[str, Any]], None]
@@ -48,3 +53,213 @@ def record(store: EventStore, emit: Subscriber, session_id: str, kind: str, payl
     if kind in STORED:
         store.append_event(session_id, kind, payload, turn=turn, iteration=iteration)
     emit(kind, {**payload, "turn": turn, "iteration": iteration})
+
+
+# -- typed events (SPEC C10, N2): one frozen dataclass per event the live turn model reads ------------------------
+# The loop and the tools publish dicts (stored as JSON); `parse` turns one into its typed event, so the live
+# renderers (text, HTML, widgets) share one reading of every field instead of each picking keys out of dicts.
+
+
+@dataclass(frozen=True)
+class Event:
+    """Common to every event: the turn and model call it belongs to (None outside one)."""
+
+    turn: int | None = None
+    iteration: int | None = None
+
+
+@dataclass(frozen=True)
+class TurnStarted(Event):
+    session_id: str | None = None
+    prompt: Any = None
+    model_label: str = ""
+    sandbox_warning: str = ""  # L5: said once per agent when the shell runs unconfined
+
+
+@dataclass(frozen=True)
+class TurnWaiting(Event):
+    session_id: str | None = None
+    holder: str = ""
+
+
+@dataclass(frozen=True)
+class RequestBuilt(Event):
+    view: Any = None  # the RequestView (context.view), live only
+    retry: bool = False
+    counter_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelDelta(Event):
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ModelCompleted(Event):
+    usage: dict[str, Any] | None = None
+    latency_ms: float | None = None
+    record: RequestRecord | None = None  # the call's request record exactly as stored (C10)
+
+
+@dataclass(frozen=True)
+class ContextCompacted(Event):
+    stage: str = "?"
+    before_tokens: int | None = None
+    after_tokens: int | None = None
+    tokens_are: str = "estimate"
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class ContextSummary(Event):
+    """C11: a model-written summary recorded (source, coverage, invalidation, merge, text, usage)."""
+
+    text: str = ""
+    coverage: Any = None
+    source: Any = None
+    merge: Any = None
+    invalidation: str = ""
+    usage: Any = None
+    latency_ms: Any = None
+
+
+@dataclass(frozen=True)
+class ContextSummaryRejected(Event):
+    """C11: why a model summary was not used (the C6 summary stands in)."""
+
+    reason: str = ""
+    coverage: Any = None
+    source: Any = None
+    usage: Any = None
+
+
+@dataclass(frozen=True)
+class ProviderNote(Event):
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ToolStarted(Event):
+    call_id: str = ""
+    name: str = "?"
+    arguments: Any = ""
+
+
+@dataclass(frozen=True)
+class ToolFinished(Event):
+    call_id: str = ""
+    name: str = "?"
+    is_error: bool = False
+    content: str = ""
+    chars: int | None = None
+    artifact_id: str | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolSkipped(Event):
+    count: int = 0
+    asked: int = 0
+    bound: int = 0
+
+
+@dataclass(frozen=True)
+class ApprovalPending(Event):
+    command: str = ""
+    kind: str = "shell"  # L5: "shell" | "python"
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalDecided(Event):
+    command: str = ""
+    decision: str = "deny"
+    by: str = "?"
+
+
+@dataclass(frozen=True)
+class FrozenNote(Event):
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ArtifactFallback(Event):
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TurnFinished(Event):
+    text: str = ""
+    iterations: int | None = None
+    status: str = "ok"
+
+
+@dataclass(frozen=True)
+class TurnFailed(Event):
+    error: str = "unknown error"
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class TurnInterrupted(Event):
+    iterations: int | None = None
+    partial_chars: int | None = None  # L4: chars of a streamed answer stored as partial
+
+
+@dataclass(frozen=True)
+class TurnMaxIterations(Event):
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class HarnessCompaction(Event):
+    stage: str = ""
+
+
+TYPES: dict[str, type[Event]] = {
+    "turn.started": TurnStarted, "turn.waiting": TurnWaiting, "request.built": RequestBuilt,
+    "model.delta": ModelDelta, "model.completed": ModelCompleted, "context.compacted": ContextCompacted,
+    "context.summary": ContextSummary, "context.summary_rejected": ContextSummaryRejected,
+    "provider.note": ProviderNote, "frozen.note": FrozenNote, "tool.started": ToolStarted,
+    "tool.finished": ToolFinished,
+    "tool.skipped": ToolSkipped, "approval.pending": ApprovalPending, "approval.decided": ApprovalDecided,
+    "artifact.fallback": ArtifactFallback, "turn.finished": TurnFinished, "turn.failed": TurnFailed,
+    "turn.interrupted": TurnInterrupted, "turn.max_iterations": TurnMaxIterations,
+    "harness.compaction": HarnessCompaction,
+}
+_FIELDS: dict[type[Event], dict[str, Any]] = {cls: {f.name: f.type for f in fields(cls)} for cls in TYPES.values()}
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """A payload value as its field expects it: ints from JSON floats/strings, text from anything, None kept."""
+    if value is None:
+        return default if name not in _OPTIONAL else None
+    if isinstance(default, bool):
+        return bool(value)
+    if name in _INTS:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(default, str) and not isinstance(value, str):
+        return str(value)
+    return value
+
+
+_INTS = frozenset({"turn", "iteration", "before_tokens", "after_tokens", "chars", "exit_code", "iterations",
+                   "limit", "count", "asked", "bound", "counter_tokens", "partial_chars"})
+_OPTIONAL = frozenset({"turn", "iteration", "before_tokens", "after_tokens", "chars", "exit_code", "iterations",
+                       "limit", "counter_tokens", "partial_chars", "artifact_id", "usage", "latency_ms", "record",
+                       "session_id", "prompt", "view", "timeout"})
+
+
+def parse(kind: str, payload: dict[str, Any] | None) -> Event:
+    """The typed event of one published (kind, payload); unknown keys are dropped, missing ones defaulted.
+
+    An undeclared kind raises ValueError, as `record` does."""
+    cls = TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"undeclared event {kind!r}: declare it in mxclaw_nb/events.py (STORED or LIVE_ONLY)")
+    p = payload or {}
+    defaults = {f.name: f.default for f in fields(cls)}
+    return cls(**{name: _coerce(name, p[name], defaults[name]) for name in _FIELDS[cls] if name in p})

@@ -93,6 +93,7 @@ class TurnResult:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     retried: bool = False
     error: str | None = None
+    partial: str = ""  # L4: the streamed text of an interrupted call, stored labelled partial
 
     def __repr__(self) -> str:
         return (f"TurnResult(session={self.session_id[:8]}, turn={self.turn}, status={self.status!r}, "
@@ -269,7 +270,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                                        "turn": turn, "iteration": result.iterations})
     except KeyboardInterrupt:
         result.status = "interrupted"
-        _emit(ctx, session_id, "turn.interrupted", {"iterations": result.iterations}, turn, result.iterations)
+        interrupted: dict[str, Any] = {"iterations": result.iterations}
+        if result.partial:
+            interrupted["partial_chars"] = len(result.partial)
+        _emit(ctx, session_id, "turn.interrupted", interrupted, turn, result.iterations)
         raise
     except TurnFailed as exc:
         reason = _fail(ctx, result, str(exc), exc.kind, user_seq)
@@ -400,13 +404,23 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             result.compactions.append(event)
             _emit(ctx, session_id, "context.compacted", event, turn, it)
         started = time.perf_counter()
+        streamed: list[str] = []
+
+        def on_delta(text: str, streamed: list[str] = streamed) -> None:
+            streamed.append(text)
+            ctx.emit("model.delta", {"text": text})
+
         try:
-            completion = ctx.provider.complete(view.messages, ctx.tools.schemas(),
-                                               on_delta=lambda text: ctx.emit("model.delta", {"text": text}))
+            completion = ctx.provider.complete(view.messages, ctx.tools.schemas(), on_delta=on_delta)
         except KeyboardInterrupt:
             record = _request_record(view, ctx.provider, turn, it, error="interrupted", retry=retry,
                                      engine_ms=engine_ms)
             ctx.store.append_request(session_id, record)
+            result.partial = "".join(streamed)
+            if result.partial:  # L4: what the user saw streamed is kept, as what it is: an answer cut short
+                # (text only, no tool calls: C4 holds for the next turn's view)
+                ctx.store.append_message(session_id, {"role": "assistant", "content": result.partial,
+                                                      "partial": True}, turn=turn, iteration=it)
             raise
         except Exception as exc:
             latency = (time.perf_counter() - started) * 1000
@@ -429,10 +443,10 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
             _emit(ctx, session_id, "provider.note", {"note": note}, turn, it)
-        ctx.emit("model.completed", {"usage": None if usage is None else {
+        ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
-            "latency_ms": latency, "turn": turn, "iteration": it})
+            "latency_ms": latency, "record": record, "turn": turn, "iteration": it})
         return view, completion, record
 
 

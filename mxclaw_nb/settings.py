@@ -113,7 +113,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("keep_recent_tokens", "int", 8000, "Safe-tail budget in tokens (C3).", limit=Range(True, 0)),
     Setting("strategy", "str", "article", "Compaction strategy (C12): article, masking, clearing or model-summary, "
             "with numbers as name:key=value,... (e.g. masking:keep_last=5)."),
-    Setting("approval", "choice", "ask", "Shell commands: ask, allow or deny.", choices=APPROVAL_MODES),
+    Setting("approval", "choice", "ask", "Shell commands (bash, sandboxed): ask, allow or deny.",
+            choices=APPROVAL_MODES),
+    Setting("python_approval", "choice", "ask",
+            "Code of the python tool (runs unsandboxed in the kernel): ask, allow or deny.", choices=APPROVAL_MODES),
     Setting("counter", "choice", "auto", "Token counter (T2/T3).", choices=COUNTER_MODES),
     Setting("max_iterations", "int", 20, "Model calls per turn before the loop stops.", limit=Range(True, 1)),
     Setting("call_deadline", "float", DEFAULT_CALL_DEADLINE,

@@ -23,11 +23,11 @@ pytestmark = pytest.mark.timeout(120)
 class Frontend:
     """A kernel and a client that records IOPub and can click widget buttons by description."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **env: str) -> None:
         from jupyter_client import KernelManager
 
         self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(env=kernel_env(tmp_path / "approve.duckdb"), cwd=str(tmp_path))
+        self.km.start_kernel(env=kernel_env(tmp_path / "approve.duckdb", **env), cwd=str(tmp_path))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=CELL_TIMEOUT)
@@ -163,3 +163,58 @@ def test_n1_an_unanswered_text_prompt_is_denied_after_its_timeout(frontend: Fron
     assert prompts and "denied after 1.5 s without an answer" in prompts[0]
     assert time.monotonic() - started < CELL_TIMEOUT
     assert "denied: no answer within 1.5 s" in fe.texts(turn)
+
+
+def test_n6_unanswered_buttons_count_down_and_end_with_a_visible_line(frontend: Frontend) -> None:
+    """N6: the question counts down to its deadline; unanswered, it ends with a line saying it was denied (not an
+    empty output), and the live log's spinner said whom the turn waited for."""
+    fe = frontend
+    fe.reply(fe.kc.execute("%load_ext mxclaw_nb\n%agent config approval_timeout=2.5"))
+    turn = fe.kc.execute("%%agent\nfix the failing tests", allow_stdin=True)
+    assert fe.reply(turn)["content"]["status"] == "ok"
+    fe.drain(0.5)
+    values = [m["content"]["data"].get("state", {}).get("value", "") for m in fe.messages
+              if m["msg_type"] in ("comm_msg", "comm_open")]
+    countdown = [v for v in values if "mx-countdown" in v]
+    assert any(">0:02<" in v for v in countdown) and any(">0:01<" in v for v in countdown), countdown[:3]
+    assert all("Enter: Approve · Esc: Deny" in v for v in countdown)
+    assert any("waiting for your approval of a shell command" in v for v in values)
+    ends = [m["content"]["data"].get("text/plain", "") for m in fe.messages if m["msg_type"] == "update_display_data"]
+    assert any(e.startswith("✗ no answer within 2.5 s: denied ") for e in ends), ends
+    buttons = {d for d in fe.buttons}
+    assert {"Approve", "Allow for this turn", "Deny"} <= buttons
+
+
+def test_n6_allow_for_this_turn_covers_the_same_command_only_in_that_turn(tmp_path: Path) -> None:
+    """N6: "Allow for this turn" runs the exact command again without asking; another command, or the same one in
+    the next turn, is asked for."""
+    from mxclaw_nb.demo.server import TestServer
+
+    with TestServer() as srv:
+        for command in ("echo same", "echo same", "echo other"):
+            srv.enqueue_tool_calls([("bash", {"command": command})])
+        srv.enqueue_text("ran them")
+        srv.enqueue_tool_calls([("bash", {"command": "echo same"})])
+        srv.enqueue_text("again")
+        fe = Frontend(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="k", MXCLAW_MODEL="test-model")
+        try:
+            fe.reply(fe.kc.execute("%load_ext mxclaw_nb\n%agent config approval_timeout=60"))
+            turn = fe.kc.execute("%%agent\nrun them", allow_stdin=True)
+            fe.click("Allow for this turn", 0)
+            fe.click("Deny", 1)  # the second question is about `echo other`
+            assert fe.reply(turn)["content"]["status"] == "ok"
+            second = fe.kc.execute("%%agent\nonce more", allow_stdin=True)
+            fe.click("Approve", 2)  # a new turn asks again
+            assert fe.reply(second)["content"]["status"] == "ok"
+            fe.drain(0.5)
+            check = fe.kc.execute("%agent sql SELECT json_extract_string(payload, '$.command') AS c, "
+                                  "json_extract_string(payload, '$.decision') AS d FROM events "
+                                  "WHERE type = 'approval.decided' ORDER BY seq")
+            fe.reply(check)
+            fe.drain(0.5)
+            table = fe.texts(check)
+        finally:
+            fe.close()
+    rows = [line.split()[-2:] for line in table.splitlines() if "echo" in line]
+    assert rows == [["same", "allow"], ["same", "allow"], ["other", "deny"], ["same", "allow"]], table
+    assert len(fe.buttons["Deny"]) == 3  # three questions: the repeated command was not asked again

@@ -45,7 +45,7 @@ def test_sample_data_ships_with_one_planted_anomaly() -> None:
 
 
 def test_k2_k3_demo_data_task_reaches_a_typed_compaction_offline(ip: InteractiveShell) -> None:
-    ip.run_line_magic("agent", "config approval=allow")
+    ip.run_line_magic("agent", "config approval=allow python_approval=allow")  # L5: one setting per kind of code
     outputs = []
     for prompt in PROMPTS:
         with capture_output() as cap:

@@ -71,3 +71,17 @@ def test_l4_a_demo_turn_stores_loop_and_tool_events_on_one_path(tmp_path: Path) 
     assert {k for k in shown if k in events.STORED} == stored  # every stored event was also shown
     assert "model.delta" in shown and "model.delta" not in stored
     agent.close()
+
+
+def test_c10_every_declared_event_has_its_typed_form() -> None:
+    """The live turn model reads typed events: each declared name parses to its frozen dataclass; numbers from
+    JSON are ints; unknown keys are dropped; an undeclared name raises as `record` does."""
+    assert set(events.TYPES) == events.ALL
+    started = events.parse("turn.started", {"turn": 2.0, "session_id": "s", "sandbox_warning": "w", "extra": 1})
+    assert started == events.TurnStarted(turn=2, session_id="s", sandbox_warning="w")
+    with pytest.raises(AttributeError):
+        started.turn = 3  # type: ignore[misc]  # frozen
+    finished = events.parse("tool.finished", {"call_id": "c", "chars": "12", "is_error": 1, "content": None})
+    assert finished.chars == 12 and finished.is_error is True and finished.content == ""  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="undeclared event 'tool.exploded'"):
+        events.parse("tool.exploded", {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.tools.base import ToolContext
@@ -120,3 +121,32 @@ def test_k1_python_time_limit_holds_in_a_worker_thread(tmp_path: Path) -> None:
     assert sleepy.is_error and "shell_timeout" in sleepy.content  # type: ignore[attr-defined]
     assert all(not r.is_error for r in results["quick"])  # type: ignore[attr-defined]
     assert results["after"] == "reached"
+
+
+def test_l5_python_has_its_own_approval_setting(tmp_path: Path) -> None:
+    """`approval` covers shell commands only: with approval=allow python code is still asked for; only
+    python_approval=allow runs it unprompted, and python_approval=deny refuses it whatever `approval` says."""
+    seen: list[tuple[str, dict]] = []
+
+    def ctx(approval: str, python_approval: str, answer: bool | None) -> tuple[ToolContext, list[str]]:
+        asked: list[str] = []
+
+        def approver(code: str) -> bool | None:
+            asked.append(code)
+            return answer
+
+        return ToolContext(workspace=tmp_path, session_id="s", approval=approval, python_approval=python_approval,
+                           approver=approver, on_event=lambda k, p: seen.append((k, p))), asked
+
+    ns: dict = {}
+    c, asked = ctx("allow", "ask", None)  # nobody answers: denied, though shell commands would run
+    res = run_python({"code": "x = 1"}, c, lambda: ns)
+    assert asked == ["x = 1"] and res.is_error and "x" not in ns
+    assert ("approval.pending", {"command": "x = 1", "kind": "python"}) in seen
+    assert seen[-1] == ("approval.decided", {"command": "x = 1", "decision": "deny", "by": "nobody"})
+    c, asked = ctx("deny", "allow", None)
+    assert not run_python({"code": "x = 2"}, c, lambda: ns).is_error and ns["x"] == 2 and asked == []
+    c, asked = ctx("allow", "deny", True)
+    assert run_python({"code": "x = 3"}, c, lambda: ns).is_error and ns["x"] == 2 and asked == []
+    with pytest.raises(ValueError, match="python_approval must be one of allow, ask, deny"):
+        ToolContext(workspace=tmp_path, session_id="s", python_approval="sometimes")

@@ -35,7 +35,7 @@ def test_k1_k3_agent_uses_the_users_dataframe_in_a_real_kernel(tmp_path: Path) -
             "%load_ext mxclaw_nb\n%config AgentMagics.widgets = False\n"
             "%agent config context_window_tokens=4000 keep_recent_tokens=200",
             "%%agent\nwhat is in df_sales?",
-            "%agent config approval=allow",
+            "%agent config approval=allow python_approval=allow",
             "%%agent\ncount the rows per price",
             "print('kernel has by_price:', 'by_price' in globals(), int(by_price.sum()))",
             "%agent sql SELECT type, json_extract_string(payload, '$.decision') AS decision, "

@@ -173,3 +173,26 @@ def test_rich_text_keeps_sentences_and_marks_code() -> None:
     html = rich_text_html("Use .mx-claw/project.json. Then `pytest -q`.\n```\nfor i in x:\n\n    pass\n```\nok")
     assert "Use .mx-claw/project.json. Then <code>pytest -q</code>." in html
     assert re.search(r'<pre class="mx-code"[^>]*>for i in x:\n\n    pass</pre>', html) and html.endswith("ok</span>")
+
+
+def test_c10_one_turn_model_both_logs_show_both_warnings_and_the_stored_record() -> None:
+    """The text log and the widget log read one turn model: the sandbox warning and the provider's note reach
+    both (they used to reach only the text log); the event that ends a call carries the stored record, which the
+    widget keeps as it is (no copy rebuilt)."""
+    from mxclaw_nb.records import record_of_view
+
+    first = build_request_view(worked_example()[:20], POLICY)
+    record = record_of_view(first, turn=1, iteration=1, prompt_tokens_reported=777)
+    live, log = LiveTurnView(), LiveLog("demo", "3f2a9c", mode="off")
+    for view in (live, log):
+        view.handle("turn.started", {"session_id": "3f2a9c", "turn": 1, "sandbox_warning": "shell NOT sandboxed"})
+        view.handle("request.built", {"turn": 1, "iteration": 1, "view": first})
+        view.handle("provider.note", {"note": "asked again without stream_options", "turn": 1, "iteration": 1})
+        view.handle("model.completed", {"usage": {"prompt_tokens": 777}, "record": record, "turn": 1,
+                                        "iteration": 1})
+        view.handle("turn.finished", {"text": "ok", "iterations": 1})
+    notes = ["⚠ shell NOT sandboxed", "ⓘ asked again without stream_options"]
+    assert [ln.text for ln in live.entries if ln.kind == "note"] == notes
+    assert [ln.text for ln in log.entries if ln.kind == "note"] == notes
+    assert all(n[2:] in live.to_html() and n in log.to_text() for n in notes)
+    assert live.model.calls[1].record is record and live.calls[1].record.prompt_tokens_reported == 777

@@ -425,3 +425,61 @@ def test_turns_read_only_new_rows_and_reuse_the_session_plan(test_server, worksp
     assert _json.dumps(first) == _json.dumps(cold.messages)
     # a fresh Agent plans once; then only what is new (the last entry is the cold build just above)
     assert planned[0] == 201 and max(planned[1:-1]) <= 8, planned
+
+
+def _interrupted_run(agent, prompt, interrupt):
+    """Run `prompt` with both live logs subscribed and `interrupt` raising KeyboardInterrupt; the two logs."""
+    from mxclaw_nb.notebook.livelog import LiveLog
+    from mxclaw_nb.widgets import LiveTurnView
+
+    live, log = LiveTurnView(), LiveLog(agent.label, agent.session_id, mode="off")
+    stops = [agent.subscribe(live.handle), agent.subscribe(log.handle), agent.subscribe(interrupt)]
+    with pytest.raises(KeyboardInterrupt):
+        agent.run(prompt)
+    for stop in stops:
+        stop()
+    return live, log
+
+
+def test_l4_l7_interrupt_mid_stream_stores_the_shown_text_as_partial(test_server, workspace, tmp_path):
+    """L4, L7: KeyboardInterrupt while the answer streams: what was shown is stored, labelled partial; the
+    live logs label it so; the next turn's view stays valid (C4) and sends the text without the label."""
+    test_server.stream_chunk_chars = 4
+    test_server.enqueue_text("The answer is long and it streams in small pieces.")
+    test_server.enqueue_text("resumed")
+    agent = make_agent(test_server, workspace, tmp_path)
+    seen: list[str] = []
+
+    def interrupt(kind, payload):
+        if kind == "model.delta":
+            seen.append(payload["text"])
+            if len(seen) == 3:
+                raise KeyboardInterrupt
+
+    live, log = _interrupted_run(agent, "answer at length", interrupt)
+    shown = "".join(seen)
+    stored = agent.transcript()
+    assert stored[-1]["role"] == "assistant" and stored[-1]["content"] == shown and stored[-1]["partial"] is True
+    events = agent.store.events(agent.session_id)
+    interrupted = json.loads(events[events["type"] == "turn.interrupted"]["payload"].iloc[-1])
+    assert interrupted["partial_chars"] == len(shown)
+    assert live.status == "interrupted" and "partial: interrupted" in live.to_html()
+    assert log.to_text().splitlines()[-2:] == ["  (partial: interrupted)", "  (interrupted)"]
+    assert agent.run("go on").text == "resumed"
+    sent = test_server.requests[-1]["messages"]
+    assert {"role": "assistant", "content": shown} in sent and all("partial" not in m for m in sent)
+
+
+def test_l7_interrupt_mid_tool_ends_the_tool_line_interrupted(test_server, workspace, tmp_path):
+    """L7: an interrupt while a tool runs ends its line `interrupted` in both live logs (never `running…`)."""
+    test_server.enqueue_tool_calls([("read_file", {"path": "a.txt"})])
+    agent = make_agent(test_server, workspace, tmp_path)
+
+    def interrupt(kind, _payload):
+        if kind == "tool.started":
+            raise KeyboardInterrupt
+
+    live, log = _interrupted_run(agent, "read a.txt", interrupt)
+    assert [ln for ln in live.log_lines() if ln.startswith("→ read_file")] == ["→ read_file a.txt  interrupted"]
+    assert "running" not in live.to_html().split("mx-live-log", 1)[1]
+    assert "  → read_file a.txt  interrupted" in log.to_text().splitlines()

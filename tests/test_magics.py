@@ -162,7 +162,8 @@ def test_n1_cell_turn_on_demo_streams_the_live_log(ip: InteractiveShell) -> None
     assert out.startswith("demo model (offline) · session ")
     assert "turn 1" in out and "[ctx " in out and "est. / 12,800 threshold / 16,000 window · unchanged" in out
     assert "→ list_dir ." in out and "→ read_file inventory/stock.py  ok" in out
-    assert "→ bash python -m unittest -q tests.test_stock  failed (exit 1)" in out
+    # one turn model for every form (C10): the decision sits on its tool line, as in the widget log
+    assert "→ bash python -m unittest -q tests.test_stock  ✓ approved by policy · failed (exit 1)" in out
     assert "✓ approved by policy" in out and "[demo model] Fixed." in out and "(done · " in out
     m = magics(ip)
     assert m.last_result.status == "ok" and m.last_result.text in out.replace("\n  ", "\n")

@@ -564,7 +564,7 @@ def test_n2_theme_swatches_keep_a_plain_colour_for_sanitized_html() -> None:
 
 
 def test_n2_live_gauge_shows_the_current_call_before_a_tool_that_may_wait(view):
-    """The gauge's pushes are throttled; a shell command (which may wait for Approve/Deny) shows the current call."""
+    """The gauge's pushes are throttled; a command that waits for Approve/Deny (N6) shows the current call."""
     import ipywidgets as widgets
 
     first = build_request_view(worked_example()[:20], POLICY)
@@ -581,7 +581,10 @@ def test_n2_live_gauge_shows_the_current_call_before_a_tool_that_may_wait(view):
     assert "call 1" in shown()  # throttled: a quick tool does not cost a push
     live.handle("request.built", {"turn": 1, "iteration": 3, "view": view, "counter_tokens": None})
     live.handle("tool.started", {"call_id": "c2", "name": "bash", "arguments": '{"command": "pytest -q"}'})
-    assert "call 3" in shown()  # shown before the command, which may wait for a person
+    assert "call 1" in shown()  # a command that runs at once costs no push either (N2: not O(n) per call)
+    live.handle("approval.pending", {"command": "pytest -q", "kind": "shell", "timeout": 300})
+    assert "call 3" in shown()  # shown while the command waits for a person
+    assert "waiting for your approval of a shell command: pytest -q" in live._activity.value
 
 
 def _kernel_transcript() -> list[dict]:

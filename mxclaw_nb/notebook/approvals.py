@@ -25,8 +25,10 @@ The buttons disappear once answered (no pile of answered prompts); the decision 
 from __future__ import annotations
 
 import html
+import json
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -184,54 +186,151 @@ def _waiter(shell: Any) -> tuple[Callable[[], None], Callable[[], None]] | None:
     return None
 
 
-def button_approver(command: str, timeout: float, poll: float = 0.05, *, shell: Any = None) -> bool | None:
-    """Show Approve/Deny buttons and wait (serving widget messages) for a click or the timeout.
+# N6: nothing waits unseen. The frontend part of a pending approval: bring it into view, take Enter (Approve)
+# and Esc (Deny), raise a JupyterLab notification when the app is reachable (window.jupyterapp: JupyterLab with
+# expose_app_in_browser, Notebook 7), and mark the browser tab's title while it waits. Plain DOM, no extension.
+_ATTENTION_JS = """
+(function () {
+  const id = %(id)s, message = %(message)s, started = Date.now();
+  const timer = setInterval(function () {
+    const box = document.querySelector('.mx-approval-' + id);
+    if (!box) { if (Date.now() - started > 20000) clearInterval(timer); return; }
+    clearInterval(timer);
+    box.scrollIntoView({block: 'center'});
+    box.tabIndex = 0;
+    box.focus({preventScroll: true});
+    const press = function (cls) { const b = box.querySelector(cls); if (b) { b.click(); } };
+    box.addEventListener('keydown', function (e) {
+      if (e.key === 'Enter') { e.preventDefault(); e.stopPropagation(); press('.mx-approve'); }
+      else if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); press('.mx-deny'); }
+    });
+    const title = document.title;
+    document.title = '\u23f3 approve? ' + title;
+    const app = window.jupyterapp;
+    let note = null;
+    if (app && app.commands && app.commands.hasCommand('apputils:notify')) {
+      app.commands.execute('apputils:notify', {message: message, type: 'warning', options: {autoClose: false}})
+        .then(function (n) { note = n; }).catch(function () {});
+    }
+    const gone = setInterval(function () {
+      if (document.body.contains(box) && box.offsetParent !== null) return;
+      clearInterval(gone);
+      document.title = title;
+      if (note !== null && app.commands.hasCommand('apputils:dismiss-notification')) {
+        app.commands.execute('apputils:dismiss-notification', {id: note}).catch(function () {});
+      }
+    }, 300);
+  }, 100);
+})();
+"""
 
-    The buttons are removed once answered; the decision shows in the live log next to the tool line.
-    """
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds + 0.999))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _question_html(command: str, left: float, deadline: float) -> str:
+    until = time.strftime("%H:%M:%S", time.localtime(deadline))
+    return (f"<b>mxclaw_nb wants to run</b> <code>{html.escape(shown_command(command))}</code> — waiting for your "
+            f"answer: denied in <b class=\"mx-countdown\">{_clock(left)}</b> (at {until}) without one · "
+            "<span style=\"opacity:.75\">Enter: Approve · Esc: Deny</span>")
+
+
+def button_approver(command: str, timeout: float, poll: float = 0.05, *, shell: Any = None) -> bool | None | str:
+    """Show Approve / Allow for this turn / Deny and wait (serving widget messages) for a click or the timeout.
+
+    N6: the question is brought into view, counts down, takes Enter/Esc, raises a notification where the
+    frontend offers one; "turn" is returned for "allow this exact command for the rest of the turn". The buttons
+    are removed once answered (the decision shows in the live log next to the tool line); an unanswered
+    question ends with a visible line saying it was denied after the timeout."""
     import ipywidgets as widgets
     from IPython import get_ipython
-    from IPython.display import display
+    from IPython.display import Javascript, display
 
     waiter = _waiter(shell if shell is not None else get_ipython())
     if waiter is None:
         raise RuntimeError("this kernel cannot deliver button clicks while a cell runs")
     step, stop = waiter
-    decision: dict[str, bool] = {}
-    text = widgets.HTML(f"<b>mxclaw_nb wants to run</b> <code>{html.escape(shown_command(command))}</code> — "
-                        f"waiting for your answer (denied after {timeout:g} s without one)")
-    approve = widgets.Button(description="Approve", button_style="success", icon="check")
-    deny = widgets.Button(description="Deny", button_style="danger", icon="times")
-    approve.on_click(lambda _b: decision.setdefault("allow", True))
-    deny.on_click(lambda _b: decision.setdefault("allow", False))
-    box = widgets.VBox([text, widgets.HBox([approve, deny])])
-    box.add_class("mx-approval")
-    handle = display(box, display_id=True)
+    decision: dict[str, bool | str] = {}
     deadline = time.monotonic() + timeout
+    wall_deadline = time.time() + timeout
+    text = widgets.HTML(_question_html(command, timeout, wall_deadline))
+    approve = widgets.Button(description="Approve", button_style="success", icon="check")
+    for_turn = widgets.Button(description="Allow for this turn", icon="check-double",
+                              tooltip="allow this exact command for the rest of the turn",
+                              layout=widgets.Layout(width="auto"))
+    deny = widgets.Button(description="Deny", button_style="danger", icon="times")
+    approve.add_class("mx-approve")
+    deny.add_class("mx-deny")
+    for_turn.add_class("mx-approve-turn")
+    approve.on_click(lambda _b: decision.setdefault("allow", True))
+    for_turn.on_click(lambda _b: decision.setdefault("allow", "turn"))
+    deny.on_click(lambda _b: decision.setdefault("allow", False))
+    box = widgets.VBox([text, widgets.HBox([approve, for_turn, deny])])
+    key = uuid.uuid4().hex[:12]
+    box.add_class("mx-approval")
+    box.add_class(f"mx-approval-{key}")
+    handle = display(box, display_id=True)
+    attention = display(Javascript(_ATTENTION_JS % {
+        "id": json.dumps(key), "message": json.dumps(f"mxclaw_nb waits for your approval: {shown_command(command)}"
+                                                     [:300])}), display_id=True)
+    shown = timeout
     try:
         while "allow" not in decision and time.monotonic() < deadline:
             step()
+            left = deadline - time.monotonic()
+            if int(left) != int(shown):  # the countdown, once a second
+                shown = left
+                text.value = _question_html(command, left, wall_deadline)
             if "allow" not in decision:
                 time.sleep(poll)
     finally:
         stop()
         box.close()
-        if handle is not None:  # nothing left behind: the live log carries the decision
-            handle.update({"text/plain": ""}, raw=True)
+        if attention is not None:
+            attention.update({"text/plain": ""}, raw=True)
+        if handle is not None:  # answered: nothing left behind (the live log carries the decision)
+            if "allow" in decision:
+                handle.update({"text/plain": ""}, raw=True)
+            else:  # N6: a timeout is said, not silent
+                line = f"✗ no answer within {timeout:g} s: denied {shown_command(command)}"
+                handle.update({"text/plain": line, "text/html": f'<div class="mx-approval-timeout" style="color:'
+                               f'var(--mx-fail, #c62828)">{html.escape(line)}</div>'}, raw=True)
     return decision.get("allow")
 
 
-def make_approver(shell: Any, *, widgets: bool, timeout: float) -> Approver:
-    """The approver for this shell: buttons in a notebook, text in a terminal, nobody when headless."""
+class TurnApprover:
+    """The approver for this shell: buttons in a notebook, text in a terminal, nobody when headless.
 
-    def approve(command: str) -> bool | None:
+    N6: "Allow for this turn" on the buttons allows that exact command (byte for byte) without asking again
+    until `new_turn()` (the magic calls it before each turn)."""
+
+    def __init__(self, shell: Any, *, widgets: bool, timeout: float) -> None:
+        self.shell, self.widgets, self.timeout = shell, widgets, timeout
+        self.allowed_this_turn: set[str] = set()
+
+    def new_turn(self) -> None:
+        self.allowed_this_turn.clear()
+
+    def __call__(self, command: str) -> bool | None:
+        if command in self.allowed_this_turn:
+            return True
+        shell = self.shell
         if not has_frontend(shell):
             return None
         kernel = getattr(shell, "kernel", None)
-        if widgets and kernel is not None and (ShellPump.attach(shell) is not None or ui_poll_works(shell)):
-            return button_approver(command, timeout, shell=shell)
+        if self.widgets and kernel is not None and (ShellPump.attach(shell) is not None or ui_poll_works(shell)):
+            answer = button_approver(command, self.timeout, shell=shell)
+            if answer == "turn":
+                self.allowed_this_turn.add(command)
+                return True
+            return answer if answer is None else bool(answer)
         if kernel is not None:
-            return kernel_text_approver(shell, command, timeout)
+            return kernel_text_approver(shell, command, self.timeout)
         return text_approver(command)
 
-    return approve
+
+def make_approver(shell: Any, *, widgets: bool, timeout: float) -> TurnApprover:
+    """The approver for this shell (see TurnApprover)."""
+    return TurnApprover(shell, widgets=widgets, timeout=timeout)

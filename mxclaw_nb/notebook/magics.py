@@ -125,6 +125,7 @@ class AgentMagics(Magics, AgentSettings):
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
                          strategy=self.strategy,
+                         python_approval=self.python_approval,
                          max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
                          session_id=session_id, call_deadline=self.call_deadline,
                          sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
@@ -254,6 +255,9 @@ class AgentMagics(Magics, AgentSettings):
             unsubscribe.append(agent.subscribe(widget.handle))
         self.last_result = None
         try:
+            new_turn = getattr(agent.approver, "new_turn", None)
+            if callable(new_turn):  # N6: "allow for this turn" lasts one turn
+                new_turn()
             self.last_result = agent.run(prompt, images=images or None)
         except KeyboardInterrupt:
             print(f"Interrupted. Everything done so far is stored (session {agent.session_id[:8]}); the next turn "

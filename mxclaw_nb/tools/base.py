@@ -68,7 +68,8 @@ class ToolContext:
     workspace: Path
     session_id: str
     artifacts: ArtifactStore | None = None
-    approval: str = "ask"
+    approval: str = "ask"  # L5: shell commands (bash)
+    python_approval: str = "ask"  # L5: the `python` tool's code (runs unsandboxed in the user's kernel)
     approver: Callable[[str], bool | None] | None = None
     forbidden: tuple[str, ...] = DEFAULT_FORBIDDEN
     shell_timeout: float = 60.0
@@ -83,8 +84,9 @@ class ToolContext:
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()
-        if self.approval not in APPROVAL_MODES:
-            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)} (got {self.approval!r})")
+        for name, mode in (("approval", self.approval), ("python_approval", self.python_approval)):
+            if mode not in APPROVAL_MODES:
+                raise ValueError(f"{name} must be one of {', '.join(APPROVAL_MODES)} (got {mode!r})")
         if not self.shell_timeout > 0:
             raise ValueError(f"shell_timeout must be > 0 seconds (got {self.shell_timeout!r})")
         if self.sandbox not in SANDBOX_MODES:

@@ -187,7 +187,7 @@ def _thread_time_limit(seconds: float, expired: type[PythonTimeout]) -> Iterator
 def run_python(args: dict[str, Any], ctx: ToolContext, ns: Callable[[], Namespace]) -> ToolResult:
     """K1: run code in the user's namespace after approval; stdout/stderr, value facts, exception."""
     code = str(args.get("code") or "")
-    allowed, by = decide(code, ctx)
+    allowed, by = decide(code, ctx, kind="python")  # L5: its own setting (python_approval)
     if not allowed:
         return ToolResult(f"Permission denied: python code not approved ({by})", is_error=True)
     space = ns()

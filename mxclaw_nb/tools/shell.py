@@ -111,20 +111,23 @@ class _SandboxInit:
             self.pidfd = None
 
 
-def decide(command: str, ctx: ToolContext) -> tuple[bool, str]:
-    """Apply the approval policy; return (allowed, who decided) and emit approval.decided.
+def decide(command: str, ctx: ToolContext, kind: str = "shell") -> tuple[bool, str]:
+    """Apply the approval policy of this kind of code; return (allowed, who decided) and emit approval.decided.
 
-    `by` is "policy" (allow/deny mode), "user" (the approver answered True/False), "nobody" (no
+    `kind` is "shell" (the `approval` setting) or "python" (`python_approval`: kernel code, never sandboxed,
+    L5). `by` is "policy" (allow/deny mode), "user" (the approver answered True/False), "nobody" (no
     approver, or it returned None: no one can answer) or "error" (the approver raised).
     """
-    if ctx.approval == "allow":
+    mode = ctx.python_approval if kind == "python" else ctx.approval
+    if mode == "allow":
         allowed, by = True, "policy"
-    elif ctx.approval == "deny":
+    elif mode == "deny":
         allowed, by = False, "policy"
     elif ctx.approver is None:
         allowed, by = False, "nobody"
     else:
         answer: object
+        ctx.emit("approval.pending", {"command": command, "kind": kind})  # N6: the turn says whom it waits for
         try:
             answer = ctx.approver(command)
         except Exception:  # a broken approval UI must not run the command

@@ -24,8 +24,7 @@ from typing import Any
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
-from mxclaw_nb.context import RequestView
-from mxclaw_nb.widgets.data import CallData, before_frame, from_view, opt_int
+from mxclaw_nb.widgets.data import CallData, before_frame
 from mxclaw_nb.widgets.gauge import ContextGauge, gauge_html, gauge_text
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.livetext import (
@@ -33,10 +32,8 @@ from mxclaw_nb.widgets.livetext import (
     LogLine,
     activity_html,
     answer_html,
-    arg_summary,
     line_html,
     line_text,
-    pretty_arguments,
     rich_text_html,
 )
 from mxclaw_nb.widgets.static import StaticReprMixin
@@ -45,18 +42,13 @@ from mxclaw_nb.widgets.style import (
     FONT,
     MUTED,
     THEME_STYLE,
-    WARN_CSS,
-    color_of,
-    counter_label,
     esc,
-    fmt_int,
-    preview_text,
     unit_label,
 )
+from mxclaw_nb.widgets.turnlog import CallDataMap, TurnLog, TurnRenderer
 
 STREAM_INTERVAL = 0.1  # seconds between pushes of the paragraph being streamed
 GAUGE_INTERVAL = 1.0  # seconds between gauge pushes (~7 KB each); the last state is always pushed
-WAITING_TOOLS = frozenset({"bash", "python"})  # tools that may wait for a person: the gauge is pushed first
 SHOW_CHARS = 4_000  # of a tool result, opened with [show] in the log
 FINISHED = ("done", "failed", "interrupted", "stopped")
 
@@ -108,24 +100,23 @@ class _StaticInspector:
                 f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
 
-class LiveTurnView(StaticReprMixin, widgets.VBox):
-    """Live display of one agent turn, fed by loop events (`handle` or call the instance)."""
+def static_inspector_html(data: CallData) -> str:
+    """The inspector of one call as static HTML (header and summary): what a compaction line opens (N6)."""
+    return _StaticInspector(data).to_html()
+
+
+class LiveTurnView(StaticReprMixin, TurnRenderer, widgets.VBox):
+    """Live display of one agent turn, fed by loop events (`handle` or call the instance).
+
+    The events are read by `TurnLog` (the one live turn model, shared with the text log); this class only
+    draws: one HTML widget per log line, the gauge (at most every GAUGE_INTERVAL s), the inspector on demand."""
 
     def __init__(self, *, max_log_lines: int = 500, **kwargs: Any) -> None:
-        self.session_id: str | None = None
-        self.turn: int | None = None
-        self.model_label = ""
-        self.status = "waiting"
-        self.activity = ""  # what a running turn waits for: the spinner's label
-        self.error: str | None = None
-        self.text = ""
-        self.entries: list[LogLine] = []
-        self.calls: dict[int, CallData] = {}  # iteration -> call of this turn (released by publish_final)
+        self.model = TurnLog()
         self.call_summaries: dict[int, CallSummary] = {}
         self.max_log_lines = max_log_lines
-        self._iteration: int | None = None
-        self._new_call = False
-        self._gauge_stale = False  # the gauge's data has figures its HTML does not show yet
+        self._gauge_call: int | None = None  # the call the gauge shows
+        self._gauge_stale = False  # the gauge's call has figures its HTML does not show yet
         self._last_push = self._last_gauge = 0.0
         self._final: tuple[str, str] | None = None  # (text, html) once published
         self._line_widgets: dict[int, widgets.HTML] = {}  # id(LogLine) -> its widget
@@ -154,7 +145,27 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         style = widgets.HTML(SPINNER_STYLE + THEME_STYLE, **html)
         super().__init__(children=[style, self._header, self.gauge, self._more, self._log, self._activity,
                                    self._text, details], **kwargs)
+        self.model.attach(self)
         self.add_class("mx-live-turn")
+        self._render_header()
+
+    # the turn's state lives in the model; these read (and, for the magic, set) it
+    session_id = property(lambda self: self.model.session_id, lambda self, v: setattr(self.model, "session_id", v))
+    turn = property(lambda self: self.model.turn)
+    model_label = property(lambda self: self.model.model_label, lambda self, v: setattr(self.model, "model_label", v))
+    status = property(lambda self: self.model.status, lambda self, v: setattr(self.model, "status", v))
+    activity = property(lambda self: self.model.activity)
+    error = property(lambda self: self.model.error, lambda self, v: self._set_error(v))
+    text = property(lambda self: self.model.text)
+    entries = property(lambda self: self.model.entries)
+
+    @property
+    def calls(self) -> CallDataMap:
+        """iteration -> CallData of this turn's calls (each derived when first read; released by publish_final)."""
+        return CallDataMap(self.model)
+
+    def _set_error(self, value: str | None) -> None:
+        self.model.error = value
         self._render_header()
 
     def __call__(self, event_type: str, payload: dict[str, Any]) -> None:
@@ -162,35 +173,45 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def handle(self, event_type: str, payload: dict[str, Any]) -> None:
         """Update the state and the widgets from one loop event; unknown events are ignored."""
-        method = getattr(self, "_on_" + event_type.replace(".", "_"), None)
-        if method is not None:
-            method(payload or {})
+        self.model.handle(event_type, payload or {})
 
-    # -- events -----------------------------------------------------------------------------------
+    # -- what the model says changed (TurnRenderer) ----------------------------------------------
 
-    def _on_turn_started(self, p: dict[str, Any]) -> None:
-        self.session_id = p.get("session_id", self.session_id)
-        self.turn = opt_int(p.get("turn"))
-        self.model_label = str(p.get("model_label") or self.model_label)
-        self.status = "running"
+    def started(self) -> None:
         self._render_header()
-        self._set_activity("starting the turn")
 
-    def _on_request_built(self, p: dict[str, Any]) -> None:
-        view = p.get("view")
-        if not isinstance(view, RequestView):
-            return
-        it = opt_int(p.get("iteration")) or (max(self.calls) + 1 if self.calls else 1)
+    def added(self, line: LogLine) -> None:
+        self._flush_text(before=line)
+        w = widgets.HTML(line_html(line), layout=self._line_layout, style=self._line_style)
+        self._line_widgets[id(line)] = w
+        children = [*self._log.children, w]
+        if len(children) > self.max_log_lines:  # the oldest line leaves the live view (static HTML keeps it)
+            gone = children.pop(0)
+            self._line_widgets = {k: v for k, v in self._line_widgets.items() if v is not gone}
+            gone.close()  # its layout and style are shared with the other lines
+            self._more.value = (f'<div style="{FONT}color:{MUTED}">showing the last {len(children):,} of '
+                                f'{len(self.entries):,} lines</div>')
+        self._log.children = children
+
+    def changed(self, line: LogLine, piece: str = "") -> None:
+        if piece:  # streamed text: throttled, only this paragraph is re-sent
+            now = time.monotonic()
+            if now - self._last_push < STREAM_INTERVAL:
+                return
+            self._last_push = now
+        self._render_line(line)
+
+    def activity_changed(self) -> None:
+        self._activity.value = activity_html(self.activity, style=False) if self.status == "running" else ""
+        if self.activity.startswith("waiting for your approval"):  # a person is needed: show the current call
+            self._push_gauge(force=True)
+
+    def call_built(self, it: int) -> None:
         self._flush_text()
-        self._iteration, self._new_call = it, True  # the next streamed text starts a new paragraph
-        data = from_view(view, turn=opt_int(p.get("turn")) or self.turn, iteration=it,
-                         calibrated_tokens=opt_int(p.get("counter_tokens")))
-        if p.get("retry"):  # C9: the same call resent with the fallback window
-            data = data.with_record(retry=True)
-        self.calls[it] = data
-        self.call_summaries[it] = CallSummary(data.record.stage, data.record.after_tokens or 0, data.record.retry,
-                                              data.record.counter)
-        self.gauge.data, self._gauge_stale = data, True
+        call = self.model.calls[it]
+        self.call_summaries[it] = CallSummary(call.record.stage, call.record.after_tokens or 0, call.record.retry,
+                                              call.record.counter)
+        self._gauge_call, self._gauge_stale = it, True
         self._push_gauge()
         self._picking = True  # one inspector build per call, not one per trait change
         try:
@@ -199,131 +220,16 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         finally:
             self._picking = False
         self._show_inspector()
-        self._set_activity(f"waiting for the model (call {it})")
 
-    def _on_model_delta(self, p: dict[str, Any]) -> None:
-        piece = str(p.get("text") or "")
-        if not piece:
-            return
-        if self._new_call:
-            if self.text and not self.text.endswith("\n"):
-                self.text += "\n\n"  # text of separate model calls must not run together
-            self._new_call = False
-        self.text += piece
-        last = self.entries[-1] if self.entries else None
-        if last is not None and last.kind == "text" and last.iteration == self._iteration:
-            last.text += piece
-        else:
-            self._add(LogLine("text", piece, iteration=self._iteration))
-            self._set_activity("the model is writing")
-            return
-        now = time.monotonic()
-        if now - self._last_push >= STREAM_INTERVAL:  # throttled: only this paragraph is re-sent
-            self._last_push = now
-            self._render_line(last)
-
-    def _on_model_completed(self, p: dict[str, Any]) -> None:
-        usage = p.get("usage") or {}
-        reported = opt_int(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
-        it = opt_int(p.get("iteration")) or self._iteration
-        if reported is not None and it in self.calls:
-            # the reported figure joins the call's data; the gauge shows it with its next (throttled) push
-            self.calls[it] = self.calls[it].with_record(prompt_tokens_reported=reported)
-            if self.gauge.data is not None and self.gauge.data.record.iteration == it:
-                self.gauge.data, self._gauge_stale = self.calls[it], True
+    def call_ended(self, it: int) -> None:
+        if it == self._gauge_call:  # the stored record's figures (reported usage) join the gauge's next push
+            self._gauge_stale = True
+            if self.model.calls[it].data is not None:  # already derived: only the record changes (O(1))
+                self.gauge.data = self.model.call_data(it)
         self._flush_text()
         self._push_gauge()
-        self._set_activity("")
 
-    def _on_tool_started(self, p: dict[str, Any]) -> None:
-        self._flush_text()
-        head = f"→ {p.get('name') or '?'} {arg_summary(p.get('arguments'))}".rstrip()
-        self._add(LogLine("tool", head, "running", call_id=str(p.get("call_id")), iteration=self._iteration,
-                          arguments=pretty_arguments(p.get("arguments") or "")))
-        self._set_activity(f"running {p.get('name') or 'a tool'}")
-        if p.get("name") in WAITING_TOOLS:  # it may wait for an approval or run long: show the current call now
-            self._push_gauge(force=True)
-
-    def _on_tool_finished(self, p: dict[str, Any]) -> None:
-        call_id = str(p.get("call_id"))
-        line = next((ln for ln in reversed(self.entries) if ln.kind == "tool" and ln.call_id == call_id), None)
-        if line is None:
-            line = LogLine("tool", f"→ {p.get('name') or '?'}", call_id=call_id)
-            self._add(line)
-        failed = bool(p.get("is_error"))
-        code = p.get("exit_code")
-        status = ("failed" + (f" (exit {code})" if code not in (None, 0) else "")) if failed else "ok"
-        content = p.get("content") if isinstance(p.get("content"), str) else ""
-        chars = opt_int(p.get("chars"))
-        if chars is None:
-            chars = len(content)
-        detail = f" · {fmt_int(chars)} chars" if chars else ""
-        if p.get("artifact_id"):
-            detail += f" · artifact {p['artifact_id']}"
-        if content.strip():
-            detail += f" · {preview_text(content.strip().splitlines()[0], 60)}"
-        line.status, line.color = status + detail, FAIL_CSS if failed else ""
-        line.content, line.chars = content[:SHOW_CHARS], chars
-        self._render_line(line)
-        self._set_activity("")
-
-    def _on_approval_decided(self, p: dict[str, Any]) -> None:
-        verb = "approved" if p.get("decision") == "allow" else "denied"
-        text = f"{verb} by {p.get('by') or '?'}"
-        line = next((ln for ln in reversed(self.entries) if ln.kind == "tool" and ln.status == "running"
-                     and not ln.decision), None)
-        if line is None:  # no tool line to sit next to: a line of its own
-            self._add(LogLine("note", f"{'✓' if verb == 'approved' else '✗'} {text}: {p.get('command') or ''}",
-                              color="" if verb == "approved" else FAIL_CSS))
-            return
-        line.decision = text
-        self._render_line(line)
-
-    def _on_frozen_note(self, p: dict[str, Any]) -> None:
-        """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
-        self._add(LogLine("note", f"⚠ {' '.join(str(p.get('note') or '').split())}", color=WARN_CSS))
-
-    def _on_context_compacted(self, p: dict[str, Any]) -> None:
-        self._flush_text()
-        it = opt_int(p.get("iteration")) or self._iteration
-        stage = str(p.get("stage") or "?")
-        unit = p.get("tokens_are") or "estimate"
-        unit = counter_label("estimate" if unit == "estimates" else str(unit))
-        text = (f"⟳ context compacted before call {it}: {stage} · {fmt_int(p.get('before_tokens'))} → "
-                f"{fmt_int(p.get('after_tokens'))} {unit} tokens")
-        self._add(LogLine("compaction", text, color=color_of("stage", stage), iteration=it))
-
-    def _on_context_summary(self, p: dict[str, Any], kind: str = "context.summary") -> None:
-        """C11: the summary call, as its own line (accepted, merged, or rejected with the reason)."""
-        from mxclaw_nb.context.model_summary import summary_note
-
-        self._flush_text()
-        rejected = kind == "context.summary_rejected"
-        self._add(LogLine("note", summary_note(kind, p), color=FAIL_CSS if rejected else color_of("stage", "summary")))
-
-    def _on_context_summary_rejected(self, p: dict[str, Any]) -> None:
-        self._on_context_summary(p, "context.summary_rejected")
-
-    def _on_turn_finished(self, p: dict[str, Any]) -> None:
-        if p.get("text") and not self.text:
-            self.text = str(p["text"])
-            self.entries.append(LogLine("text", self.text, iteration=self._iteration))
-        iterations = opt_int(p.get("iterations"))
-        self.status = f"done · {iterations} model call{'s' if iterations != 1 else ''}" if iterations else "done"
-        self._finish()
-
-    def _on_turn_failed(self, p: dict[str, Any]) -> None:
-        self.status, self.error = "failed", str(p.get("error") or "unknown error")
-        self._finish()
-
-    def _on_turn_max_iterations(self, p: dict[str, Any]) -> None:
-        self._add(LogLine("note", f"stopped after {p.get('limit')} model calls (max-iterations bound)",
-                          color=FAIL_CSS))
-        self.status = "stopped · max_iterations"
-        self._finish()
-
-    def _on_turn_interrupted(self, p: dict[str, Any]) -> None:
-        self.status = "interrupted"
+    def turn_ended(self) -> None:
         self._finish()
 
     # -- state ------------------------------------------------------------------------------------
@@ -340,9 +246,7 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     def final_answer(self) -> str:
         """The text of the last model call once the turn is done (what the answer says)."""
-        if not self.finished or not self.entries or self.entries[-1].kind != "text":
-            return ""
-        return self.entries[-1].text
+        return self.model.final_answer() if self.finished else ""
 
     def header_text(self) -> str:
         """`demo model (offline) · session 3f2a · turn 2 · running`."""
@@ -368,9 +272,9 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         if self._picking or self._details.selected_index is None:
             return
         it = self.call_picker.value
-        if it is None or it not in self.calls:
+        if it is None or it not in self.model.calls:
             return
-        data = self.calls[it]
+        data = self.model.call_data(it)
         if self._inspected == (it, id(data)):
             return
         old = self.inspector
@@ -381,19 +285,6 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
 
     # -- rendering --------------------------------------------------------------------------------
 
-    def _add(self, line: LogLine) -> None:
-        self.entries.append(line)
-        w = widgets.HTML(line_html(line), layout=self._line_layout, style=self._line_style)
-        self._line_widgets[id(line)] = w
-        children = [*self._log.children, w]
-        if len(children) > self.max_log_lines:  # the oldest line leaves the live view (static HTML keeps it)
-            gone = children.pop(0)
-            self._line_widgets = {k: v for k, v in self._line_widgets.items() if v is not gone}
-            gone.close()  # its layout and style are shared with the other lines
-            self._more.value = (f'<div style="{FONT}color:{MUTED}">showing the last {len(children):,} of '
-                                f'{len(self.entries):,} lines</div>')
-        self._log.children = children
-
     def _render_line(self, line: LogLine, answer: LogLine | None = None) -> None:
         w = self._line_widgets.get(id(line))
         if w is not None:
@@ -401,30 +292,30 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
             if w.value != value:
                 w.value = value
 
-    def _flush_text(self) -> None:
+    def _flush_text(self, before: LogLine | None = None) -> None:
         """Send the paragraph being streamed in full (the throttle may have held back its last tokens)."""
-        last = self.entries[-1] if self.entries else None
+        entries = self.entries
+        last = entries[-2] if before is not None and len(entries) > 1 and entries[-1] is before else (
+            None if before is not None else (entries[-1] if entries else None))
         if last is not None and last.kind == "text":
             self._render_line(last)
-
-    def _set_activity(self, activity: str) -> None:
-        if activity != self.activity:
-            self.activity = activity
-            self._activity.value = activity_html(activity, style=False) if self.status == "running" else ""
 
     def _render_header(self) -> None:
         self._header.value = self._header_html()
 
     def _push_gauge(self, force: bool = False) -> None:
-        """Show the gauge's data, at most every GAUGE_INTERVAL seconds unless forced (a fast turn skips some)."""
+        """Show the gauge's call, at most every GAUGE_INTERVAL seconds unless forced (a fast turn skips some).
+
+        N2, C7: the call's rows (for the layer split) are derived only here, so a turn of many fast calls
+        derives them about once a second, not once per call."""
         now = time.monotonic()
-        if self._gauge_stale and (force or now - self._last_gauge >= GAUGE_INTERVAL):
-            self.gauge.update(self.gauge.data)
+        it = self._gauge_call
+        if self._gauge_stale and it in self.model.calls and (force or now - self._last_gauge >= GAUGE_INTERVAL):
+            self.gauge.update(self.model.call_data(it))
             self._gauge_stale, self._last_gauge = False, now
 
     def _finish(self) -> None:
         self._push_gauge(force=True)
-        self._set_activity("")
         self._activity.value = ""
         answer = self.entries[-1] if self.final_answer() else None
         if answer is not None:
@@ -457,9 +348,9 @@ class LiveTurnView(StaticReprMixin, widgets.VBox):
         last = max(self.call_summaries)
         names = " · ".join(esc(self._call_label(i)) for i in sorted(self.call_summaries))
         insp = ""
-        if last in self.calls:
+        if last in self.model.calls:
             insp = (f'<details><summary style="cursor:pointer">inspect {esc(self._call_label(last))}</summary>'
-                    f'{_StaticInspector(self.calls[last]).to_html()}</details>')
+                    f'{static_inspector_html(self.model.call_data(last))}</details>')
         return (f'<div class="mx-calls" style="{FONT}margin-top:4px"><div style="color:{MUTED}">model calls of this '
                 f'turn: {names} — <code>%agent view</code> shows the tables of the last call (request view: what the '
                 f'model saw)</div>{insp}</div>')

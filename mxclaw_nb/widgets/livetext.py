@@ -1,7 +1,8 @@
 """How one line of the live turn log reads, as HTML and text: narration, tool lines, the answer, the spinner.
 
-Why: the live log exists twice — `LiveTurnView` (ipywidgets) and `LiveLog` (a display handle, or
-printed lines in a terminal) — and both must read the same (UX.md, "A turn in a notebook"): events
+Why: the live log is drawn twice — `LiveTurnView` (ipywidgets) and `LiveLog` (a display handle, or
+printed lines in a terminal), both over the one turn model (`widgets.turnlog.TurnLog`) — and both
+must read the same (UX.md, "A turn in a notebook"): events
 in the order they happened, each tool line openable (`[show]`: its arguments and its output, in
 monospace), the approval decision on its tool line, narration between calls visibly not the answer,
 the final answer set apart, a spinner while the model has not said anything yet. The rendering is
@@ -125,9 +126,12 @@ def tool_line_html(head: str, outcome: str, *, running: bool = False, failed: bo
             f'border-left:2px solid {BORDER}">{body}</div></details>')
 
 
-def narration_html(text: str, call: int | None) -> str:
-    """What the model said before its tool calls: muted and labelled, so it is not read as the answer."""
+def narration_html(text: str, call: int | None, *, partial: bool = False) -> str:
+    """What the model said before its tool calls: muted and labelled, so it is not read as the answer.
+
+    `partial`: cut by an interrupt (L4: stored so, labelled partial)."""
     label = f"call {call} · " if call is not None else ""
+    label += "partial: interrupted · " if partial else ""
     return (f'<div class="mx-narration" style="{FONT}{LINE}margin:3px 0;padding-left:8px;'
             f'border-left:2px dotted {BORDER}">'
             f'<span style="color:{MUTED};font-size:11px">{label}model</span> {rich_text_html(text)}</div>')
@@ -164,6 +168,9 @@ class LogLine:
     content: str = ""  # tool: the start of the result, shown on demand
     arguments: str = ""  # tool: the call's arguments (indented JSON), shown on demand
     chars: int | None = None  # tool: length of the whole result
+    warning: bool = False  # note: a warning (L5: the shell runs unconfined), shown in the warning colour
+    partial: bool = False  # text: cut by an interrupt, stored labelled partial (L4)
+    inspector: str = ""  # compaction: the static inspector of its call, opened in place (N6)
 
 
 def _decided(line: LogLine) -> str:
@@ -190,7 +197,24 @@ def arg_summary(arguments: Any) -> str:
 
 def line_text(ln: LogLine) -> str:
     """One log line as text: a tool line with its decision and outcome, else the line's text."""
-    return f"{ln.text}  {_decided(ln)}{ln.status}".rstrip() if ln.kind == "tool" else ln.text
+    if ln.kind == "tool":
+        return f"{ln.text}  {_decided(ln)}{ln.status}".rstrip()
+    return f"{ln.text}\n(partial: interrupted)" if ln.partial else ln.text
+
+
+def compaction_html(ln: LogLine) -> str:
+    """`⟳ context compacted before call 3: summary · ...` opening its call's inspector (or summary) in place (N6).
+
+    A <details> (no class: static HTML, a saved notebook and a browser without a kernel open it too)."""
+    from mxclaw_nb.widgets.style import color_of
+
+    stage = ln.status or ln.text.split(": ", 1)[1].split(" ·", 1)[0]
+    summary = ln.content or "(no summary text: this stage dropped or shortened messages; %agent view lists them)"
+    body = ln.inspector or f'<pre style="{PRE}">{esc(summary)}</pre>'
+    head = (f'{esc(ln.text)} {chip(stage, color_of("stage", stage))} '
+            f'<span style="color:{MUTED}">[inspect call {esc(ln.iteration)}]</span>')
+    return (f'<details><summary class="mx-compaction" style="{MONO_FONT}{LINE}">{head}</summary>'
+            f'<div class="mx-compaction-inspector" style="margin:2px 0 6px 1.5em">{body}</div></details>')
 
 
 def line_html(ln: LogLine, answer: LogLine | None = None) -> str:
@@ -200,9 +224,15 @@ def line_html(ln: LogLine, answer: LogLine | None = None) -> str:
         return tool_line_html(ln.text, ln.status, running=running, failed=bool(ln.color), decision=ln.decision,
                               arguments="" if running else ln.arguments, output=ln.content, chars=ln.chars)
     if ln.kind == "compaction":
-        stage = ln.text.split(": ", 1)[1].split(" ·", 1)[0]
-        return (f'<div style="{MONO_FONT}">{esc(ln.text)} {chip(stage, ln.color)} '
-                f'<span style="color:{MUTED}">[inspect below]</span></div>')
+        return compaction_html(ln)
     if ln.kind == "text":
-        return "" if ln is answer else narration_html(ln.text, ln.iteration)
-    return f'<div style="{MONO_FONT}color:{ln.color or "inherit"}">{esc(ln.text)}</div>'
+        if ln is answer:
+            return ""
+        return narration_html(ln.text, ln.iteration, partial=ln.partial)
+    weight = "font-weight:bold;" if ln.warning else ""
+    text = esc(ln.text)
+    if ln.text.startswith("ⓘ "):  # drawn, not a glyph: common UI and monospace fonts lack U+24D8
+        text = (f'<span class="mx-info" title="note" style="display:inline-block;width:1.1em;height:1.1em;'
+                f'line-height:1.1em;border:1px solid currentColor;border-radius:50%;text-align:center;'
+                f'font-size:10px;font-style:italic;font-weight:bold">i</span>{esc(ln.text[1:])}')
+    return f'<div class="mx-note" style="{FONT}{LINE}{weight}color:{ln.color or "inherit"}">{text}</div>'
