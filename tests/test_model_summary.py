@@ -17,6 +17,7 @@ from mxclaw_nb.context.model_summary import ASK, ModelSummary, summary_note
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.messages import SUMMARY_PREFIX
 from mxclaw_nb.summary_call import recorded_from_store
+from mxclaw_nb.widgets.turnlog import TurnLog
 
 SCAFFOLD = "Scaffold (the deterministic summary of the same messages):\n"
 
@@ -75,6 +76,11 @@ def test_c11_merged_summaries_recorded_reused_on_reentry_and_replayed_byte_for_b
         note = summary_note("context.summary", live[1])
         assert note.startswith(f"✎ model summary of #{second['coverage'][0]}-#{second['coverage'][1]} (merged into "
                                f"#{first['coverage'][0]}-#{first['coverage'][1]}) · ")
+        log = TurnLog()  # the one live turn model every renderer draws: the summary call has its own line
+        for kind, payload in heard:
+            log.handle(kind, payload)
+        assert any(line.kind == "note" and line.text.startswith("✎ model summary of #") and "merged into" in line.text
+                   for line in log.entries)
         # the view sent the model's text (with the range it covers, C13), not the C6 one
         sent = [m["content"] for r in server.requests if r not in asked for m in r["messages"]
                 if m["role"] == "system" and m["content"].startswith(SUMMARY_PREFIX)]
