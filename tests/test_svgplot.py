@@ -7,6 +7,7 @@ round ticks, text as glyph outlines (no `<text>` a sanitizer could leave loose),
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -158,7 +159,8 @@ def test_c10_timeline_layers_of_a_dense_session_and_missing_values() -> None:
     d = next(p.get("d") for p in root.iter(f"{SVG}path") if p.get("data-label") == "reported by the provider")
     assert d.count("M") == 2  # the line breaks at the missing report
     assert not [p for p in root.iter(f"{SVG}path") if p.get("class") == "mx-points"]
-    assert len(layers.turn_labels) <= 24 and layers.turn_labels[0] == (1, "turn 1")
+    assert layers.turn_labels[0] == (1, "turn 1")
+    assert_labels_apart(layers.turn_labels, n)
     with pytest.raises(ValueError, match="figure or an SVG document"):
         from mxclaw_nb.widgets.timeline import figure_svg
 
@@ -187,3 +189,29 @@ def test_e1_timeline_svg_fills_the_cached_part_under_the_sent_line() -> None:
     tops = _ys(area.get("d"))[1:-1]  # the polygon: base, the tops, base
     cached = [0, 500, 1000, 0, 2000, 2500]  # an unreported share counts as nothing cached
     assert all(abs(bottom - y - k * v) <= 0.1 for y, v in zip(tops, cached, strict=True))
+
+
+def assert_labels_apart(labels: list[tuple[int, str]], n: int) -> None:
+    from mxclaw_nb.widgets.timeline import LABEL_SIZE, PLOT_WIDTH_PX
+
+    per_call = PLOT_WIDTH_PX / n
+    for (a, label), (b, _) in itertools.pairwise(labels):
+        assert (b - a) * per_call >= text_width(label, LABEL_SIZE), (a, label, b)
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=300))
+@settings(max_examples=60, deadline=None)
+def test_n2_turn_labels_never_overlap_and_the_first_turn_is_named(calls_per_turn: list[int]) -> None:
+    """N2: a 1-call turn beside the next printed "turn 3turn 4"; labels keep their own width apart."""
+    turns = [t for t, k in enumerate(calls_per_turn, 1) for _ in range(k)]
+    df = pd.DataFrame({"turn": turns, "estimate_tokens": [1000 + i for i in range(len(turns))]})
+    labels = timeline_layers(TokenTimeline(df).data).turn_labels
+    assert labels[0] == (1, "turn 1")
+    assert_labels_apart(labels, len(turns))
+    firsts = {i + 1 for i in range(len(turns)) if i == 0 or turns[i] != turns[i - 1]}
+    assert {c for c, _ in labels} <= firsts
+    from mxclaw_nb.widgets.timeline import LABEL_GAP_PX, LABEL_SIZE, PLOT_WIDTH_PX
+
+    room = min(calls_per_turn[:-1], default=0) * PLOT_WIDTH_PX / len(turns)
+    if room >= text_width(f"turn {len(calls_per_turn)}", LABEL_SIZE) + LABEL_GAP_PX:  # wide turns: all named
+        assert len(labels) == len(calls_per_turn)

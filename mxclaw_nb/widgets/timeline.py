@@ -47,12 +47,16 @@ from mxclaw_nb.widgets.style import (
     esc,
     fmt_int,
 )
-from mxclaw_nb.widgets.svgplot import Canvas, nice_ticks, polyline, step_mid
+from mxclaw_nb.widgets.svgplot import Canvas, nice_ticks, polyline, step_mid, text_width
 
 INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SVG
 
 NEEDED = ("turn", "estimate_tokens")
-MAX_TURN_LABELS = 24
+# Turn labels are placed only where the previous one has ended (a 1-call turn beside the next printed
+# "turn 3turn 4"): the plot is PLOT_WIDTH_PX wide, a label is drawn at 7 pt with LABEL_GAP_PX after it.
+PLOT_WIDTH_PX = 850.0 * (0.71 - 0.115)
+LABEL_SIZE = 7 * 100 / 72
+LABEL_GAP_PX = 4.0
 MAX_MARKERS = 200  # above this many calls the lines carry no per-call markers (they would merge anyway)
 
 
@@ -169,11 +173,23 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
         marks = [(int(c), float(a), float(t), str(s), STAGE_COLORS.get(s, "#999"))
                  for c, a, t, s in zip(comp["call"], after, top, comp["stage"], strict=True)]
     present = {m[3] for m in marks}
-    firsts = [0, *starts]
-    step = -(-len(firsts) // MAX_TURN_LABELS)  # label at most MAX_TURN_LABELS turns
     return Layers(x=calls, series=series, boundaries=[i + 0.5 for i in starts], marks=marks,
                   stages=[s for s in ALL_STAGES if s in present],
-                  turn_labels=[(calls[i], f"turn {turns[i]}") for i in firsts[::step]], unit=unit, title=title)
+                  turn_labels=spaced_turn_labels(calls, [turns[i] for i in (0, *starts)], [0, *starts]),
+                  unit=unit, title=title)
+
+
+def spaced_turn_labels(calls: list[int], turns: list[Any], firsts: list[int]) -> list[tuple[int, str]]:
+    """`turn N` at the first call of each turn, skipping a label that would start before the previous one ends."""
+    per_call = PLOT_WIDTH_PX / max(len(calls), 1)
+    out: list[tuple[int, str]] = []
+    free = -math.inf
+    for turn, i in zip(turns, firsts, strict=True):
+        label, x = f"turn {turn}", (calls[i] - 0.5) * per_call
+        if x >= free:
+            out.append((calls[i], label))
+            free = x + text_width(label, LABEL_SIZE) + LABEL_GAP_PX
+    return out
 
 
 def _floats(series: pd.Series) -> list[float]:
