@@ -593,6 +593,12 @@ def test_n1_command_frames_are_tidy_and_replay_shows_progress(ip: InteractiveShe
     assert len(everything.columns) > 25 and (everything["session_id"] == sid).all()
     assert everything["stage"].tolist() == replayed["stage"].tolist()
     assert everything["after_tokens"].tolist() == replayed["after_tokens"].tolist()
+    # C12: the same replay under another strategy by name and numbers; an unknown one is a UsageError naming them
+    masked, cap = agent(ip, "replay --window 3000 --tail 400 --strategy masking:keep_last=1")
+    assert "strategy masking(keep_last=1)" in cap.stdout and masked["placeholder"].iloc[-1] >= \
+        replayed["placeholder"].iloc[-1]
+    with pytest.raises(UsageError, match="unknown strategy 'mask'; known strategies: article, masking, clearing"):
+        agent(ip, "replay --strategy mask")
     for flag in ("--before", "--after"):
         frame, _ = agent(ip, f"view {flag}")
         assert _noise_free(frame) and len(frame) > 5, flag

@@ -228,6 +228,21 @@ class TurnLog:
             line.inspector = static_inspector_html(self.call_data(it))
         self._add(line)
 
+    def _on_ContextSummary(self, e: ev.ContextSummary) -> None:
+        """C11: the summary call, as its own line (accepted, merged into the previous one)."""
+        from mxclaw_nb.context.model_summary import summary_note
+
+        self._add(LogLine("note", summary_note("context.summary", {"coverage": e.coverage, "merge": e.merge,
+                                                                   "usage": e.usage}), iteration=e.iteration))
+
+    def _on_ContextSummaryRejected(self, e: ev.ContextSummaryRejected) -> None:
+        """C11: why the model summary was not used; the C6 summary stands in."""
+        from mxclaw_nb.context.model_summary import summary_note
+
+        self._add(LogLine("note", summary_note("context.summary_rejected", {"coverage": e.coverage,
+                                                                            "reason": e.reason}),
+                          color=WARN_CSS, warning=True, iteration=e.iteration))
+
     def _on_ProviderNote(self, e: ev.ProviderNote) -> None:
         self._add(LogLine("note", f"ⓘ {' '.join(e.note.split())}", iteration=e.iteration))
 
