@@ -166,6 +166,28 @@ def many_sessions(args: argparse.Namespace) -> int:
     return 0 if all(table["same table"]) else 1
 
 
+STRATEGY_SPECS = ("article", "masking:keep_last=3", "clearing:keep_last=3", "model-summary")
+
+
+def strategies(pairs: list, rounds: int) -> int:
+    """SPEC C12: replay cost per session x strategy, measured side by side (interleaved rounds), as a ratio to
+    `article` (the target: within 2x)."""
+    base = {"window": 8_000, "ratio": 0.8, "keep_recent": 2_000}
+    for facts in (False, True):
+        times: dict[str, list[float]] = {s: [] for s in STRATEGY_SPECS}
+        for _ in range(rounds):
+            for spec in STRATEGY_SPECS:
+                df = compare(pairs, [{**base, "strategy": spec}], progress=False, executor="inline", facts=facts)
+                times[spec].append(df.attrs["timing"]["ms_per_session_policy"])
+        ref = statistics.median(times["article"])
+        print(f"replay cost per session x strategy ({'with' if facts else 'without'} fact columns), {len(pairs)} "
+              f"conversations, 8k/0.8/2k, median of {rounds} rounds:")
+        for spec, ts in times.items():
+            med = statistics.median(ts)
+            print(f"  {spec:<24} {med:7.2f} ms   {med / ref:5.2f}x article")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -177,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-size", type=int, default=25, help="sessions per task with --sessions")
     ap.add_argument("--repeat", type=int, default=1, help="rounds with --sessions (medians are printed)")
     ap.add_argument("--reduce", action="store_true", help="with --sessions: keep summarize_comparison rows only")
+    ap.add_argument("--strategies", action="store_true",
+                    help="only: replay cost per session x strategy beside `article` (SPEC C12), medians of rounds")
     args = ap.parse_args(argv)
     if args.mode:
         print(json.dumps(run_mode(args, args.mode)))
@@ -187,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.sessions:
         return many_sessions(args)
     pairs = read_pairs(args.transcripts)
+    if args.strategies:
+        return strategies(pairs, max(args.repeat, 5))
     windows = [int(w) * 1000 for w in args.windows.split(",")]
     policies = [{"window": w, "ratio": 0.8, "keep_recent": w // 4} for w in windows]
     policies += [{**p, "counter": "o200k_base"} for p in policies]

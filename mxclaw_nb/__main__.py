@@ -35,7 +35,8 @@ def _printer(kind: str, payload: dict[str, Any]) -> None:
               f"{payload['after_tokens']:,} {unit} tokens · {terminal_safe(first[:90])}")
     elif kind == "tool.finished":
         status = "failed" if payload["is_error"] else "ok"
-        extra = f" · artifact {payload['artifact_id']}" if payload.get("artifact_id") else ""
+        stored = payload.get("artifact_id") and payload["name"] != "read_artifact"  # A1: a new artifact
+        extra = f" · stored as {payload['artifact_id']}" if stored else ""
         print(f"    → {payload['name']:<13} {status} · {payload['chars']:,} chars{extra}")
     elif kind == "model.completed" and payload.get("usage"):
         print(f"    reported prompt tokens: {payload['usage']['prompt_tokens']:,}")

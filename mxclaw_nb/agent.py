@@ -30,6 +30,7 @@ from mxclaw_nb.context import (
 )
 from mxclaw_nb.context.counters import CalibratedCounter
 from mxclaw_nb.context.overhead import tool_definitions_text
+from mxclaw_nb.context.strategies import parse_strategy
 from mxclaw_nb.frozen import preamble_and_notes, session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
@@ -127,7 +128,8 @@ class Agent:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS, stream: bool = True, text_calls: str = "auto",
                  namespace: Callable[[], dict[str, Any]] | None = None,
                  shell_memory_mb: int = 4096, shell_processes: int = 512, shell_file_mb: int = 2048,
-                 shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask") -> None:
+                 shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask",
+                 strategy: Any = "article") -> None:
         from mxclaw_nb.connect import resolve_provider
         from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.provider.limits import Limits as WireLimits
@@ -136,6 +138,7 @@ class Agent:
         env = dict(os.environ) if env is None else env
         if counter not in COUNTER_MODES:
             raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
+        chosen = parse_strategy(strategy)  # C12: a bad name or number is refused before anything opens
         check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
@@ -164,7 +167,8 @@ class Agent:
             except ValueError as exc:
                 raise ValueError(f"{exc}; it came from MXCLAW_CONTEXT_WINDOW={env.get('MXCLAW_CONTEXT_WINDOW')!r}"
                                  if env.get("MXCLAW_CONTEXT_WINDOW") else str(exc)) from None
-        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens)
+        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens,
+                                    strategy=None if chosen.name == "article" else chosen)
         self.counter_mode = counter
         self.calibrated = CalibratedCounter()
         self._exact = None
@@ -236,6 +240,23 @@ class Agent:
         if self.counter_mode == "estimate" or not self.calibrated.calibrated:
             return self.policy
         return replace(self.policy, counter=self.calibrated)
+
+    def _model_summaries(self, session_id: str) -> Callable[[Any], None] | None:
+        """C11: with the `model-summary` strategy, the session's recorded summaries (re-entry reuses them, S2: from
+        its events) and the hook that keeps a new one; None for the other strategies."""
+        from dataclasses import replace
+
+        from mxclaw_nb.context.model_summary import ModelSummary
+        from mxclaw_nb.summary_call import recorded_from_store
+
+        if not isinstance(self.policy.strategy, ModelSummary):
+            return None
+        strategy = replace(self.policy.strategy, summaries=recorded_from_store(self.store, session_id))
+        self.policy = replace(self.policy, strategy=strategy)
+
+        def keep(summary: Any) -> None:
+            self.policy = replace(self.policy, strategy=self.policy.strategy.with_summary(summary))
+        return keep
 
     def _observe_usage(self, sent: list[Message], prompt_tokens: int | None) -> None:
         # T3: the report covers the tool definitions too; the counter learns the messages' share of it (the
@@ -362,9 +383,10 @@ class Agent:
             transcript = self._ensure_preamble(prompt)
             turn = 1 + self._users
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
+            on_summary = self._model_summaries(session_id)
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize,
-                              transcript=transcript, prefix=self._prefix)
+                              transcript=transcript, prefix=self._prefix, on_summary=on_summary)
             try:
                 result = run_turn(ctx, session_id, user, turn)
             finally:

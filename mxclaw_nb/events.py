@@ -24,6 +24,7 @@ STORED: frozenset[str] = frozenset({
     "artifact.fallback",  # A3: an artifact could not be written
     "context.compacted",  # C10
     "context.nothing_to_gain",  # C5/C6: a compaction tried and not applied: it would not have shrunk the view
+    "context.summary", "context.summary_rejected",  # C11: a recorded model summary, or why one was rejected
     "provider.note",  # L2: what the adapter did about this server (e.g. stream_options refused: asked again without)
     "frozen.note",  # L9: a project file of the frozen context refused (a link out, a FIFO, a device, ...)
     "harness.compaction",  # S4: a compaction another harness (Claude Code, Codex) made, imported from its log
@@ -108,6 +109,29 @@ class ContextCompacted(Event):
     after_tokens: int | None = None
     tokens_are: str = "estimate"
     summary: str = ""
+
+
+@dataclass(frozen=True)
+class ContextSummary(Event):
+    """C11: a model-written summary recorded (source, coverage, invalidation, merge, text, usage)."""
+
+    text: str = ""
+    coverage: Any = None
+    source: Any = None
+    merge: Any = None
+    invalidation: str = ""
+    usage: Any = None
+    latency_ms: Any = None
+
+
+@dataclass(frozen=True)
+class ContextSummaryRejected(Event):
+    """C11: why a model summary was not used (the C6 summary stands in)."""
+
+    reason: str = ""
+    coverage: Any = None
+    source: Any = None
+    usage: Any = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +231,7 @@ class HarnessCompaction(Event):
 TYPES: dict[str, type[Event]] = {
     "turn.started": TurnStarted, "turn.waiting": TurnWaiting, "request.built": RequestBuilt,
     "model.delta": ModelDelta, "model.completed": ModelCompleted, "context.compacted": ContextCompacted,
+    "context.summary": ContextSummary, "context.summary_rejected": ContextSummaryRejected,
     "provider.note": ProviderNote, "frozen.note": FrozenNote,
     "context.nothing_to_gain": ContextNothingToGain, "tool.started": ToolStarted,
     "tool.finished": ToolFinished,

@@ -32,9 +32,10 @@ from mxclaw_nb.context import (
     compose_lineage,
     shared_prefix,
 )
+from mxclaw_nb.context import model_summary as c11  # C11: plan, prompt, gates (pure)
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.events import Subscriber
-from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, tool_call_name
+from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, content_text, tool_call_name
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
@@ -115,6 +116,8 @@ class TurnContext:
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
     # the stored transcript when the caller keeps it across turns (Agent: read once, extended); None = load it
     transcript: list[Message] | None = None
+    # C11: keeps a recorded model summary (the Agent puts it into its policy's strategy); None: no summary calls
+    on_summary: Callable[[Any], None] | None = None
     # E2: the previous call's sent messages per session (context.prefix.PrefixState); the Agent keeps it across turns
     prefix: dict[str, Any] = field(default_factory=dict)
 
@@ -324,13 +327,68 @@ def _with_lineage(view: RequestView, seqs: Sequence[int | None], carried: tuple[
         return view
 
 
+def _ask_model(provider: Any, plan: c11.SummaryPlan, deadline: float,
+               record: Any) -> c11.RecordedSummary | None:
+    """C11, the loop's half: one summary call through the session's provider (no tools), its deadline and the
+    engine's gates; the outcome stored as `context.summary` (source, coverage, invalidation, merge, text, usage) or
+    `context.summary_rejected` (the reason; the view keeps the C6 text). `record(kind, payload)` stores an event;
+    returns the summary when every gate passed."""
+    coverage = [plan.start, plan.stop]
+    source = {"model": getattr(provider, "model", None), "endpoint": getattr(provider, "base_url", None),
+              "prompt_version": c11.PROMPT_VERSION}
+    started = time.perf_counter()
+    try:
+        completion = provider.complete(c11.summary_prompt(plan), None)
+    except Exception as exc:  # noqa: BLE001 - any failure: C6 stands in, and the reason is stored
+        record(c11.REJECTED_EVENT, {"reason": f"the model call failed: {type(exc).__name__}: {exc}",
+                                    "coverage": coverage, "source": source})
+        return None
+    seconds = time.perf_counter() - started
+    usage = getattr(completion, "usage", None)
+    used = None if usage is None else {"prompt_tokens": usage.prompt_tokens,
+                                       "completion_tokens": usage.completion_tokens}
+    text = c11.compose(content_text((getattr(completion, "message", None) or {}).get("content")))
+    reason = (f"passed its deadline ({seconds:.2f} s > {deadline:g} s)" if seconds > deadline
+              else c11.gate(plan, text))
+    if reason is not None:
+        record(c11.REJECTED_EVENT, {"reason": reason, "coverage": coverage, "source": source, "usage": used,
+                                    "latency_ms": round(seconds * 1000, 1), "chars": len(text)})
+        return None
+    merge = None if plan.previous is None else {"extends": [plan.previous.start, plan.previous.stop]}
+    record(c11.SUMMARY_EVENT, {
+        "text": text, "coverage": coverage, "source": source, "merge": merge, "usage": used,
+        "latency_ms": round(seconds * 1000, 1),
+        "invalidation": f"valid only for seqs #{plan.start}-#{plan.stop}, model {source['model']} and prompt "
+                        f"{c11.PROMPT_VERSION}", "free_form": plan.free_form})
+    return c11.RecordedSummary(plan.start, plan.stop, text,
+                               f"{source['model']}@{source['endpoint']}/{c11.PROMPT_VERSION}")
+
+
+def _model_summary(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None],
+                   turn: int, it: int, view: RequestView, carried: tuple[Lineage | None, list[Message] | None],
+                   ) -> RequestView:
+    """C11: ask the model for the planned summary; when it passes the gates, rebuild the view with it."""
+    strategy = ctx.policy_for().strategy
+    summary = _ask_model(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
+                        lambda kind, payload: _emit(ctx, session_id, kind, payload, turn, it))
+    if summary is None:
+        return view  # the C6 stand-in stays (context.summary_rejected says why)
+    assert ctx.on_summary is not None
+    ctx.on_summary(summary)
+    rebuilt = build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache, seqs=seqs)
+    return _with_lineage(rebuilt, seqs, carried, it)
+
+
 def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None], turn: int,
                 it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
                 ) -> tuple[RequestView, Any, RequestRecord]:
     """C0 + provider call, with the single C9 retry per turn."""
     built = time.perf_counter()
-    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache), seqs,
+    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache,
+                                           seqs=seqs), seqs,
                          carried, it)
+    if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
+        view = _model_summary(ctx, session_id, view_input, seqs, turn, it, view, carried)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     retry = False
     while True:

@@ -6,17 +6,11 @@ palette without the analysis layer depending on the widgets package.
 
 from __future__ import annotations
 
+from mxclaw_nb.context.actions import REGISTRY as ACTION_REGISTRY
 from mxclaw_nb.context.stages import ALL_STAGES, STAGES  # noqa: F401 - re-exported for the UI
 from mxclaw_nb.context.stages import REGISTRY as STAGE_REGISTRY
 
-ACTION_COLORS: dict[str, str] = {
-    "kept": "#9e9e9e",  # grey
-    "placeholder": "#ffb300",  # amber
-    "summarized": "#1e88e5",  # blue
-    "dropped": "#d6d6d6",  # light grey
-    "synthetic": "#8e24aa",  # purple
-    "summary": "#43a047",  # green
-}
+ACTION_COLORS: dict[str, str] = {a.name: a.colour for a in ACTION_REGISTRY}  # one registry: context/actions.py
 FAILURE_COLOR = "#e53935"  # red mark on failed tool results, everywhere
 
 LAYER_COLORS: dict[str, str] = {

@@ -115,6 +115,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("threshold_ratio", "float", 0.8, "Compaction threshold as a share of the window (C2).",
             limit=Range(False, 0, low_open=True, high=1)),
     Setting("keep_recent_tokens", "int", 8000, "Safe-tail budget in tokens (C3).", limit=Range(True, 0)),
+    Setting("strategy", "str", "article", "Compaction strategy (C12): article, masking, clearing or model-summary, "
+            "with numbers as name:key=value,... (e.g. masking:keep_last=5)."),
     Setting("approval", "choice", "ask", "Shell commands (bash, sandboxed): ask, allow or deny.",
             choices=APPROVAL_MODES),
     Setting("python_approval", "choice", "ask",
@@ -182,6 +184,14 @@ def describe_setting(name: str) -> str:
 
 def check_setting(name: str, value: Any) -> Any:
     """Return `value` if it is inside the range of setting `name`, else raise ValueError stating the range."""
+    if name == "strategy" and value is not None:  # C12: a registered name with its numbers (the engine's parser)
+        from mxclaw_nb.context.strategies import parse_strategy
+
+        try:
+            parse_strategy(value)
+        except ValueError as exc:
+            raise ValueError(f"strategy: {exc}") from None
+        return value
     limit = LIMITS.get(name)
     if limit is None or (value is None and limit.allow_none) or limit.accepts(value):
         return value

@@ -26,7 +26,7 @@ from tests.helpers.shell import ENV_VARS, agent_shell
 PROMPTS = ("Load the sample sales CSV, find the anomaly and plot it.", "plot the sales anomaly again",
            "find the anomaly in the sales data")
 TYPED = ("[old tool output compacted: 18,419 characters; DataFrame 360x5 (date, region, units, ...); "
-         "still in the kernel as sales]")
+         "still in the kernel as sales; recall #")  # C13: then the seq of the stored printout
 STATE = "- sales: DataFrame 360x5 (date, region, units, ...)"
 
 
@@ -65,7 +65,10 @@ def test_k2_k3_demo_data_task_reaches_a_typed_compaction_offline(ip: Interactive
     stages = requests["stage"].tolist()
     assert "micro" in stages and "summary" in stages
     tools = [str(m.get("content")) for view in sent for m in view if m.get("role") == "tool"]
-    assert TYPED in tools  # K2: the old printout of `sales` became a typed placeholder naming the live variable
+    # K2: the old printout of `sales` became a typed placeholder naming the live variable, and (C13) its seq
+    typed = next(t for t in tools if t.startswith(TYPED))
+    seq = int(typed[len(TYPED):-1])
+    assert typed.endswith("]") and len(str(stored[seq]["content"])) == 18_419 and stored[seq]["role"] == "tool"
     summaries = [str(m.get("content")) for view in sent for m in view if m.get("role") == "system"
                  and str(m.get("content")).startswith("[compressed conversation context]")]
     assert summaries and all(STATE in s for s in summaries)  # K3: the Kernel state section names it
@@ -75,11 +78,11 @@ def test_k2_k3_demo_data_task_reaches_a_typed_compaction_offline(ip: Interactive
     from html import escape
 
     from mxclaw_nb.widgets.inspector import CompactionInspector
-    k = next(j for j, view in enumerate(sent) if any(m.get("content") == TYPED for m in view))
+    k = next(j for j, view in enumerate(sent) if any(m.get("content") == typed for m in view))
     row = requests.iloc[k]
     shown = CompactionInspector.from_request(agent.store, agent.session_id, int(row.turn), int(row.iteration))
-    assert escape(TYPED, quote=False)[:60] in shown.tabs.children[1].value  # the After tab's preview
-    assert escape(TYPED, quote=False) in shown.to_html()  # the row opens the whole placeholder
+    assert escape(typed, quote=False)[:60] in shown.tabs.children[1].value  # the After tab's preview
+    assert escape(typed, quote=False) in shown.to_html()  # the row opens the whole placeholder
     last = requests.iloc[max(j for j, stage in enumerate(stages) if stage == "summary")]
     summary_tab = CompactionInspector.from_request(agent.store, agent.session_id, int(last.turn),
                                                    int(last.iteration)).tabs.children[2].value

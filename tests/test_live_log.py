@@ -12,6 +12,7 @@ the view itself, fed the loop's events, and in the kernel (no widget left open a
 from __future__ import annotations
 
 import gc
+import json
 import re
 import weakref
 from pathlib import Path
@@ -196,3 +197,23 @@ def test_c10_one_turn_model_both_logs_show_both_warnings_and_the_stored_record()
     assert [ln.text for ln in log.entries if ln.kind == "note"] == notes
     assert all(n[2:] in live.to_html() and n in log.to_text() for n in notes)
     assert live.model.calls[1].record is record and live.calls[1].record.prompt_tokens_reported == 777
+
+
+def test_a1_a2_an_artifact_is_named_once_per_tool_line() -> None:
+    """A1/A2: the line of the tool that stored an artifact names it once ("stored as ..."), a read_artifact line
+    once ("read from ..."; its result's header repeats the id, so the preview shows the first line read)."""
+    aid = "artifact-0edad19fb454"
+    log = LiveLog("demo", "3f2a9c", mode="off")
+    log.handle("turn.started", {"session_id": "3f2a9c", "turn": 1})
+    log.handle("tool.started", {"call_id": "c1", "name": "bash", "arguments": '{"command": "./build.sh"}'})
+    log.handle("tool.finished", {"call_id": "c1", "name": "bash", "is_error": False, "artifact_id": aid,
+                                 "content": f"step 1 ok\n[9,125 bytes omitted from context]\n[artifact {aid}] ...",
+                                 "chars": 9125})
+    log.handle("tool.started", {"call_id": "c2", "name": "read_artifact",
+                                "arguments": json.dumps({"artifact_id": aid, "pattern": "ERROR"})})
+    log.handle("tool.finished", {"call_id": "c2", "name": "read_artifact", "is_error": False, "artifact_id": aid,
+                                 "content": f"[artifact {aid}: 9125 bytes, 1203 lines]\n>1201: ERROR barcode",
+                                 "chars": 60})
+    lines = [ln for ln in log.to_text().splitlines() if "→" in ln]
+    assert len(lines) == 2 and [ln.count(aid) for ln in lines] == [1, 1], lines
+    assert "stored as " + aid in lines[0] and "read from " + aid in lines[1] and "ERROR barcode" in lines[1]

@@ -103,7 +103,7 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
         else events.iloc[0]["payload"]
     assert payload["stage"] in ("micro", "summary") and payload["before_tokens"] > payload["after_tokens"]
     last = json.dumps(test_server.requests[-1]["messages"])
-    assert "[old tool output compacted: 6000 characters]" in last or SUMMARY_PREFIX in last
+    assert "[old tool output compacted: 6000 characters; recall #" in last or SUMMARY_PREFIX in last  # C13
     # the transcript itself is untouched: every read result is stored in full
     stored = agent.transcript()
     assert sum(1 for m in stored if m.get("content") == "x" * 6_000) == 4

@@ -11,12 +11,14 @@ the same labels from the loop, a replay and `requests_from_views`.
 from __future__ import annotations
 
 import json
+import re
 
 import duckdb
 import pandas as pd
 import pytest
 
-from mxclaw_nb.context import ContextPolicy, build_request_view, lineage_rows
+from mxclaw_nb.context import ContextPolicy, build_request_view, lineage_messages, lineage_rows
+from mxclaw_nb.context.actions import TEXTS
 from mxclaw_nb.context.counters import CalibratedCounter
 from mxclaw_nb.context.lineage import KEPT, Lineage, State
 from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
@@ -106,6 +108,29 @@ def test_n3_lineage_format_1_of_earlier_files_still_reads():
     check_call(view, decoded, stored)
     with pytest.raises(ValueError, match="cannot be read"):
         decode_lineage({"format": 7, "runs": []})
+
+
+def test_c13_a_stored_record_decodes_to_the_texts_of_its_own_version():
+    """C13 + N3: placeholders name the stored message (`recall #seq`); a record written by today's code says its
+    text version and decodes to exactly what was sent; a record without one (written before placeholders named
+    their seq) decodes to the version 1 text that was sent then, not to today's."""
+    view, lineage, stored = _micro_call(20)
+    form = json.loads(json.dumps(encode_lineage(lineage)))
+    assert form["texts"] == TEXTS == 2
+    decoded = decode_lineage(form, stored)
+    sent = lineage_messages(decoded, stored)
+    assert sent == view.messages
+    named = [(m["content"], o) for m, o in zip(sent, decoded.sent, strict=True)
+             if m["role"] == "tool" and m["content"].startswith("[old tool output compacted")]
+    assert len(named) >= 15
+    for text, seq in named:
+        assert text == f"[old tool output compacted: {len(stored[seq]['content'])} characters; recall #{seq}]"
+    old = {k: v for k, v in form.items() if k != "texts"}
+    v1 = lineage_messages(decode_lineage(old, stored), stored)
+    assert [m["content"] for m in v1] == [re.sub(r"; recall #\d+\]$", "]", m["content"] or "") if m["role"] == "tool"
+                                          else m["content"] for m in sent]
+    with pytest.raises(ValueError, match="text version 9 is newer"):
+        decode_lineage({**form, "texts": 9}, stored)
 
 
 def test_c10_view_provenance_formats_round_trip_to_the_records_form():

@@ -83,6 +83,7 @@ def test_l3_schemas_expose_public_names_and_required_args(reg: ToolRegistry) -> 
         "edit_file": ["path", "old_string", "new_string"],
         "bash": ["command"],
         "read_artifact": ["artifact_id"],
+        "recall": [],
     }
     assert all(s["type"] == "function" and s["function"]["description"] for s in reg.schemas())
     json.dumps(reg.schemas())  # serialisable as sent to the provider

@@ -167,6 +167,9 @@ def summarize_policies(df: pd.DataFrame, price: str | Price | None = None) -> pd
         if "fact_survival" in d:
             f = compacted.dropna(subset=["fact_survival"])
             row["fact_survival"] = _share(f["facts_visible"], f["facts_total"])
+            if "facts_recallable" in f:  # R2: not visible, but named by a placeholder or a summary's range (C13)
+                row["fact_recallable"] = _share(f["facts_recallable"], f["facts_total"])
+                row["fact_lost"] = _share(f["facts_lost"], f["facts_total"])
             row["fact_survival_mean"] = float(f["fact_survival"].mean()) if len(f) else float("nan")
             for kind in FACT_KINDS:
                 row[f"survival_{kind}"] = float(f[f"survival_{kind}"].mean()) if len(f) else float("nan")

@@ -13,6 +13,9 @@ per input row: a message summarised in an earlier call of the same turn stays ``
 placeholder carried over stays ``placeholder``. So the four always add up to ``n_messages``.
 ``synthetic`` counts repair-made tool results sent in the view; ``typed_placeholders`` the K2 typed placeholders
 it sends (C5 placeholders that name what a kernel tool left: type, shape, live variable), part of ``placeholder``.
+Fact columns (S4, R2): of the facts of the compacted messages, ``facts_visible`` are still in the view,
+``facts_recallable`` are not but sit in a message a placeholder or a summary's range names (C13: the ``recall``
+tool fetches it), ``facts_lost`` are neither (a fallback window dropped them).
 ``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
 ``saved_tokens = full - after``.
 Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
@@ -58,7 +61,9 @@ COLUMNS = [
     "placeholder", "typed_placeholders", "summarized", "dropped", "synthetic", "n_sent", "summary_chars",
     "over_threshold", "shared_tokens", "broken_tokens", "completion_tokens", "cache_decision",
 ]
-FACT_COLUMNS = ["facts_total", "facts_visible", "fact_survival", *(f"survival_{k}" for k in FACT_KINDS)]
+FACT_COLUMNS = ["facts_total", "facts_visible", "facts_recallable", "facts_lost", "fact_survival",
+                *(f"survival_{k}" for k in FACT_KINDS)]
+NAMED = frozenset({"placeholder", "summarized"})  # C13: states whose original a placeholder or summary names
 EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
 PROGRESS_DELAY = 2.0  # seconds before a replay's progress bar appears: a short replay shows none
 
@@ -174,10 +179,13 @@ class _Chain:
         self.orphans: set[int] = set()  # transcript indices dropped by repair (not compaction)
         # the facts of the compacted messages, kept up to date as actions change (O(changes) per call)
         self.facts_of, self.members, self.fact_counts = facts_of, set[int](), dict[Fact, int]()
+        # R2: the same for the compacted messages a placeholder or a summary's range names (recallable)
+        self.named, self.named_counts = set[int](), dict[Fact, int]()
         self.action_counts: dict[str, int] = {}  # action -> transcript messages in that state (kept: the rest)
         self._resync = False
         if previous is not None and previous.facts_of is facts_of:  # a new turn: start from the last turn's facts
             self.members, self.fact_counts, self._resync = previous.members, previous.fact_counts, True
+            self.named, self.named_counts = previous.named, previous.named_counts
 
     def _set(self, t: int, action: str, touched: list[int]) -> None:
         old = self.state.get(t)
@@ -193,17 +201,22 @@ class _Chain:
         if self.facts_of is None:
             return
         for t in touched:
-            now = self.state.get(t) in COMPACTED and t not in self.orphans
-            if now == (t in self.members):
-                continue
-            step = 1 if now else -1
-            (self.members.add if now else self.members.discard)(t)
-            for fact in self.facts_of(t):
-                left = self.fact_counts.get(fact, 0) + step
-                if left:
-                    self.fact_counts[fact] = left
-                else:
-                    self.fact_counts.pop(fact, None)
+            state = self.state.get(t)
+            compacted = state in COMPACTED and t not in self.orphans
+            self._move(t, compacted, self.members, self.fact_counts)
+            self._move(t, compacted and state in NAMED, self.named, self.named_counts)
+
+    def _move(self, t: int, now: bool, members: set[int], counts: dict[Fact, int]) -> None:
+        if now == (t in members) or self.facts_of is None:
+            return
+        step = 1 if now else -1
+        (members.add if now else members.discard)(t)
+        for fact in self.facts_of(t):
+            left = counts.get(fact, 0) + step
+            if left:
+                counts[fact] = left
+            else:
+                counts.pop(fact, None)
 
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
@@ -276,6 +289,29 @@ class _Chain:
         return synthetic
 
 
+class _ContinuedSeqs(Sequence[Any]):
+    """The transcript index of each input position of `view.next_input(msgs[start:...])` (C7), read lazily: what
+    `_Chain.advance` will map, without building the list (a placeholder asks for a few positions only, C13)."""
+
+    def __init__(self, chain: _Chain, view: RequestView, start: int) -> None:
+        self.pos_map, self.view, self.start = chain.pos_map, view, start
+        t = _trace(view)
+        self.same = (isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
+                     and t.step_sources == range(len(self.pos_map)))
+        self.n = len(self.pos_map) if self.same else len(view.messages)
+
+    def __len__(self) -> int:  # only the carried part is bounded; new positions map past it
+        return 1 << 62
+
+    def __getitem__(self, p: Any) -> Any:
+        if p >= self.n:
+            return self.start + (p - self.n)
+        if self.same:
+            return self.pos_map[p]
+        s = self.view.sources[p]
+        return None if s is None else self.pos_map[s]
+
+
 def _trace(view: RequestView) -> Trace:
     if view.trace is None:
         raise ValueError("replay needs a RequestView built by build_request_view (it carries the trace)")
@@ -288,7 +324,10 @@ def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> di
         return {}
     seen: ViewText = combine_views(caches.views(m) for m in view.messages)
     result = survival(facts, seen)
+    named = chain.named_counts.keys()
+    recallable = sum(1 for f in facts if f in named) - survival((f for f in facts if f in named), seen).visible
     out: dict[str, Any] = {"facts_total": result.total, "facts_visible": result.visible,
+                           "facts_recallable": recallable, "facts_lost": result.total - result.visible - recallable,
                            "fact_survival": result.share}
     for kind, (total, visible) in result.by_kind.items():
         out[f"survival_{kind}"] = visible / total if total else math.nan
@@ -305,8 +344,10 @@ def _sent_tokens(view: RequestView, policy: ContextPolicy) -> Sequence[int]:
 def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_id: str = "messages",
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
-                    progress: bool | Callable[..., Any] = False) -> list[dict[str, Any]]:
-    """Replay rows (dicts) for one transcript under one policy; see ``replay``."""
+                    progress: bool | Callable[..., Any] = False,
+                    views: list[RequestView] | None = None) -> list[dict[str, Any]]:
+    """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
+    every simulated call's RequestView (e.g. to compare them with what a live run sent)."""
     msgs = list(messages)
     caches = caches or SessionCaches()
     cache = caches.token_cache(policy)
@@ -340,15 +381,18 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         continued = None if view is None else view.next_input(msgs[prev:i])
         inputs = msgs[:i] if rebuilt else continued
-        built = build_request_view(inputs, policy, summarize, cache=cache)
+        # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
+        cont_seqs = None if view is None else _ContinuedSeqs(chain, view, prev)
+        seqs = None if rebuilt else cont_seqs
+        built = build_request_view(inputs, policy, summarize, cache=cache, seqs=seqs)
         decision: dict[str, Any] = {}
         if aware is not None:  # E4: keep a warm prefix, or break it for enough (no timestamps: warm)
-            other = (build_request_view(continued, policy, summarize, cache=cache)
+            other = (build_request_view(continued, policy, summarize, cache=cache, seqs=cont_seqs)
                      if rebuilt and continued is not None else None)
             lower = max(1, policy.threshold - aware.clear_at_least) / policy.context_window_tokens
 
-            def deeper(inputs: list[Any] = inputs, ratio: float = lower) -> RequestView:
-                return build_request_view(inputs, replace(policy, threshold_ratio=ratio), summarize)
+            def deeper(inputs: list[Any] = inputs, ratio: float = lower, seqs: Any = seqs) -> RequestView:
+                return build_request_view(inputs, replace(policy, threshold_ratio=ratio), summarize, seqs=seqs)
 
             built, decision = cache_aware_choice(built, other, warm=True, options=aware, deeper=deeper)
             if other is not None and built is other:
@@ -359,6 +403,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             assert view is not None
             chain.advance(view, prev, i)
         view = built
+        if views is not None:
+            views.append(view)
         shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
                                        view.after_tokens if view.trace is not None else None,
                                        extends=not rebuilt and view.stage == "unchanged" and not view.repaired)

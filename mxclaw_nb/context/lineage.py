@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from mxclaw_nb.context.micro import placeholder_for
+from mxclaw_nb.context.actions import TEXTS, sent_form
 from mxclaw_nb.context.repair import plan_counted
 from mxclaw_nb.context.tokens import estimate_sent
 from mxclaw_nb.context.view import PREVIEW_CHARS, RequestView
@@ -66,6 +66,7 @@ class Lineage:
     made_state: tuple[State, ...]
     sent: list[int]
     transcript: Sequence[Message] | None = field(default=None, compare=False, repr=False)  # live views only
+    texts: int = TEXTS  # the version of the engine-made texts (context.actions): how `lineage_messages` rebuilds
 
     @property
     def upto(self) -> int:
@@ -266,12 +267,7 @@ def _sent_form(lineage: Lineage, origin: int, forms: dict[int, tuple[Message, Me
     if origin < 0:
         return dict(lineage.made[-1 - origin].message)
     stored, sent = forms[origin]
-    if lineage.states[origin].action == "placeholder":
-        text = placeholder_for(stored)
-        if text is None:
-            raise ValueError(f"stored message {origin} is marked placeholder but has no placeholder")
-        return {**sent, "content": text}
-    return dict(sent)
+    return sent_form(lineage.states[origin].action, stored, sent, origin, lineage.texts)
 
 
 def lineage_messages(lineage: Lineage, transcript: Sequence[Message]) -> list[Message]:

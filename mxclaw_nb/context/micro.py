@@ -16,9 +16,10 @@ from mxclaw_nb.messages import Message, content_text, is_failure
 
 PLACEHOLDER = "[old tool output compacted: {n} characters]"
 TYPED_PLACEHOLDER = "[old tool output compacted: {n} characters; {facts}]"
+RECALL = "; recall #{seq}"  # C13: the stored message the placeholder replaces (texts version 2, context.actions)
 # A placeholder fed back by C7 (next_input) is already compacted: replacing it again would lose N.
 _PLACEHOLDER_RE = re.compile(r"\[old tool output compacted: [\d,]+ characters(; [^\n]*)?\]")
-_TYPED_RE = re.compile(r"\[old tool output compacted: [\d,]+ characters; [^\n]*\]")
+_TYPED_RE = re.compile(r"\[old tool output compacted: [\d,]+ characters; (?!recall #\d+\])[^\n]*\]")
 FACTS_KEY = "facts"  # K2: structured facts a kernel tool recorded on its result (never live objects)
 _MAX_COLUMNS = 3
 _MAX_NAMES = 4
@@ -69,8 +70,10 @@ def is_typed_placeholder(text: Any) -> bool:
     return isinstance(text, str) and _TYPED_RE.fullmatch(text) is not None
 
 
-def placeholder_for(message: Message) -> str | None:
-    """The placeholder text for a tool result, or None when it must stay (not a tool, failure, not shorter)."""
+def placeholder_for(message: Message, recall: int | None = None) -> str | None:
+    """The placeholder text for a tool result, or None when it must stay (not a tool, failure, not shorter).
+
+    `recall`: the stored seq it replaces, named at the end (C13, `; recall #41`); None gives the version 1 text."""
     if message.get("role") != "tool" or is_failure(message):
         return None
     original = content_text(message.get("content"))
@@ -78,16 +81,20 @@ def placeholder_for(message: Message) -> str | None:
         return None
     facts = message.get(FACTS_KEY)
     typed = type_facts(facts) if isinstance(facts, Mapping) else ""
+    tail = "" if recall is None else RECALL.format(seq=recall)
     if typed:
-        text = TYPED_PLACEHOLDER.format(n=f"{len(original):,}", facts=typed)
+        text = TYPED_PLACEHOLDER.format(n=f"{len(original):,}", facts=typed + tail)
         if len(text) < len(original):
             return text
-    text = PLACEHOLDER.format(n=len(original))
+    text = PLACEHOLDER.format(n=len(original)) if not tail else TYPED_PLACEHOLDER.format(
+        n=len(original), facts=tail[2:])
     return text if len(text) < len(original) else None
 
 
-def micro_summary(replaced: int, chars: int, before: int, after: int, counter: str = "estimate") -> str:
-    """The event summary for a microcompaction (starts with `[microcompaction]`, C10)."""
+def micro_summary(replaced: int, chars: int, before: int, after: int, counter: str = "estimate",
+                  label: str = "microcompaction") -> str:
+    """The event summary for a microcompaction (starts with `[microcompaction]`, C10; a C12 strategy's own
+    label, e.g. `[masking]`, for its placeholders)."""
     unit = "est. tokens" if counter == "estimate" else f"{counter} tokens"
-    return (f"[microcompaction] replaced {replaced} old tool output(s) ({chars:,} characters) with "
+    return (f"[{label}] replaced {replaced} old tool output(s) ({chars:,} characters) with "
             f"placeholders; {before:,} -> {after:,} {unit}")

@@ -26,7 +26,7 @@ their results into a RequestView with its provenance.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cached_property
@@ -65,6 +65,8 @@ class ContextPolicy:
     # schemas the request carries, as data: the engine does no I/O). Counted once per request as its own layer,
     # in the estimate the threshold is checked on; C1 for messages is unchanged. "" = none (the engine alone).
     tool_definitions: str = ""
+    # SPEC C12: a named strategy (context.strategies.Strategy); None = `article`, the C0 ladder below, byte for byte
+    strategy: Any = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.context_window_tokens, int) or self.context_window_tokens <= 0:
@@ -105,22 +107,29 @@ def build_request_view(
     summarize: Summarizer | None = build_structured_summary,
     *,
     cache: TokenCache | None = None,
+    seqs: Sequence[int | None] | None = None,
 ) -> RequestView:
-    """SPEC C0: the request view for one model call, with its provenance."""
+    """SPEC C0: the request view for one model call, with its provenance.
+
+    `seqs[p]`: the stored seq of input position p (None: an engine-made message), which placeholders name
+    (C13, `recall #41`); None: the input positions are the seqs (a dry run or a replay from the transcript)."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("messages must be a list of message dicts")
     inputs = own_inputs(messages, cache)  # a session cache's own list, extended in place (C7: O(new))
     planned = plan_and_count(inputs, _counter_of(policy), cache, policy.counter)
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
-    build = _Builder(inputs, planned, policy, cache)
+    build = _Builder(inputs, planned, policy, cache, seqs)
+    if policy.strategy is not None:  # C12: another strategy's ladder (context.strategies), same passes
+        view: RequestView = policy.strategy.build(build, summarize)
+        return view
     if build.before <= policy.threshold:
         return build.finish("unchanged", None, None)
     view = build.compact(summarize)
     if view.stage in ("micro", "summary") and view.after_tokens >= view.before_tokens:
         # C5/C6: a compaction that does not shrink what it replaces is not applied ("nothing to gain"): the
         # view goes on unchanged (over the threshold; C9 still guards the call), and says what was tried
-        unchanged = _Builder(inputs, planned, policy, cache).finish("unchanged", None, None)
+        unchanged = _Builder(inputs, planned, policy, cache, seqs).finish("unchanged", None, None)
         return replace(unchanged, no_gain={"stage": view.stage, "before_tokens": view.before_tokens,
                                            "after_tokens": view.after_tokens})
     return view
@@ -224,7 +233,8 @@ class Micro:
 
 
 def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Sequence[Message],
-                 tokens: Sequence[int], layout: Layout, policy: ContextPolicy, before: int) -> Micro:
+                 tokens: Sequence[int], layout: Layout, policy: ContextPolicy, before: int,
+                 recall: Callable[[int], int | None] | None = None) -> Micro:
     """Pass 4 (C5): a placeholder for each old successful tool output (typed when its tool recorded facts).
 
     Placeholders cost >= 0, so this pass can at best remove every old tool result; when even that leaves
@@ -233,18 +243,30 @@ def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Seq
     """
     old = conv.old
     tail_step = conv.steps[conv.tail] if conv.tail < len(conv.steps) else len(layout.roles)
-    placeholders: dict[int, Message] = {}
+    if before - layout.tool_tokens_before(tokens, tail_step) > policy.threshold:
+        return Micro({}, {}, 0, before)
+    return placeholders(compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))), step_messages, sent,
+                        policy, before, tokens, recall)
+
+
+def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: Sequence[Message],
+                 policy: ContextPolicy, before: int, tokens: Sequence[int],
+                 recall: Callable[[int], int | None] | None = None) -> Micro:
+    """C5's placeholder for each of `steps` that has one (a successful tool result longer than it), not applied;
+    `recall(step)` is the stored seq each names (C13; None: the version 1 text).
+
+    Shared by pass 4 and the C12 strategies that choose their own steps (masking, clearing)."""
+    out: dict[int, Message] = {}
     counts: dict[int, int] = {}
     chars = 0
-    if before - layout.tool_tokens_before(tokens, tail_step) <= policy.threshold:
-        for k in compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))):
-            msg = step_messages[k]
-            text = placeholder_for(msg)
-            if text is not None:
-                chars += len(content_text(msg.get("content")))
-                placeholders[k] = {**sent[k], "content": text}
-                counts[k] = policy.count(placeholders[k])
-    return Micro(placeholders, counts, chars, before + sum(c - tokens[k] for k, c in counts.items()))
+    for k in steps:
+        msg = step_messages[k]
+        text = placeholder_for(msg, None if recall is None else recall(k))
+        if text is not None:
+            chars += len(content_text(msg.get("content")))
+            out[k] = {**sent[k], "content": text}
+            counts[k] = policy.count(out[k])
+    return Micro(out, counts, chars, before + sum(c - tokens[k] for k, c in counts.items()))
 
 
 def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: int, summarize: Summarizer | None,
@@ -270,12 +292,23 @@ def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: in
     return display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
 
 
+def recall_line(recall_of: Callable[[int], int | None], steps: Sequence[int]) -> str:
+    """C13: `\nRecall: #0-#40 are in the transcript (the recall tool reads them).`, the stored range a summary
+    covers ('' when none of its steps is a stored message)."""
+    first = next((s for s in map(recall_of, steps) if s is not None), None)
+    last = next((s for s in map(recall_of, reversed(steps)) if s is not None), None)
+    if first is None or last is None:
+        return ""
+    span = f"#{first}" if first == last else f"#{first}-#{last}"
+    return f"\nRecall: {span} {'is' if first == last else 'are'} in the transcript (the recall tool reads them)."
+
+
 class _Builder:
     """Holds one build's intermediate state; each stage turns it into a RequestView."""
 
     def __init__(self, inputs: list[Any], planned: Planned, policy: ContextPolicy,
-                 cache: TokenCache | None = None) -> None:
-        self.inputs, self.dropped, self.cache = inputs, planned.dropped, cache
+                 cache: TokenCache | None = None, seqs: Sequence[int | None] | None = None) -> None:
+        self.inputs, self.dropped, self.cache, self.seqs = inputs, planned.dropped, cache, seqs
         self.sources, self.step_messages = planned.sources, planned.messages
         # `tokens` is only read; `sent` is copied before a stage rewrites an entry (the cache keeps the plan)
         self.tokens, self.sent, self.policy, self._own_sent = planned.tokens, planned.sent, policy, False
@@ -297,26 +330,54 @@ class _Builder:
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
         """Passes 3-6 (see the module docstring) on a view over the threshold."""
-        layout = self.layout if self.layout is not None else layout_of(
-            Planned(self.sources, self.step_messages, self.dropped, self.sent, self.tokens))
+        conv = self.split()
+        micro = microcompact(conv, self.step_messages, self.sent, self.tokens, self.layout_now, self.policy,
+                             self.before, self.recall_of)
+        if micro.after <= self.policy.threshold or not conv.old:
+            return self.finish_micro(conv, micro)
+        return self.summarize(conv, summarize)
+
+    def recall_of(self, step: int) -> int | None:
+        """C13: the stored seq of a step (its input position in a dry run), which its placeholder names."""
+        p = self.sources[step]
+        if p is None or self.seqs is None:
+            return p
+        return self.seqs[p] if p < len(self.seqs) else None
+
+    @property
+    def layout_now(self) -> Layout:
+        """The plan's layout (computed here when the plan did not keep one)."""
+        if self.layout is None:
+            self.layout = layout_of(Planned(self.sources, self.step_messages, self.dropped, self.sent, self.tokens))
+        return self.layout
+
+    def split(self) -> Conversation:
+        """Pass 3 (C3): the conversation and its safe tail (kept on the builder for `finish`)."""
+        layout = self.layout_now
         self.systems = layout.systems
         conv = split_conversation(self.step_messages, self.tokens, layout, self.policy.keep_recent_tokens)
         self.conversation, self.tail = conv.steps, conv.tail
-        micro = microcompact(conv, self.step_messages, self.sent, self.tokens, layout, self.policy, self.before)
-        if micro.after <= self.policy.threshold or not conv.old:
-            self._apply(micro)
-            summary = None
-            if micro.sent:
-                summary = micro_summary(len(micro.sent), micro.chars, self.before, micro.after,
-                                        self.policy.counter_name)
-            # every step, systems first: the micro view drops nothing
-            return self.finish("micro" if micro.sent else "unchanged", self.systems + list(conv.steps), summary,
-                               micro.tokens)
+        return conv
+
+    def finish_micro(self, conv: Conversation, micro: Micro, label: str = "microcompaction") -> RequestView:
+        """The view with pass 4's (or a strategy's) placeholders in, every step sent (`micro`, or `unchanged`)."""
+        self._apply(micro)
+        summary = None
+        if micro.sent:
+            summary = micro_summary(len(micro.sent), micro.chars, self.before, micro.after,
+                                    self.policy.counter_name, label)
+        # every step, systems first: the micro view drops nothing
+        return self.finish("micro" if micro.sent else "unchanged", self.systems + list(conv.steps), summary,
+                           micro.tokens)
+
+    def summarize(self, conv: Conversation, summarize: Summarizer | None) -> RequestView:
+        """Passes 5-6: the old messages become one summary (C6), or the C8 window when the summariser fails."""
         self._mark_summarized(conv.old)  # the summary path does not send old messages (nor their placeholders)
         try:
             text = summarize_old(conv, self.step_messages, len(self.systems), summarize, self.cache)
         except Exception as exc:  # noqa: BLE001 - any compactor failure must take the C8 path
             return self.fallback(f"{type(exc).__name__}: {exc}")
+        text += recall_line(self.recall_of, conv.old)
         return self.finish("summary", self.systems + [None] + list(conv.steps[conv.tail:]), text,
                            extra={"role": "system", "content": text})
 

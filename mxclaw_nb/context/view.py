@@ -15,6 +15,7 @@ from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple, TypeVar, overload
 
+from mxclaw_nb.context.actions import ACTION_NAMES
 from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.messages import (
     FALLBACK_PREFIX,
@@ -27,7 +28,7 @@ from mxclaw_nb.messages import (
 )
 from mxclaw_nb.text_policy import display
 
-ACTIONS = ("kept", "placeholder", "summarized", "dropped", "synthetic", "summary")
+ACTIONS = ACTION_NAMES  # the action registry (context.actions): kept, placeholder, summarized, dropped, ...
 PREVIEW_CHARS = 80
 
 
@@ -241,6 +242,9 @@ class RequestView:
     trace: Trace | None = field(default=None, repr=False, compare=False)
     # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the loop composes across a turn
     lineage: Any = field(default=None, repr=False, compare=False)
+    # SPEC C11: what a model-written summary of this view would cover (context.model_summary.SummaryPlan), set
+    # when the view's summary is the C6 stand-in for one that is not recorded yet; the loop asks the model
+    plan: Any = field(default=None, repr=False, compare=False)
 
     def with_lineage(self, lineage: Any) -> RequestView:
         """This view with its transcript-relative lineage attached (same messages, stage and trace)."""

@@ -169,8 +169,18 @@ def _answer_data(ctx: Ctx) -> str:
             f"plotted it ({plot}). The code ran in your kernel, so these variables are yours now.")
 
 
+def _answer_recall(ctx: Ctx) -> str:
+    done = next((d for d in reversed(ctx.done) if d.name == "recall" and d.result is not None), None)
+    if done is None:
+        return "Nothing in this session has been compacted yet, so there is nothing to recall: every output is in view."
+    lines = done.result.splitlines()
+    original = [ln for ln in lines[1:] if ln.strip()][:6]
+    return (f"I read stored message #{done.args.get('seq')} back with `recall` ({lines[0].strip('[]')}). "
+            "It begins:\n" + "\n".join(f"    {ln}" for ln in original))
+
+
 _ANSWERS = {"data": _answer_data, "fix": _answer_fix, "logs": _answer_logs, "explore": _answer_explore,
-            "review": _answer_review, "summary": _answer_summary}
+            "review": _answer_review, "summary": _answer_summary, "recall": _answer_recall}
 
 
 def final_answer(plan: str, ctx: Ctx) -> str:

@@ -172,6 +172,19 @@ def _if_written(path: str) -> Callable[[Ctx], dict | None]:
     return build
 
 
+_RECALL = re.compile(r"recall #(\d+)\]")  # C13: the stored seq a placeholder names
+
+
+def _recall_placeholder(ctx: Ctx) -> dict | None:
+    """R1: the seq named by the earliest compacted tool output still visible (None: nothing is compacted)."""
+    for m in ctx.messages:
+        content = m.get("content")
+        found = _RECALL.search(content) if m.get("role") == "tool" and isinstance(content, str) else None
+        if found:
+            return {"seq": int(found.group(1))}
+    return None
+
+
 def message_text_of(message: dict) -> str:
     """Content text plus tool-call arguments of a message (where paths of earlier writes appear)."""
     content = message.get("content")
@@ -281,9 +294,14 @@ PLANS: dict[str, list[Step]] = {
         Step("read_file", "And the verification policy.", {"path": ".mx-claw/project.json"}),
     ],
     "data": DATA_PLAN,
+    "recall": [  # R1: after a compaction, read a compacted output back by the seq its placeholder names (C13)
+        Step("recall", "That output was compacted out of my context, but its placeholder names the stored message, "
+             "so I read it back with the recall tool.", _recall_placeholder),
+    ],
 }
 _KEYWORDS = [  # \b before Latin words: "already" is not "read", "prefix" is not "fix", "catalog" is not "log"
     ("data", r"\b(csv|data ?frames?|datasets?|anomal|outlier|spike|sales|pandas|plot)|数据|异常"),  # with `python` only
+    ("recall", r"\brecall\b|compacted (tool )?output|找回"),  # R1: not in TASKS (the capability list is unchanged)
     ("summary", r"\b(summar|recap)|what (did )?you (change|do|did)|总结"),
     ("fix", r"\b(fix|bug|debug|fail|broken|repair)|修"),
     ("logs", r"\b(logs?\b|build|artifact|error|warn)|日志"),

@@ -80,7 +80,7 @@ class AgentMagics(Magics, AgentSettings):
             raise TraitError(f"workspace must be an existing folder (got {value!r})")
         return value
 
-    @validate(*(k for k in CONFIG_KEYS if k in LIMITS))
+    @validate(*(k for k in CONFIG_KEYS if k in LIMITS or k == "strategy"))
     def _check_range(self, proposal: Any) -> Any:
         # One table (mxclaw_nb.settings) for %config, %agent config, ipython_config.py and Agent(...).
         try:
@@ -124,6 +124,7 @@ class AgentMagics(Magics, AgentSettings):
                          api_key=os.environ.get(self.api_key_env) or None,
                          context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
                          keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
+                         strategy=self.strategy,
                          python_approval=self.python_approval,
                          max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
                          session_id=session_id, call_deadline=self.call_deadline, max_tokens=self.max_tokens,

@@ -157,6 +157,8 @@ def configure_replay(p: Any) -> None:
     p.add_argument("--window", type=int, metavar="N", help="context window tokens (default: current)")
     p.add_argument("--ratio", type=float, metavar="R", help="threshold ratio (default: current)")
     p.add_argument("--tail", type=int, metavar="N", help="safe-tail budget, keep_recent_tokens (default: current)")
+    p.add_argument("--strategy", metavar="NAME[:k=v,...]",
+                   help="compaction strategy, e.g. masking:keep_last=5 (SPEC C12; default: current)")
     p.add_argument("--all-columns", "--full", dest="all_columns", action="store_true",
                    help="every replay column (session id, fact survival by kind, ...), not the focused set")
 
@@ -174,6 +176,11 @@ def cmd_replay(m: CommandHost, args: argparse.Namespace) -> pd.DataFrame:
         policy = replace(base, context_window_tokens=args.window or base.context_window_tokens,
                          threshold_ratio=args.ratio if args.ratio is not None else base.threshold_ratio,
                          keep_recent_tokens=args.tail if args.tail is not None else base.keep_recent_tokens)
+        if args.strategy is not None:  # C12: by name and numbers, refused with the known names when unknown
+            from mxclaw_nb.context.strategies import ARTICLE, parse_strategy
+
+            chosen = parse_strategy(args.strategy)
+            policy = replace(policy, strategy=None if chosen == ARTICLE else chosen)
     except ValueError as exc:
         raise UsageError(f"%agent replay: {exc}.") from None
     messages = agent.transcript()
@@ -194,7 +201,8 @@ def cmd_replay(m: CommandHost, args: argparse.Namespace) -> pd.DataFrame:
 
     stages = df.loc[df["stage"] != "unchanged", "stage"].value_counts() if len(df) else pd.Series(dtype=int)
     comp = ", ".join(f"{s} {n}" for s, n in stages.items()) or "none"
-    print(m.caption(f"replay, no model calls: window {policy.context_window_tokens:,}, ratio "
+    strategy = "" if policy.strategy is None else f"strategy {policy.strategy.label()}, "
+    print(m.caption(f"replay, no model calls: {strategy}window {policy.context_window_tokens:,}, ratio "
                     f"{policy.threshold_ratio:g}, tail {policy.keep_recent_tokens:,} · {counted(len(df), 'call')} · "
                     f"compactions: {comp} · tokens are {counter_label(policy_counter(df))}"
                     + ("" if args.all_columns else " · --all-columns for the other columns")))

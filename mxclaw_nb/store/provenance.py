@@ -12,7 +12,10 @@ The lineage (`extra.lineage`), format 2:
     {"format": 2, "call": c, "stage": s, "tail_start": seq | null, "upto": n,
      "runs": [[start, stop, action, by_call?, summary_key?], ...],
      "made": [[key, call, kind, after_seq, message, action, by_call, ref], ...],
-     "sent": [[a, b] | [-1 - key], ...]}
+     "sent": [[a, b] | [-1 - key], ...], "texts": 2}
+
+`texts` is the version of the engine-made texts (`context.actions`): how a `placeholder` state is rebuilt
+(version 2 names `recall #seq`, C13). A record without it is version 1 and decodes to the texts sent then.
 
 A run covers seqs start..stop-1 with one action (`kept`, `placeholder`, `summarized`, `dropped`), or
 `placeholders`: every tool result in the range that C5 compacts (`placeholder_for` gives a text: a
@@ -33,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mxclaw_nb.context.actions import TEXT_VERSIONS, TEXTS
 from mxclaw_nb.context.lineage import KEPT, SEQ_ACTIONS, Lineage, Made, State
 from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.view import AFTER_FIELDS, BEFORE_FIELDS, MessageRecord, Provenance, SentRecord, sent_from
@@ -48,19 +52,23 @@ PLACEHOLDERS = "placeholders"  # a run of C5's placeholders (see the module doc)
 def encode_lineage(lineage: Lineage, transcript: Sequence[Message] | None = None) -> dict[str, Any]:
     """The stored form of a lineage (format 2). With the stored `transcript` (default: the one a live lineage
     carries), C5's placeholders over a range are one `placeholders` run."""
+    texts = lineage.texts
     runs = [[start, stop, st.action, *([st.call, st.ref] if st.ref is not None else [st.call] if st.call is not None
                                        else [])] for start, stop, st in _state_runs(lineage.states)]
     referenced = {st.ref for st in lineage.made_state if st.ref is not None}
     referenced |= {r[4] for r in runs if len(r) > 4}
     transcript = transcript if transcript is not None else lineage.transcript
     if transcript is not None and len(transcript) >= lineage.upto:
-        runs = _fold_placeholders(runs, transcript)
+        runs = _fold_placeholders(runs, transcript, texts)
     sent_keys = {-1 - o for o in lineage.sent if o < 0}
     made = [[m.key, m.call, m.kind, m.after, m.message, *lineage.made_state[m.key]] for m in lineage.made
             if m.key in sent_keys or m.key in referenced or m.kind == "synthetic"]
-    return {"format": LINEAGE_FORMAT, "call": lineage.call, "stage": lineage.stage,
-            "tail_start": lineage.tail_start, "upto": lineage.upto, "runs": runs, "made": made,
-            "sent": _ranges(lineage.sent)}
+    out = {"format": LINEAGE_FORMAT, "call": lineage.call, "stage": lineage.stage,
+           "tail_start": lineage.tail_start, "upto": lineage.upto, "runs": runs, "made": made,
+           "sent": _ranges(lineage.sent)}
+    if texts != 1:  # a record without `texts` is version 1 (written before texts had versions)
+        out["texts"] = texts
+    return out
 
 
 def _state_runs(states: Sequence[State]) -> list[tuple[int, int, State]]:
@@ -77,17 +85,20 @@ def _state_runs(states: Sequence[State]) -> list[tuple[int, int, State]]:
     return out
 
 
-def _compacts(message: Any) -> bool:
-    """True for a message C5 would replace by a placeholder (a successful tool result longer than it)."""
-    return isinstance(message, dict) and message.get("role") == "tool" and placeholder_for(message) is not None
+def _compacts(message: Any, seq: int, texts: int) -> bool:
+    """True for a message C5 would replace by a placeholder (a successful tool result longer than the placeholder
+    of text version `texts`: version 2 names `recall #seq`, so it is a little longer)."""
+    return (isinstance(message, dict) and message.get("role") == "tool"
+            and placeholder_for(message, seq if texts >= 2 else None) is not None)
 
 
-def _quiet(transcript: Sequence[Message], start: int, stop: int) -> bool:
+def _quiet(transcript: Sequence[Message], start: int, stop: int, texts: int) -> bool:
     """No message of start..stop-1 is one C5 would compact (so `kept` is what a `placeholders` run says)."""
-    return not any(map(_compacts, transcript[start:stop]))
+    return not any(_compacts(transcript[s], s, texts) for s in range(start, stop))
 
 
-def _fold_placeholders(runs: list[list[Any]], transcript: Sequence[Message]) -> list[list[Any]]:
+def _fold_placeholders(runs: list[list[Any]], transcript: Sequence[Message], texts: int = TEXTS
+                       ) -> list[list[Any]]:
     """Merge alternating `placeholder` (by one call) / `kept` runs into `placeholders` runs where the transcript
     confirms the rule: every placeholder is a message C5 compacts (the engine made it from it) and no kept
     message in between is one."""
@@ -111,8 +122,8 @@ def _fold_placeholders(runs: list[list[Any]], transcript: Sequence[Message]) -> 
             if group and group[0][3] != run[3]:
                 close()
             group.append(run)
-        elif action == "kept" and group and (_quiet(transcript, run[0], run[1]) if run[1] - run[0] > 1 else
-                                             not _compacts(transcript[run[0]])):
+        elif action == "kept" and group and (_quiet(transcript, run[0], run[1], texts) if run[1] - run[0] > 1
+                                             else not _compacts(transcript[run[0]], run[0], texts)):
             group.append(run)
         else:
             if group:
@@ -129,6 +140,9 @@ def decode_lineage(stored: Any, transcript: Sequence[Message] | None = None) -> 
     try:
         if not isinstance(stored, dict) or stored.get("format") not in READ_FORMATS:
             raise ValueError(f"not a format {' or '.join(map(str, READ_FORMATS))} lineage")
+        texts = int(stored.get("texts", 1))  # C13: the text version the record was written with
+        if texts not in TEXT_VERSIONS:
+            raise ValueError(f"text version {texts} is newer than this code ({TEXT_VERSIONS})")
         states: list[State] = []
         for run in stored["runs"]:
             start, stop, action, *rest = run
@@ -138,7 +152,7 @@ def decode_lineage(stored: Any, transcript: Sequence[Message] | None = None) -> 
                 if transcript is None or len(transcript) < stop:
                     raise ValueError("a placeholders run needs the stored transcript it covers")
                 made_here = State("placeholder", int(rest[0]))
-                states.extend(made_here if _compacts(transcript[s]) else KEPT for s in range(start, stop))
+                states.extend(made_here if _compacts(transcript[s], s, texts) else KEPT for s in range(start, stop))
                 continue
             st = State(action, *rest) if rest else KEPT if action == "kept" else State(action)
             states.extend([st] * (stop - start))
@@ -153,7 +167,7 @@ def decode_lineage(stored: Any, transcript: Sequence[Message] | None = None) -> 
         for r in stored["sent"]:
             sent.extend(range(r[0], r[1]) if len(r) == 2 else [int(r[0])])
         return Lineage(int(stored["call"]), str(stored["stage"]), stored.get("tail_start"), states, filled,
-                       tuple(made_state), sent)
+                       tuple(made_state), sent, texts=texts)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"the stored lineage cannot be read ({type(exc).__name__}: {exc})") from None
 

@@ -48,13 +48,14 @@ def __getattr__(name: str) -> Any:
 
 
 def default_registry(namespace: Callable[[], dict[str, Any]] | None = None) -> ToolRegistry:
-    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact; with a
+    """All built-in tools: read_file, list_dir, grep, write_file, edit_file, bash, read_artifact, recall (R1); with a
     `namespace` (the kernel's user namespace, K1) also python and kernel_variables."""
     from mxclaw_nb.tools.artifact_tool import ARTIFACT_TOOL
     from mxclaw_nb.tools.files import FILE_TOOLS
     from mxclaw_nb.tools.kernel_tools import kernel_tools
+    from mxclaw_nb.tools.recall_tool import RECALL_TOOL
     from mxclaw_nb.tools.registry import ToolRegistry
     from mxclaw_nb.tools.shell import SHELL_TOOL
 
     extra = kernel_tools(namespace) if namespace is not None else []
-    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL, *extra])
+    return ToolRegistry([*FILE_TOOLS, SHELL_TOOL, ARTIFACT_TOOL, RECALL_TOOL, *extra])

@@ -151,8 +151,11 @@ def _scaled(layers: dict[str, int], factor: float) -> dict[str, int]:
     return {k: round(v * factor) for k, v in layers.items()}
 
 
-def gauge_html(data: CallData | None) -> str:
+def gauge_html(data: CallData | None, *, compact: bool = False) -> str:
     """The gauge as self-contained HTML (used by the widget and by the static fallback).
+
+    `compact` (the live turn's gauge): the layer table folds into a closed "layers" line, so the log that
+    follows the gauge stays where the user is looking.
 
     N5, one unit per view: every bar, figure and layer row is in the unit of the counter that decided the
     call (named in the caption). Per-message rows are C1 estimates; when another counter decided, they are
@@ -221,8 +224,10 @@ def gauge_html(data: CallData | None) -> str:
     if rec.error:
         warn += f'<div style="color:{FAIL_CSS}">the call failed: {esc(rec.error)}</div>'
     table = _layer_table(sent, before, unit, before_title)
+    legend = (f'<details class="mx-legend" style="color:{MUTED}"><summary style="cursor:pointer">layers</summary>'
+              f'{table}</details>') if compact else f'<div class="mx-legend">{table}</div>'
     return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
-            f'{lines}<div class="mx-legend">{table}</div>{note}{other}{warn}</div>')
+            f'{lines}{legend}{note}{other}{warn}</div>')
 
 
 def gauge_text(data: CallData | None) -> str:
@@ -251,6 +256,7 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
         # live=False: displayed on its own it is static HTML (survives a reopen); live=True: a widget
         # whose display follows update()
         self.static_display = not live
+        self.compact = live  # the live turn's gauge folds its layer table (the log stays in view)
         self._html = widgets.HTML()
         super().__init__(children=[self._html], **kwargs)
         self.add_class("mx-context-gauge")
@@ -269,7 +275,7 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
                calibrated_tokens: int | None = None) -> None:
         """Show another view (or the same one with reported/calibrated figures added)."""
         self.data = _as_data(view, reported_prompt_tokens, calibrated_tokens)
-        self._html.value = gauge_html(self.data)
+        self._html.value = gauge_html(self.data, compact=self.compact)
 
     def layers(self, which: str = "after") -> dict[str, int]:
         """Tokens per layer of the sent view (`after`) or the transcript (`before`)."""

@@ -24,6 +24,8 @@ from mxclaw_nb.tools.policy import shown_command
 from mxclaw_nb.widgets.livetext import LogLine, arg_summary, pretty_arguments
 from mxclaw_nb.widgets.style import FAIL_CSS, WARN_CSS, counted, counter_label, fmt_int, preview_text
 
+READ_ARTIFACT = "read_artifact"  # A2: the tool whose results are artifact reads, not new artifacts
+
 SHOW_CHARS = 4_000  # of a tool result, kept for [show]
 FINISHED = ("done", "failed", "interrupted", "stopped")
 
@@ -226,6 +228,21 @@ class TurnLog:
             line.inspector = static_inspector_html(self.call_data(it))
         self._add(line)
 
+    def _on_ContextSummary(self, e: ev.ContextSummary) -> None:
+        """C11: the summary call, as its own line (accepted, merged into the previous one)."""
+        from mxclaw_nb.context.model_summary import summary_note
+
+        self._add(LogLine("note", summary_note("context.summary", {"coverage": e.coverage, "merge": e.merge,
+                                                                   "usage": e.usage}), iteration=e.iteration))
+
+    def _on_ContextSummaryRejected(self, e: ev.ContextSummaryRejected) -> None:
+        """C11: why the model summary was not used; the C6 summary stands in."""
+        from mxclaw_nb.context.model_summary import summary_note
+
+        self._add(LogLine("note", summary_note("context.summary_rejected", {"coverage": e.coverage,
+                                                                            "reason": e.reason}),
+                          color=WARN_CSS, warning=True, iteration=e.iteration))
+
     def _on_ProviderNote(self, e: ev.ProviderNote) -> None:
         if not e.shown:  # L2: a repeat (another text-written tool call): stored, said once
             return
@@ -258,10 +275,13 @@ class TurnLog:
             else "ok"
         chars = e.chars if e.chars is not None else len(e.content)
         detail = f" · {fmt_int(chars)} chars" if chars else ""
-        if e.artifact_id:
-            detail += f" · artifact {e.artifact_id}"
-        if e.content.strip():
-            detail += f" · {preview_text(e.content.strip().splitlines()[0], 60)}"
+        if e.artifact_id:  # named once: the tool that stored it, or the read's source
+            detail += f" · {'read from' if e.name == READ_ARTIFACT else 'stored as'} {e.artifact_id}"
+        lines = e.content.strip().splitlines()
+        if lines and e.name == READ_ARTIFACT and lines[0].startswith("[artifact "):
+            lines = lines[1:]  # its header repeats the id; the first line read says more
+        if lines:
+            detail += f" · {preview_text(lines[0], 60)}"
         line.status, line.color = status + detail, FAIL_CSS if e.is_error else ""
         line.content, line.chars = e.content[:SHOW_CHARS], chars
         self._changed(line)

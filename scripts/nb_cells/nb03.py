@@ -369,6 +369,47 @@ CELLS = [
     ),
     md(
         """
+        ## 6 · Strategies side by side (SPEC C12)
+
+        The three numbers are one axis; the *strategy* is another. `compare` takes a strategy by name with its
+        numbers beside the policy's: `article` (this notebook so far: placeholders when enough, else the
+        structured summary), `masking` (observation masking: the last `keep_last` tool results verbatim, older
+        ones as placeholders on **every** call, whatever the threshold) and `clearing` (age-based clearing over a
+        trigger: every old tool result but the last `keep_last`, at least `clear_at_least` tokens a step, never
+        the `exclude_tools`). All keep the C4 repair, the C3 safe tail and the C8 fallback. One table, same base
+        policy, same conversations: *calls compacted* are the simulated calls whose view was compacted; of the facts
+        of the compacted messages (paths, errors, numbers, commands), *visible* are still in the view, *recallable*
+        are not but sit in a message a placeholder (`recall #41`) or a summary's range names (SPEC C13, R2: the
+        `recall` tool fetches it), *lost* are neither (a fallback window dropped them).
+        """
+    ),
+    code(
+        """
+        STRATEGIES = [{**BASE, "strategy": "article"}, {**BASE, "strategy": "masking", "keep_last": 3},
+                      {**BASE, "strategy": "clearing", "keep_last": 3}]
+        side = compare(real, STRATEGIES, progress=False)
+        table = side.groupby("policy", sort=False).agg(
+            calls=("call", "size"), calls_compacted=("compacted", "sum"), saved_tokens=("saved_tokens", "sum"),
+            full_tokens=("full_tokens", "sum"), facts_total=("facts_total", "sum"),
+            facts_visible=("facts_visible", "sum"), facts_recallable=("facts_recallable", "sum"),
+            facts_lost=("facts_lost", "sum"))
+        table["tokens_saved_share"] = table["saved_tokens"] / table["full_tokens"]
+        for kind in ("visible", "recallable", "lost"):
+            table[f"facts_{kind}_share"] = table[f"facts_{kind}"] / table["facts_total"]
+        table[["calls", "calls_compacted", "saved_tokens", "tokens_saved_share", "facts_visible_share",
+               "facts_recallable_share", "facts_lost_share"]]
+        """,
+        CHECK,
+    ),
+    md(
+        """
+        Masking compacts more calls (it does not wait for the threshold) and saves more tokens on these short
+        conversations; what any of them hides is still in the store, where the `recall` tool reads it back
+        (SPEC R1), so facts move from *visible* to *recallable*, not to *lost*.
+        """
+    ),
+    md(
+        """
         The second row uses exact counts for the policy itself (`counter="o200k_base"`), which is what the agent's
         calibrated counter approximates live (SPEC T2/T3).
 

@@ -24,7 +24,7 @@ ALLOWED_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name"}
 SENT_ROLES = {"system", "developer", "user", "assistant", "tool"}
 SYSTEMS = {"system", "developer"}
 MARKERS = re.compile(r"tool failed|invalid|permission denied|forbidden", re.IGNORECASE)
-PLACEHOLDER_RE = re.compile(r"^\[old tool output compacted: (\d+) characters\]$")
+PLACEHOLDER_RE = re.compile(r"^\[old tool output compacted: (\d+) characters(; recall #\d+)?\]$")
 SUMMARY_HEAD = "[compressed conversation context]\nOlder transcript messages were summarized.\nGoals:\n"
 Message = dict[str, Any]
 STAND_IN = "__oracle_stand_in_for_a_synthetic_result__"
@@ -122,10 +122,11 @@ def check_sent_shape(view: Sequence[Message]) -> None:
             assert set(c) == {"id", "type", "function"} and isinstance(c["function"]["arguments"], str)
 
 
-def _placeholdered(msg: Message) -> Message:
+def _placeholdered(msg: Message, seq: int | None) -> Message:
+    """C5 + C13: the placeholder naming the stored message (`recall #seq`; a dry run's seq is the input position)."""
     sent = sanitize(msg)
     text = text_of(sent.get("content"))
-    ph = f"[old tool output compacted: {len(text)} characters]"
+    ph = f"[old tool output compacted: {len(text)} characters; recall #{seq}]"
     if msg.get("role") != "tool" or is_failure(msg) or PLACEHOLDER_RE.match(text) or len(ph) >= len(text):
         return sent
     return {**sent, "content": ph}
@@ -182,8 +183,9 @@ def check_view(messages: Sequence[Any], policy: ContextPolicy, view: RequestView
         return
     conv_tokens = [synth_tokens[id(m)] if m.get(STAND_IN) else estimate_tokens(m) for m in conv]
     tail = oracle_tail_start(conv, conv_tokens, policy.keep_recent_tokens) if conv else 0
-    micro = [_sent(m) for m in systems] + [_placeholdered(m) if j < tail and not m.get(STAND_IN) else _sent(m)
-                                           for j, m in enumerate(conv)]
+    conv_src = [src for src, m in steps if m.get("role") not in SYSTEMS]
+    micro = [_sent(m) for m in systems] + [_placeholdered(m, conv_src[j]) if j < tail and not m.get(STAND_IN)
+                                           else _sent(m) for j, m in enumerate(conv)]
     micro_tokens = sum(synth_tokens[id(c)] if c.get(STAND_IN) else estimate_tokens(m)
                        for c, m in zip([*systems, *conv], micro, strict=True))
     if view.no_gain is not None:  # C5/C6: the compaction would not have shrunk the view: not applied
@@ -272,5 +274,6 @@ def micro_figures(messages: Sequence[Any], keep_recent_tokens: int) -> tuple[int
     if not conv:
         return before, before
     tail = oracle_tail_start(conv, [estimate_tokens(m) for m in conv], keep_recent_tokens)
-    micro = [*systems, *(_placeholdered(m) if j < tail else m for j, m in enumerate(conv))]
+    conv_src = [src for src, m in steps if m.get("role") not in SYSTEMS]
+    micro = [*systems, *(_placeholdered(m, conv_src[j]) if j < tail else m for j, m in enumerate(conv))]
     return before, sum(estimate_tokens(m) for m in micro)

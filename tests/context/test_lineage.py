@@ -84,7 +84,7 @@ def run_turn(transcript: list, blocks: list[list[dict]], policy: ContextPolicy, 
     previous: Lineage | None = None
     out = []
     for call in range(1, len(blocks) + 2):
-        view = build_request_view(view_input, policy, summarize, cache=cache)  # type: ignore[arg-type]
+        view = build_request_view(view_input, policy, summarize, cache=cache, seqs=seqs)  # type: ignore[arg-type]
         if call == retry_at:  # C9: the call resent with the fallback window, same input
             view = build_fallback_view(view_input, policy, "provider said: prompt too long")
         lineage = compose_lineage(view, seqs, previous, call=call, transcript=stored)
@@ -116,7 +116,7 @@ def check_call(view: object, lineage: Lineage, stored: list) -> None:
             if state.call is not None:
                 pytest.fail("kept messages name no call")
         elif state.action == "placeholder":
-            assert s in at and sent[at[s]]["content"] == placeholder_for(stored[s])
+            assert s in at and sent[at[s]]["content"] == placeholder_for(stored[s], s)  # C13: names its seq
             assert state.call is not None and state.call <= lineage.call
         elif state.action == "summarized":
             assert s not in at

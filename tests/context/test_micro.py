@@ -36,14 +36,17 @@ def policy_for(msgs: list[dict], window: int) -> ContextPolicy:
 
 
 def test_c5_old_success_becomes_exact_placeholder_same_role_and_id() -> None:
-    """C5: `[old tool output compacted: N characters]`, N = original length; role, id and message count kept."""
+    """C5 + C13: `[old tool output compacted: N characters; recall #seq]`, N = original length, seq the stored
+    message it replaces (a dry run: its input position); role, id and message count kept."""
     msgs = transcript([res("a", "A" * 20_000), res("b", "B" * 18_432)])
     policy = policy_for(msgs, 12_000)  # ~10.6k tokens before, threshold 9,600
     view = build_and_check(msgs, policy)
     assert view.stage == "micro"
     tools = [m for m in view.messages if m["role"] == "tool"]
-    assert tools[0] == {"role": "tool", "tool_call_id": "a", "content": "[old tool output compacted: 20000 characters]"}
-    assert tools[1] == {"role": "tool", "tool_call_id": "b", "content": "[old tool output compacted: 18432 characters]"}
+    assert tools[0] == {"role": "tool", "tool_call_id": "a",
+                        "content": "[old tool output compacted: 20000 characters; recall #3]"}
+    assert tools[1] == {"role": "tool", "tool_call_id": "b",
+                        "content": "[old tool output compacted: 18432 characters; recall #5]"}
     assert tools[2]["content"] == "R" * 4_000, "a tool result inside the safe tail is never compacted"
     assert len(view.messages) == len(msgs)
     assert [r.action for r in view.provenance.before if r.role == "tool"] == ["placeholder", "placeholder", "kept"]
@@ -80,11 +83,11 @@ def test_c5_failures_are_never_compacted(failure: dict) -> None:
 
 def test_c5_placeholder_only_when_shorter() -> None:
     """C5: a short result (e.g. `ok`) stays, since the placeholder would be longer than the original."""
-    msgs = transcript([res("a", "A" * 40_000), res("s", "ok: 1 replacement"), res("t", "x" * 46)])
+    msgs = transcript([res("a", "A" * 40_000), res("s", "ok: 1 replacement"), res("t", "x" * 60)])
     view = build_and_check(msgs, policy_for(msgs, 12_000))
     contents = {m["tool_call_id"]: m["content"] for m in view.messages if m["role"] == "tool"}
     assert contents["s"] == "ok: 1 replacement"
-    assert contents["t"] == "[old tool output compacted: 46 characters]"  # 43 chars < 46
+    assert contents["t"] == "[old tool output compacted: 60 characters; recall #7]"  # 53 chars < 60
 
 
 def test_c5_list_content_counts_text_characters() -> None:
@@ -92,7 +95,7 @@ def test_c5_list_content_counts_text_characters() -> None:
     msgs = transcript([res("a", [{"type": "text", "text": "A" * 30_000}, {"type": "text", "text": "B" * 10_000}])])
     view = build_and_check(msgs, policy_for(msgs, 12_000))
     assert next(m for m in view.messages if m.get("tool_call_id") == "a")["content"] == \
-        "[old tool output compacted: 40000 characters]"
+        "[old tool output compacted: 40000 characters; recall #3]"
 
 
 def test_c5_system_messages_and_user_assistant_text_are_untouched() -> None:
@@ -124,9 +127,9 @@ def test_c5_c7_placeholder_is_not_compacted_again_in_the_next_iteration() -> Non
     second = build_and_check(grown, policy)
     assert second.stage == "micro"
     contents = {m["tool_call_id"]: m["content"] for m in second.messages if m["role"] == "tool"}
-    assert contents["a"] == "[old tool output compacted: 20000 characters]"
-    assert contents["b"] == "[old tool output compacted: 20000 characters]"
-    assert contents["c"] == "[old tool output compacted: 36000 characters]"
+    assert contents["a"] == "[old tool output compacted: 20000 characters; recall #3]"
+    assert contents["b"] == "[old tool output compacted: 20000 characters; recall #5]"
+    assert contents["c"] == "[old tool output compacted: 36000 characters; recall #12]"  # its input position
 
 
 def test_c5_n_is_the_length_of_the_text_that_is_sent() -> None:
@@ -134,9 +137,9 @@ def test_c5_n_is_the_length_of_the_text_that_is_sent() -> None:
     msgs = transcript([res("a", [None, "x" * 40_000, 7]), res("d", {"log": "y" * 40_000})])
     view = build_and_check(msgs, policy_for(msgs, 12_000))
     contents = {m["tool_call_id"]: m["content"] for m in view.messages if m["role"] == "tool"}
-    assert contents["a"] == "[old tool output compacted: 40001 characters]"
+    assert contents["a"] == "[old tool output compacted: 40001 characters; recall #3]"
     sent_text = '{"log": "' + "y" * 40_000 + '"}'  # dict content is sent as its JSON text
-    assert contents["d"] == f"[old tool output compacted: {len(sent_text)} characters]"
+    assert contents["d"] == f"[old tool output compacted: {len(sent_text)} characters; recall #5]"
 
 
 @settings(max_examples=500, deadline=None)

@@ -182,8 +182,9 @@ def test_c6_summarize_is_pluggable_and_receives_exactly_the_old_messages() -> No
         return "my summary 我的摘要"
 
     view = build_and_check(msgs, ContextPolicy(8_000, 0.8, 100), summarize=mine)
-    assert view.stage == "summary" and view.summary == "my summary 我的摘要"
-    assert {"role": "system", "content": "my summary 我的摘要"} in view.messages
+    text = "my summary 我的摘要\nRecall: #4-#21 are in the transcript (the recall tool reads them)."  # C13: its range
+    assert view.stage == "summary" and view.summary == text
+    assert {"role": "system", "content": text} in view.messages
     assert seen[0] == msgs[4:-2]
 
 

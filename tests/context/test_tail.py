@@ -82,4 +82,5 @@ def test_c3_pipeline_tail_excludes_system_messages_and_reports_input_position() 
     assert view.stage == "summary"
     assert view.tail_start == 4
     assert [m["role"] for m in view.messages] == ["system", "system", "system", "user", "assistant"]
-    assert view.messages[2]["content"] == "S"
+    # the summary names the stored range it covers (C13): the old messages #1-#2 (the systems are not in it)
+    assert view.messages[2]["content"] == "S\nRecall: #1-#2 are in the transcript (the recall tool reads them)."

@@ -106,7 +106,7 @@ def test_typed_placeholders_deterministic_never_on_failures_never_in_tail(
         if sent.get("role") == "tool" and isinstance(text, str) and text.startswith(PREFIX) \
                 and text != original.get("content"):
             assert src < tail and not is_failure(original)
-            assert text == placeholder_for(original)  # exactly the K2 (typed) or C5 (plain) placeholder
+            assert text == placeholder_for(original, src)  # exactly the K2 (typed) or C5 placeholder (C13)
             event("typed placeholder" if "; " in text.split("]")[0] else "plain placeholder")
     event(f"stage {view.stage}")
 
@@ -131,7 +131,7 @@ def test_example_typed_placeholder_before_tail_and_failure_kept() -> None:
                                                       keep_recent_tokens=50))
     sent = [m["content"] for m in view.messages if m["role"] == "tool"]
     assert sent[0] == (f"[old tool output compacted: {len(big):,} characters; DataFrame 5,000x2 (id, price); "
-                       "still in the kernel as df_sales]")
+                       "still in the kernel as df_sales; recall #3]")  # C13: names the stored message
     assert sent[1] == messages[5]["content"]  # C5
     assert view.messages[-2:] == [sanitize(m) for m in messages[-2:]]  # C3
 

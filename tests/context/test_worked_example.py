@@ -33,6 +33,7 @@ SUMMARY = "\n".join([
     "- Forbidden: `rm -rf /` is on the forbidden-command list",
     "Last useful assistant state:",
     "- " + STATE,
+    "Recall: #2-#30 are in the transcript (the recall tool reads them).",  # C13: the stored range it covers
 ])
 
 
@@ -61,20 +62,23 @@ def test_worked_example_reaches_the_summary_stage_and_the_whole_view_is_pinned()
     msgs = worked_example()
     policy = ContextPolicy(**WORKED_EXAMPLE_POLICY)
     view = build_and_check(msgs, policy)
-    placeholder = "[old tool output compacted: 20000 characters]"  # 46 chars -> 12 tokens
-    assert view.before_tokens - 4 * 5_000 + 4 * math.ceil(len(placeholder) / 4) == 51_920 > policy.threshold
+    micro = build_and_check(msgs, ContextPolicy(65_000, 0.8, 8_000))  # what the four placeholders leave (C5)
+    placeholders = [m["content"] for m in micro.messages if m["content"].startswith("[old tool output")]
+    assert [p[-4:] for p in placeholders] == [" #4]", " #8]", "#12]", "#16]"]  # C13: 56-57 chars, 14-15 tokens
+    assert view.before_tokens - 4 * 5_000 + sum(math.ceil(len(p) / 4) for p in placeholders) == 51_930 > \
+        policy.threshold
     assert (view.stage, view.before_tokens, view.after_tokens, view.threshold, view.window) == \
-        ("summary", 71_872, 17_225, 51_200, 64_000)
+        ("summary", 71_872, 17_241, 51_200, 64_000)
     assert (view.tail_start, view.over_threshold, view.repaired, view.error, view.counter) == \
         (31, False, False, None, "estimate")
-    assert view.summary == SUMMARY and len(SUMMARY) == 1_053
-    assert view.after_tokens == 5_000 + 5_000 + math.ceil(1_053 / 4) + 963 + 32 + 4_000 + 1_966
+    assert view.summary == SUMMARY and len(SUMMARY) == 1_120
+    assert view.after_tokens == 5_000 + 5_000 + math.ceil(1_120 / 4) + 963 + 32 + 4_000 + 1_966
     sent = [(m["role"], str(m["content"])[:24], len(m["content"]), m.get("tool_call_id"),
              [c["id"] for c in m.get("tool_calls", [])]) for m in view.messages]
     assert sent == [
         ("system", "[system prompt] mxclaw_n", 19_999, None, []),
         ("system", "[project instructions] A", 19_999, None, []),
-        ("system", "[compressed conversation", 1_053, None, []),
+        ("system", "[compressed conversation", 1_120, None, []),
         ("user", "Now run the full verific", 3_850, None, []),
         ("assistant", "Running verification.", 21, None, ["bash-3"]),
         ("tool", "r" * 24, 16_000, "bash-3", []),
@@ -87,20 +91,20 @@ def test_worked_example_reaches_the_summary_stage_and_the_whole_view_is_pinned()
         (k, "summarized", c1_ascii(msgs[k]), 0) for k in range(2, 31)] + [
         (31, "kept", 963, 963), (32, "kept", 32, 32), (33, "kept", 4_000, 4_000), (34, "kept", 1_966, 1_966)]
     after = [(r.position, r.source, r.action, r.tokens) for r in view.provenance.after]
-    assert after == [(0, 0, "kept", 5_000), (1, 1, "kept", 5_000), (2, None, "summary", 264),
+    assert after == [(0, 0, "kept", 5_000), (1, 1, "kept", 5_000), (2, None, "summary", 280),
                      (3, 31, "kept", 963), (4, 32, "kept", 32), (5, 33, "kept", 4_000), (6, 34, "kept", 1_966)]
     failures = [r.position for r in view.provenance.before if r.failure]
     assert failures == [19, 29]
-    assert view.event() == {"stage": "summary", "before_tokens": 71_872, "after_tokens": 17_225,
+    assert view.event() == {"stage": "summary", "before_tokens": 71_872, "after_tokens": 17_241,
                             "tokens_are": "estimates", "threshold": 51_200, "summary": SUMMARY}
 
 
 def test_worked_example_with_a_bigger_window_stops_at_microcompaction() -> None:
-    """The article's other branch: if placeholders suffice (threshold >= 51,920), no summary is made."""
-    view = build_and_check(worked_example(), ContextPolicy(64_900, 0.8, 8_000))  # threshold 51,920
-    assert view.stage == "micro" and view.after_tokens == 51_920 and len(view.messages) == 35
+    """The article's other branch: if placeholders suffice (threshold >= 51,930), no summary is made."""
+    view = build_and_check(worked_example(), ContextPolicy(65_000, 0.8, 8_000))  # threshold 52,000
+    assert view.stage == "micro" and view.after_tokens == 51_930 and len(view.messages) == 35
     assert view.summary == ("[microcompaction] replaced 4 old tool output(s) (80,000 characters) with "
-                            "placeholders; 71,872 -> 51,920 est. tokens")
+                            "placeholders; 71,872 -> 51,930 est. tokens")
 
 
 def test_worked_example_compactor_failure_falls_back() -> None:
