@@ -533,7 +533,9 @@ def test_keyboard_interrupt_stays_an_interruption(raw_server: RawServer, tmp_pat
     stop()
     types = set(agent.store.events(agent.session_id)["type"])
     assert "turn.interrupted" in types and "turn.failed" not in types
-    assert agent.transcript()[-1] == {"role": "user", "content": PROMPT}
+    # L4/L7: the user's message is stored, then the part of the answer already streamed, marked partial
+    assert agent.transcript()[-2:] == [{"role": "user", "content": PROMPT},
+                                       {"role": "assistant", "content": "hm", "partial": True}]
     assert agent.run("again").text == NEXT_ANSWER
 
 
