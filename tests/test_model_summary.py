@@ -96,7 +96,8 @@ def test_c11_merged_summaries_recorded_reused_on_reentry_and_replayed_byte_for_b
         # replay: the same views from the transcript and the recorded summaries, without any model call
         requests = len(server.requests)
         policy = ContextPolicy(4_000, 0.8, 800, strategy=ModelSummary(
-            summaries=recorded_from_store(agent.store, agent.session_id)))
+            summaries=recorded_from_store(agent.store, agent.session_id)),
+            tool_definitions=again.policy.tool_definitions)  # T1-T3: the same fixed overhead as the live calls
         views: list = []
         replay_messages(again.transcript(), policy, facts=False, views=views)
         live = [r["messages"] for r in server.requests if not r["messages"][-1]["content"].endswith(ASK)]
