@@ -284,11 +284,7 @@ def cmd_lab(m: CommandHost, args: argparse.Namespace) -> Any:
         raise UsageError(f"%agent lab: {exc}") from None
     if getattr(m.shell, "kernel", None) is None:
         return lab
-    from IPython.display import display
-
-    from mxclaw_nb.widgets.static import LiveSnapshot
-
-    LiveSnapshot(m.shell, lab, display=display, name="policy lab", again="%agent lab")  # saved form: last state (N2)
+    lab.show(again="%agent lab")  # with a static snapshot of the last state: what a saved notebook keeps (N2)
     return None
 
 

@@ -26,10 +26,10 @@ import ipywidgets as widgets
 from mxclaw_nb.analysis.replay import as_requests, frame, replay_messages
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
-from mxclaw_nb.widgets.data import CallData, from_view
+from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view
 from mxclaw_nb.widgets.gauge import gauge_html
 from mxclaw_nb.widgets.inspector import CompactionInspector
-from mxclaw_nb.widgets.static import StaticReprMixin, close_tree
+from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import FONT, MUTED, chip, color_of, esc, fmt_int
 from mxclaw_nb.widgets.timeline import BOX, THEME_STYLE, W, timeline_frame, timeline_layers, timeline_svg
 
@@ -71,6 +71,21 @@ def store_sources(store: Any, current: str | None) -> dict[str, Callable[[], lis
     return out
 
 
+class InspectorHTML:
+    """The inspector's static HTML of one call without its widgets (tabs, dropdowns): the same methods, a tenth
+    of the time, so a call-slider move stays a live redraw."""
+
+    header_html = CompactionInspector.header_html
+    summary_html = CompactionInspector.summary_html
+    full_text = CompactionInspector.full_text
+    _table = CompactionInspector._table
+    to_html = CompactionInspector.to_html
+
+    def __init__(self, data: CallData, max_rows: int) -> None:
+        self.data, self.max_rows = data, max_rows
+        self.before_df, self.after_df = before_frame(data), after_frame(data)
+
+
 def _int_params(strategy: Strategy) -> dict[str, int]:
     """The strategy's integer numbers (the ones a slider can move)."""
     return {k: v for k, v in strategy.params().items() if isinstance(v, int) and not isinstance(v, bool)}
@@ -82,7 +97,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def __init__(self, transcripts: Mapping[str, Sequence[Any]] | Sequence[Any] | None = None, *, store: Any = None,
                  current: str | None = None, datasets: bool = True, strategy: str = "article",
                  compare: str | None = None, window: int = 32_000, threshold_ratio: float = 0.8,
-                 keep_recent: int = 4_000, max_rows: int = 30, **kwargs: Any) -> None:
+                 keep_recent: int = 4_000, max_rows: int = 12, **kwargs: Any) -> None:
         """`transcripts`: {label: messages} or one list of messages (shown first); `store`/`current`: the stored
         sessions, the current one first; `datasets`: add the shipped datasets' conversations."""
         sources: dict[str, Callable[[], list[Any]]] = {}
@@ -122,12 +137,14 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self.call.add_class("mx-lab-call")
         self.status = widgets.HTML()
         self.status.add_class("mx-lab-status")
-        self.timeline = widgets.HTML()
-        self.cursor = widgets.HTML()  # a thin line over the timeline at the chosen call: moved without a redraw
+        self.timeline = widgets.HTML(layout=widgets.Layout(width="100%", margin="0"))
+        # a thin line over the timeline at the chosen call: moved without redrawing the timeline
+        self.cursor = widgets.HTML(layout=widgets.Layout(margin="0"))
         self.gauge = widgets.HTML()
         self.versus = widgets.HTML()
         self.inspector = widgets.HTML()
-        plot = widgets.Box([self.timeline, self.cursor], layout=widgets.Layout(width="100%", max_width="850px"))
+        plot = widgets.Box([self.timeline, self.cursor], layout=widgets.Layout(display="block", width="100%",
+                                                                                max_width="850px"))
         plot.add_class("mx-lab-plot")
         controls = widgets.VBox([self.transcript, widgets.HBox([self.strategy, self.compare]), self.window,
                                  self.threshold_ratio, self.keep_recent, self.params_box])
@@ -278,9 +295,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         else:
             self.data = self.call_data(self.current, k)
             self.gauge.value = gauge_html(self.data)
-            inspector = CompactionInspector(self.data, max_rows=self.max_rows)
-            self.inspector.value = inspector.to_html()
-            close_tree(inspector)
+            self.inspector.value = InspectorHTML(self.data, self.max_rows).to_html()
             self.cursor.value = self._cursor_html(k)
             self.versus.value = self._versus_html(k)
         self.last_ms["call"] = (time.perf_counter() - start) * 1000
@@ -330,6 +345,16 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                 f'{pol.context_window_tokens:,} · threshold {pol.threshold:,} · tail {pol.keep_recent_tokens:,} · '
                 f'replay {r.ms:.0f} ms (cached per transcript and policy) · call redraw '
                 f'{self.last_ms.get("call", 0):.0f} ms</div>')
+
+    def show(self, again: str = "PolicyLab(...).show()") -> None:
+        """Display the lab with a static snapshot after it that follows each redraw: a saved notebook keeps the
+        last state as HTML (N2); `again`: how the reader opens it again (named in the snapshot's note)."""
+        from IPython import get_ipython
+        from IPython.display import display
+
+        from mxclaw_nb.widgets.static import LiveSnapshot
+
+        LiveSnapshot(get_ipython(), self, display=display, name="policy lab", again=again)
 
     # --- static form -----------------------------------------------------------------------------------------
     def to_html(self) -> str:
