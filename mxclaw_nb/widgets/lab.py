@@ -349,12 +349,9 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def show(self, again: str = "PolicyLab(...).show()") -> None:
         """Display the lab with a static snapshot after it that follows each redraw: a saved notebook keeps the
         last state as HTML (N2); `again`: how the reader opens it again (named in the snapshot's note)."""
-        from IPython import get_ipython
-        from IPython.display import display
+        from mxclaw_nb.notebook.showlive import show_live
 
-        from mxclaw_nb.widgets.static import LiveSnapshot
-
-        LiveSnapshot(get_ipython(), self, display=display, name="policy lab", again=again)
+        show_live(self, name="policy lab", again=again)
 
     # --- static form -----------------------------------------------------------------------------------------
     def to_html(self) -> str:
