@@ -151,3 +151,21 @@ def test_s4_lab_offers_shipped_datasets_and_stored_sessions(tmp_path: Path, monk
     finally:
         shell.run_line_magic("unload_ext", "mxclaw_nb")
         shell.config.pop("AgentMagics", None)
+
+
+def test_n2_lab_inspector_html_is_the_inspectors_own(lab: PolicyLab) -> None:
+    """The lab's widget-free inspector HTML is byte for byte the CompactionInspector's (up to its output id)."""
+    import re
+
+    from mxclaw_nb.widgets.inspector import CompactionInspector
+    from mxclaw_nb.widgets.lab import InspectorHTML
+
+    lab.set(strategy="masking", keep_last=2, call=90)
+    assert lab.data is not None
+
+    def uid(s: str) -> str:
+        return re.sub(r"mx-i[0-9a-f]{10}", "UID", s)
+
+    own = CompactionInspector(lab.data, max_rows=lab.max_rows).to_html()
+    assert uid(InspectorHTML(lab.data, lab.max_rows).to_html()) == uid(own) == uid(lab.inspector.value)
+    assert "placeholder" in own
