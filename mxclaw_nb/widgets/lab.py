@@ -332,8 +332,10 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                 f"{fmt_int(b.after_tokens)} ({chip(b.stage, color_of('stage', b.stage))}) · "
                 f"{'+' if delta > 0 else ''}{fmt_int(delta)} tokens · {len(va.messages)} vs {len(vb.messages)} "
                 f"messages, the first {same} identical")
-        return (f'<div class="mx-lab-versus" style="{FONT}"><div style="margin:6px 0">{line}</div>'
-                f'<div style="color:{MUTED}">versus {esc(name)} on the same call:</div>{gauge_html(self.other)}</div>')
+        return (f'<div class="mx-lab-versus" style="{FONT};border-left:3px solid {MUTED};padding-left:8px;'
+                f'margin:8px 0"><div style="margin:4px 0">{line}</div>'
+                f'<div style="color:{MUTED}">versus {esc(name)} on the same call:</div>{gauge_html(self.other)}</div>'
+                f'<div style="{FONT};color:{MUTED};margin-top:6px">inspector of {esc(mine)}, call {call}:</div>')
 
     def status_html(self) -> str:
         """The lab's state in one line (with a redraw counter the browser test waits on)."""
