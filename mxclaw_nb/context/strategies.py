@@ -69,6 +69,10 @@ class Strategy:
         """The strategy's numbers (for labels and result columns)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "ladder")}
 
+    def with_params(self, given: Mapping[str, Any]) -> Strategy:
+        """This strategy with `given` numbers (a wrapper routes them to what it wraps)."""
+        return replace(self, **given)
+
     def label(self) -> str:
         """`masking(keep_last=5)`: the name and the numbers that differ from the registered defaults."""
         default = STRATEGIES[self.name][0].params() if self.name in STRATEGIES else {}
@@ -199,7 +203,7 @@ def strategy_from(name: str | Strategy | None = None, params: Mapping[str, Any] 
         known = ", ".join(allowed) or "none"
         raise ValueError(f"strategy {base.name!r} has no parameter {unknown[0]!r} (its parameters: {known})")
     try:
-        return replace(base, **given) if given else base
+        return base.with_params(given) if given else base
     except TypeError as exc:
         raise ValueError(f"strategy {base.name!r}: {exc}") from None
 
@@ -250,4 +254,5 @@ def _value(text: str) -> Any:
         return text
 
 
+from mxclaw_nb.context import cache_variants as _cache_variants  # noqa: E402,F401 - registers `<name>-cache` (E4)
 from mxclaw_nb.context import model_summary as _model_summary  # noqa: E402,F401 - registers `model-summary` (C11)
