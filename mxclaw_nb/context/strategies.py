@@ -25,7 +25,8 @@ The strategies (`STRATEGIES`, by name):
 - `model-summary` (C11, `context.model_summary`): the article's ladder whose summary is model-written (the loop
   asks, gates and records it); a summary recorded for the same coverage is reused; without one, C6 stands in.
 
-Adding a strategy (e.g. a cache-aware variant, E4) is one module and one registration:
+Adding a strategy is one module and one registration (`cache_variants` registers the E4 `<name>-cache` wrappers
+of every strategy this way):
 
     @dataclass(frozen=True)
     class Deferring(Strategy):
