@@ -278,3 +278,18 @@ def test_l1_importing_the_loop_loads_no_adapter_code() -> None:
     bad = sorted(m for m in reached if adapter(m) and m not in {"mxclaw_nb.tools", "mxclaw_nb.tools.base",
                                                                  "mxclaw_nb.tools.policy"})
     assert not bad, f"importing the loop loads {bad}"
+
+
+def test_no_module_level_import_cycles() -> None:
+    """DESIGN "Layout and boundaries": no cycles among module-level imports (a registry whose plugins import it
+    must not import them back; the package imports them instead)."""
+    import graphlib
+
+    graph: dict[str, set[str]] = {}
+    for i in all_imports():
+        if not i.lazy and i.target.startswith("mxclaw_nb") and i.target != i.module:
+            graph.setdefault(i.module, set()).add(i.target)
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")

@@ -33,3 +33,8 @@ __all__ = [
     "layer_tokens", "lineage_messages", "lineage_rows", "message_layer", "placeholder_for",
     "repair_tool_call_transcript", "safe_tail_start", "shared_prefix",
 ]
+
+# C12: the strategies that live in their own modules register themselves on import. The package imports them
+# here (not strategies.py, which they import: that was a cycle), so any use of the engine sees the whole registry.
+from mxclaw_nb.context import cache_variants as _cache_variants  # noqa: E402,F401 - registers `<name>-cache` (E4)
+from mxclaw_nb.context import model_summary as _model_summary  # noqa: E402,F401 - registers `model-summary` (C11)

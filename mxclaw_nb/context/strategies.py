@@ -254,6 +254,3 @@ def _value(text: str) -> Any:
     except ValueError:
         return text
 
-
-from mxclaw_nb.context import cache_variants as _cache_variants  # noqa: E402,F401 - registers `<name>-cache` (E4)
-from mxclaw_nb.context import model_summary as _model_summary  # noqa: E402,F401 - registers `model-summary` (C11)
