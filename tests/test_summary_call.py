@@ -183,3 +183,26 @@ def test_c11_compare_over_a_live_session_counts_its_recorded_summary_calls(sessi
     row = summarize_policies(rows).iloc[0]
     assert row["summary_calls_recorded"] == row["summary_calls"] == len(recorded) >= 2
     assert row["summary_calls_stand_in"] == 0 and row["summary_call_tokens"] == 0  # reported ones: in `requests`
+
+
+def test_c11_the_timeline_caption_cost_includes_the_summary_calls(session):
+    import re
+
+    from mxclaw_nb.analysis.cost import price_for
+    from mxclaw_nb.widgets.cost import cost_caption
+
+    agent, _, _ = session
+    data = TokenTimeline(store=agent.store, session_id=agent.session_id).data.copy()
+    data["model"] = "gpt-4o-mini"  # a model with an example price row
+    made = data.attrs["summary_calls"]
+    with_calls = cost_caption(data)
+    without = data.copy()
+    without.attrs["summary_calls"] = []
+
+    def dollars(html: str) -> float:
+        return float(re.search(r"est\. cost \$([0-9.,]+)", html).group(1).replace(",", ""))
+
+    extra = sum(c.cost for c in summary_call_costs(
+        [CallTokens(m["tokens"], 0, m["completion"] or 0) for m in made], price_for("gpt-4o-mini")))
+    assert extra > 0 and dollars(with_calls) == pytest.approx(dollars(cost_caption(without)) + extra, abs=1e-4)
+    assert f"for {len(made)} summary calls (C11)" in with_calls and with_calls.count("$") == 1

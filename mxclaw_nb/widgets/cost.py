@@ -89,8 +89,10 @@ def cost_caption(df: pd.DataFrame) -> str:
             made = [CallTokens(int(c["tokens"]), 0, int(c["completion"] or 0)) for c in summaries]
             extra = sum(c.cost for c in summary_call_costs(made, price))
             dollars += extra
-            text += (f" · est. cost ${dollars:,.4f} under {price.label} (incl. ${extra:,.4f} for "
-                     f"{len(summaries)} summary call{'s' if len(summaries) != 1 else ''})")
+            # one dollar sign per line: two would be typeset as LaTeX by JupyterLab
+            share = extra / dollars if dollars else 0.0
+            text += (f" · est. cost ${dollars:,.4f} under {price.label}, of which {share:.0%} for "
+                     f"{len(summaries)} summary call{'s' if len(summaries) != 1 else ''} (C11)")
         else:
             text += f" · est. cost ${dollars:,.4f} under {price.label}"
     return f'<span class="mx-cost" style="color:{MUTED}">{esc(text)}</span>'
