@@ -16,6 +16,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from mxclaw_nb.context import (
     build_structured_summary,
 )
 from mxclaw_nb.context.counters import CalibratedCounter
+from mxclaw_nb.context.overhead import tool_definitions_text
 from mxclaw_nb.context.strategies import parse_strategy
 from mxclaw_nb.frozen import preamble_and_notes, session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
@@ -37,11 +39,13 @@ from mxclaw_nb.secrets import known as known_secrets
 from mxclaw_nb.settings import (  # noqa: E402,F401 - the settings table
     COUNTER_MODES,
     DEFAULT_CALL_DEADLINE,
+    DEFAULT_MAX_TOKENS,
     MAX_ANSWER_BYTES,
     MAX_IMAGE_BYTES,
     MAX_PROMPT_BYTES,
     MAX_STREAM_LINE_BYTES,
     MAX_TOOL_ARGS_BYTES,
+    TEXT_CALL_MODES,
     check_setting,
     check_settings,
     human_bytes,
@@ -121,6 +125,7 @@ class Agent:
                  max_prompt_bytes: int = MAX_PROMPT_BYTES,
                  max_tool_args_bytes: int = MAX_TOOL_ARGS_BYTES, max_answer_bytes: int = MAX_ANSWER_BYTES,
                  max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS, stream: bool = True, text_calls: str = "auto",
                  namespace: Callable[[], dict[str, Any]] | None = None,
                  shell_memory_mb: int = 4096, shell_processes: int = 512, shell_file_mb: int = 2048,
                  shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask",
@@ -140,14 +145,18 @@ class Agent:
                        max_tool_calls=max_tool_calls, max_tool_args_bytes=max_tool_args_bytes,
                        max_answer_bytes=max_answer_bytes, max_stream_line_bytes=max_stream_line_bytes,
                        shell_memory_mb=shell_memory_mb, shell_processes=shell_processes,
-                       shell_file_mb=shell_file_mb, shell_tmp_mb=shell_tmp_mb)
+                       shell_file_mb=shell_file_mb, shell_tmp_mb=shell_tmp_mb, max_tokens=max_tokens)
+        if text_calls not in TEXT_CALL_MODES:
+            raise ValueError(f"text_calls must be one of {', '.join(TEXT_CALL_MODES)} (got {text_calls!r})")
         # L8: what one sandboxed command may use; L11: where the workspace may be.
         self.limits = Limits(shell_memory_mb, shell_processes, shell_file_mb, shell_tmp_mb)
         self.allow_broad_workspace = bool(allow_broad_workspace)
         if provider is None:  # validate before the store opens: a bad value leaves nothing behind
             provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
                                         call_deadline=call_deadline,
-                                        limits=WireLimits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes))
+                                        limits=WireLimits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes),
+                                        max_tokens=max_tokens, stream=bool(stream),
+                                        text_calls=None if text_calls == "auto" else text_calls == "on")
         self.store = db if isinstance(db, Store) else Store(db)
         self.provider = provider
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
@@ -185,6 +194,8 @@ class Agent:
         self.home = None if home is None else Path(home)
         self.workspace = self._resolve_workspace(workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
+        # T1-T3/N2: the tool definitions every request carries, counted as their own layer (data for the engine)
+        self.policy = replace(self.policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
         self._subscribers: list[Subscriber] = []
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
@@ -224,8 +235,6 @@ class Agent:
 
     def current_policy(self) -> ContextPolicy:
         """The policy with the counter T3 prescribes right now (estimate until usage was reported)."""
-        from dataclasses import replace
-
         if self._exact is not None:
             return replace(self.policy, counter=self._exact)
         if self.counter_mode == "estimate" or not self.calibrated.calibrated:
@@ -250,8 +259,10 @@ class Agent:
         return keep
 
     def _observe_usage(self, sent: list[Message], prompt_tokens: int | None) -> None:
+        # T3: the report covers the tool definitions too; the counter learns the messages' share of it (the
+        # definitions stay their own layer, so an anchored view still sums to what was reported)
         if prompt_tokens:
-            self.calibrated = self.calibrated.observe(sent, prompt_tokens)
+            self.calibrated = self.calibrated.observe(sent, max(1, prompt_tokens - self.policy.fixed_tokens))
 
     # -- sessions ------------------------------------------------------------------------------
     def new_session(self) -> str:

@@ -23,6 +23,7 @@ STORED: frozenset[str] = frozenset({
     "approval.decided",  # L5: who allowed or denied a command
     "artifact.fallback",  # A3: an artifact could not be written
     "context.compacted",  # C10
+    "context.nothing_to_gain",  # C5/C6: a compaction tried and not applied: it would not have shrunk the view
     "context.summary", "context.summary_rejected",  # C11: a recorded model summary, or why one was rejected
     "provider.note",  # L2: what the adapter did about this server (e.g. stream_options refused: asked again without)
     "frozen.note",  # L9: a project file of the frozen context refused (a link out, a FIFO, a device, ...)
@@ -137,6 +138,17 @@ class ContextSummaryRejected(Event):
 @dataclass(frozen=True)
 class ProviderNote(Event):
     note: str = ""
+    shown: bool = True  # L2: False for a repeat the live log does not say again (e.g. another text-written call)
+
+
+@dataclass(frozen=True)
+class ContextNothingToGain(Event):
+    """C5/C6: a compaction tried and not applied, because it would not have made the view smaller."""
+
+    stage: str = "?"
+    before_tokens: int | None = None
+    after_tokens: int | None = None
+    tokens_are: str = "estimates"
 
 
 @dataclass(frozen=True)
@@ -221,7 +233,8 @@ TYPES: dict[str, type[Event]] = {
     "turn.started": TurnStarted, "turn.waiting": TurnWaiting, "request.built": RequestBuilt,
     "model.delta": ModelDelta, "model.completed": ModelCompleted, "context.compacted": ContextCompacted,
     "context.summary": ContextSummary, "context.summary_rejected": ContextSummaryRejected,
-    "provider.note": ProviderNote, "frozen.note": FrozenNote, "tool.started": ToolStarted,
+    "provider.note": ProviderNote, "frozen.note": FrozenNote,
+    "context.nothing_to_gain": ContextNothingToGain, "tool.started": ToolStarted,
     "tool.finished": ToolFinished,
     "tool.skipped": ToolSkipped, "approval.pending": ApprovalPending, "approval.decided": ApprovalDecided,
     "artifact.fallback": ArtifactFallback, "turn.finished": TurnFinished, "turn.failed": TurnFailed,

@@ -163,7 +163,9 @@ def _request_record(view: RequestView, provider: ProviderLike, turn: int, iterat
         prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
         completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None,
         cached_tokens_reported=getattr(usage, "cached_tokens", None) if usage else None,
-        cache_write_tokens_reported=getattr(usage, "cache_write_tokens", None) if usage else None)
+        cache_write_tokens_reported=getattr(usage, "cache_write_tokens", None) if usage else None,
+        extra={"max_tokens": getattr(provider, "max_tokens", None),  # L2: the answer's bound, as sent
+               **({"nothing_to_gain": view.no_gain} if view.no_gain else {})})
 
 
 def _with_prefix(record: RequestRecord, shared: SharedPrefix | None) -> RequestRecord:
@@ -414,6 +416,10 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
         shared = _shared_prefix(ctx, session_id, view, it > 1 and not retry)  # E2, before the call: no I/O
         _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
         event = view.event()
+        if view.no_gain is not None:  # C5/C6: said, stored, and kept with the record; not shown as a compaction
+            _emit(ctx, session_id, "context.nothing_to_gain", {
+                **view.no_gain, "tokens_are": "estimates" if view.counter == "estimate" else view.counter,
+                "threshold": view.threshold, "session_id": session_id}, turn, it)
         if event is not None:
             if retry:
                 event["stage"] = "prompt_too_long_retry"
@@ -462,7 +468,7 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
                                               retry=retry, engine_ms=engine_ms), shared)
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
-            _emit(ctx, session_id, "provider.note", {"note": note}, turn, it)
+            _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
         ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,

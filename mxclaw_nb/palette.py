@@ -14,6 +14,7 @@ ACTION_COLORS: dict[str, str] = {a.name: a.colour for a in ACTION_REGISTRY}  # o
 FAILURE_COLOR = "#e53935"  # red mark on failed tool results, everywhere
 
 LAYER_COLORS: dict[str, str] = {
+    "tool definitions": "#afb42b",  # T1-T3: the schemas every request carries (no message)
     "system prompt": "#3949ab",
     "project instructions": "#7e57c2",
     "skill index": "#00897b",

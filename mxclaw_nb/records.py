@@ -87,12 +87,15 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
                    prompt_tokens_reported: int | None = None, completion_tokens_reported: int | None = None,
                    calibrated_tokens: int | None = None, engine_ms: float | None = None,
                    cached_tokens_reported: int | None = None, cache_write_tokens_reported: int | None = None,
-                   prefix_tokens: int | None = None) -> RequestRecord:
+                   prefix_tokens: int | None = None, extra: Mapping[str, Any] | None = None) -> RequestRecord:
     """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
     its figures. A view with a lineage (N3) carries it; a view without one carries its own provenance."""
     if calibrated_tokens is None and view.counter == "calibrated":
         calibrated_tokens = view.after_tokens
     lineage = view.lineage if isinstance(view.lineage, Lineage) else None
+    more = dict(extra or {})
+    if view.fixed_tokens:  # T3/N2: the "tool definitions" layer, included in the totals, stated apart (est.)
+        more["tool_definitions_tokens"] = view.fixed_tokens
     return RequestRecord(
         turn=turn, iteration=iteration, model=model, base_url=base_url, counter=view.counter,
         estimate_tokens=c1_estimate(view), calibrated_tokens=calibrated_tokens, before_tokens=view.before_tokens,
@@ -104,7 +107,7 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
         tail_start=view.tail_start, engine_ms=engine_ms, lineage=lineage,
         cached_tokens_reported=cached_tokens_reported, cache_write_tokens_reported=cache_write_tokens_reported,
         prefix_tokens=prefix_tokens,
-        provenance=None if lineage is not None else _provenance(view))
+        provenance=None if lineage is not None else _provenance(view), extra=more)
 
 
 CARRIED = "[carried: summary made by call {call} of this turn]"

@@ -66,6 +66,10 @@ SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")  # L5
 NETWORK_MODES = ("off", "on")  # L5
 MAX_TOOL_CALLS = 64  # default bound on tool calls run per model response (L3)
 DEFAULT_CALL_DEADLINE = 600.0  # seconds one model call may take, retries included (L7)
+# L2, L7: tokens one answer may generate. Without a bound a small local model may generate until the server's
+# whole context is full (minutes on a laptop, then a context shift); 4,096 is far above any tool call or answer.
+DEFAULT_MAX_TOKENS = 4096
+TEXT_CALL_MODES = ("auto", "on", "off")  # L2: read tool calls written as text (auto: on but for api.openai.com)
 MAX_TOOL_ARGS_BYTES = 4 * 1_048_576  # L10: one tool call's arguments (4 MB); larger ones are not run
 MAX_ANSWER_BYTES = 16 * 1_048_576  # L10: one model answer (text, reasoning, tool-call arguments), or a plain body
 MAX_STREAM_LINE_BYTES = 8 * 1_048_576  # L10: one line of a streamed (SSE) answer
@@ -121,6 +125,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_iterations", "int", 20, "Model calls per turn before the loop stops.", limit=Range(True, 1)),
     Setting("call_deadline", "float", DEFAULT_CALL_DEADLINE,
             "Total seconds one model call may take, retries included (L7).", limit=_POSITIVE),
+    Setting("max_tokens", "int", DEFAULT_MAX_TOKENS, "Most tokens one answer may generate (sent with each call; "
+            "unset: the server's own limit).", allow_none=True, limit=Range(True, 1, allow_none=True)),
+    Setting("stream", "bool", True, "Stream answers (off for servers that refuse streamed tool calls)."),
+    Setting("text_calls", "choice", "auto", "Read tool calls a model writes as text (L2): auto (on except for "
+            "api.openai.com), on or off.", choices=TEXT_CALL_MODES),
     Setting("max_prompt_bytes", "int", MAX_PROMPT_BYTES,
             "Largest prompt in bytes (UTF-8); a longer one is refused with its size.", limit=Range(True, 1)),
     Setting("sandbox", "choice", None, "Shell sandbox (L5): auto, bwrap, landlock or off ($MXCLAW_SANDBOX, else auto).",

@@ -80,8 +80,10 @@ def check_calls(message: dict) -> None:
     assert all(isinstance(c["function"]["arguments"], str) for c in message["tool_calls"])
 
 
-CASES = [(frozenset({name}), name) for name in QUIRKS] + [(quirks, f"profile:{name}") for name, quirks in
-                                                          PROFILES.items()]
+# tool calls written as text are read by their own reader (tests/test_text_calls.py): a different answer shape
+TEXT_CALL_QUIRKS = {name for name in QUIRKS if name.startswith("text_calls_")}
+CASES = [(frozenset({name}), name) for name in QUIRKS if name not in TEXT_CALL_QUIRKS] + [
+    (quirks, f"profile:{name}") for name, quirks in PROFILES.items()]
 EXTRA = [  # quirks that only bite together: no ids and no index, each call streamed in pieces or whole
     (frozenset({"tool_no_index", "tool_id_empty"}), "no index, no ids"),
     (frozenset({"tool_same_index", "tool_id_empty"}), "all at index 0, no ids"),
@@ -133,6 +135,14 @@ def _plain_message(body: dict) -> dict:
     return body["choices"][0]["message"]
 
 
+def _text_marked(mark: str) -> Any:
+    def check(ev: list[Any], pl: dict) -> bool:
+        streamed = "".join(d.get("content") or "" for d in _deltas(ev))
+        return not _calls(ev) and "tool_calls" not in _plain_message(pl) and mark in streamed \
+            and mark in _plain_message(pl)["content"]
+    return check
+
+
 ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk is there
     "usage_every_chunk": lambda ev, pl: len(_usages(ev)) > 3,
     "usage_on_finish_chunk": lambda ev, pl: not any(isinstance(e, dict) and e.get("choices") == [] for e in ev)
@@ -172,6 +182,10 @@ ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk
     # E1: the plain request repeats the streamed one, so the prefix cache served all of it
     "cache_timings": lambda ev, pl: pl["timings"]["cache_n"] > 0 and "prompt_tokens_details" not in pl["usage"],
     "cache_unreported": lambda ev, pl: "prompt_tokens_details" not in pl["usage"] and "timings" not in pl,
+    # L2: the calls are in the text, in the format's own markers, and not in tool_calls
+    **{f"text_calls_{fmt}": _text_marked(mark) for fmt, mark in (
+        ("fenced", "```json"), ("bare", '{"name": "read_file", "arguments"'), ("hermes", "<tool_call>"),
+        ("mistral", "[TOOL_CALLS]"), ("llama3", '"parameters": {"path": "a.txt"}'))},
 }
 
 
@@ -189,7 +203,7 @@ def test_each_quirk_is_on_the_wire(name: str) -> None:
     with TestServer(quirks={name}) as srv:
         body = {"model": "m", "messages": USER}
         for _ in ("stream", "plain"):
-            if name.startswith("tool_") or name == "finish_stop_with_tools":
+            if name.startswith(("tool_", "text_calls_")) or name == "finish_stop_with_tools":
                 srv.enqueue_tool_calls(CALLS, text=LOOKING, usage=CALL_USAGE)
             else:
                 srv.enqueue_text(ANSWER, usage=TEXT_USAGE, reasoning=REASONING)

@@ -633,3 +633,17 @@ def test_k1_gauge_shows_kernel_outputs_apart_from_tool_results() -> None:
     # a transcript without kernel tools shows no such layer
     plain = ContextGauge(build_request_view(worked_example(), POLICY)).to_html()
     assert 'data-layer="kernel outputs"' not in plain and "kernel outputs" not in visible(plain)
+
+
+def test_n6_the_live_gauge_folds_its_layer_table_so_the_log_stays_in_view():
+    """N6/UX "a turn in a notebook": the live turn's gauge keeps the bars and figures but folds the per-layer
+    table into a closed "layers" line (it pushed the log below the fold); the stand-alone gauge shows it open."""
+    data = CompactionInspector(build_request_view(worked_example(), POLICY)).data
+    live, alone = ContextGauge(data, live=True), ContextGauge(data)
+    folded = re.search(r'<details class="mx-legend"[^>]*><summary[^>]*>layers</summary>(.*?)</details>',
+                       live._html.value, re.S)
+    assert folded is not None and "mx-layers" in folded.group(1) and " open" not in folded.group(0)
+    assert '<div class="mx-legend"><table class="mx-layers"' in alone._html.value
+    assert "<details class=\"mx-legend\"" not in alone._html.value
+    for html in (live._html.value, alone._html.value):
+        assert "request view (sent)" in html and "threshold" in html

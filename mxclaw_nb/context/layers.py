@@ -6,7 +6,8 @@ outputs, summaries) record how it went. Kernel outputs (K1) are the results of t
 code in the user's kernel (`python`, `kernel_variables`, `notebook_cells`), shown apart from other tool
 results because they are what floods a notebook agent's context. Frozen-context messages announce their
 layer on their first line (`frozen.py` writes them that way); any other system message counts as the
-system prompt.
+system prompt. "tool definitions" is no message: the schemas every request carries (T1-T3, `overhead.py`), a
+fixed layer the caller adds (`layer_tokens(..., tool_definitions=view.fixed_tokens)`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from mxclaw_nb.messages import (
     tool_call_name,
 )
 
-LAYERS = ("system prompt", "project instructions", "skill index", "memory snapshot", "user input",
+LAYERS = ("tool definitions", "system prompt", "project instructions", "skill index", "memory snapshot", "user input",
           "assistant", "tool results", "kernel outputs", "summaries")
 KERNEL_TOOLS = frozenset({"python", "kernel_variables", "notebook_cells"})  # K1 (tools/kernel_tools.py)
 _PREFIXES = (
@@ -53,9 +54,12 @@ def message_layer(message: Message, tool_name: str | None = None) -> str:
     return "assistant"
 
 
-def layer_tokens(messages: Sequence[Message], tokens: Sequence[int] | Callable[[Message], int]) -> dict[str, int]:
-    """Tokens per layer (every layer present, zero when empty), from per-message counts or a counter."""
+def layer_tokens(messages: Sequence[Message], tokens: Sequence[int] | Callable[[Message], int], *,
+                 tool_definitions: int = 0) -> dict[str, int]:
+    """Tokens per layer (every layer present, zero when empty), from per-message counts or a counter; the
+    request's `tool_definitions` tokens (no message carries them) are their own layer."""
     out = dict.fromkeys(LAYERS, 0)
+    out["tool definitions"] = tool_definitions
     names: dict[str, str] = {}  # tool_call_id -> tool name, from the calls before each result
     for i, m in enumerate(messages):
         if m.get("role") == "assistant":

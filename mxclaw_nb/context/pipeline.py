@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cached_property
 from itertools import compress, islice
@@ -38,6 +38,7 @@ from mxclaw_nb.context.counters import TokenCounter
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
 from mxclaw_nb.context.incremental import Layout, layout_of, own_inputs, plan_and_count
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
+from mxclaw_nb.context.overhead import tool_definitions_tokens
 from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
@@ -60,6 +61,10 @@ class ContextPolicy:
     threshold_ratio: float = 0.8
     keep_recent_tokens: int = 8_000
     counter: Any = None  # a Counter; None = the C1 estimate
+    # T1-T3/N2: the fixed part of every request that is no message: the tool definitions (the compact JSON of the
+    # schemas the request carries, as data: the engine does no I/O). Counted once per request as its own layer,
+    # in the estimate the threshold is checked on; C1 for messages is unchanged. "" = none (the engine alone).
+    tool_definitions: str = ""
     # SPEC C12: a named strategy (context.strategies.Strategy); None = `article`, the C0 ladder below, byte for byte
     strategy: Any = None
 
@@ -80,6 +85,11 @@ class ContextPolicy:
     def counter_name(self) -> str:
         """Name of the token counter in use (`estimate` for C1)."""
         return "estimate" if self.counter is None else str(self.counter.name)
+
+    @cached_property
+    def fixed_tokens(self) -> int:
+        """T1-T3: tokens of the tool definitions every request carries (`tool_definitions_tokens`)."""
+        return tool_definitions_tokens(self.tool_definitions, self.counter)
 
     def count(self, sent_message: Message) -> int:
         """Tokens of one message in its sent form under this policy's counter."""
@@ -115,7 +125,14 @@ def build_request_view(
         return view
     if build.before <= policy.threshold:
         return build.finish("unchanged", None, None)
-    return build.compact(summarize)
+    view = build.compact(summarize)
+    if view.stage in ("micro", "summary") and view.after_tokens >= view.before_tokens:
+        # C5/C6: a compaction that does not shrink what it replaces is not applied ("nothing to gain"): the
+        # view goes on unchanged (over the threshold; C9 still guards the call), and says what was tried
+        unchanged = _Builder(inputs, planned, policy, cache, seqs).finish("unchanged", None, None)
+        return replace(unchanged, no_gain={"stage": view.stage, "before_tokens": view.before_tokens,
+                                           "after_tokens": view.after_tokens})
+    return view
 
 
 class _From(Sequence[Any]):
@@ -297,7 +314,8 @@ class _Builder:
         self.tokens, self.sent, self.policy, self._own_sent = planned.tokens, planned.sent, policy, False
         self.estimates = planned.estimates  # C1 per step when the policy counts otherwise (T3 records both)
         self.layout: Layout | None = planned.layout
-        self.before = sum(self.tokens) if self.layout is None else self.layout.total
+        self.fixed = policy.fixed_tokens  # the tool definitions: part of every request, never compacted
+        self.before = (sum(self.tokens) if self.layout is None else self.layout.total) + self.fixed
         sources = self.sources
         self.actions = ["kept"] * len(sources)
         k = -1
@@ -411,8 +429,8 @@ class _Builder:
         else:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
             sent_sources = list(order)
-        after = self.before if order is None else sum(sent_tokens)
-        estimate = after if self.policy.counter is None else self._estimate(order, out, override or {})
+        after = self.before if order is None else sum(sent_tokens) + self.fixed
+        estimate = after if self.policy.counter is None else self._estimate(order, out, override or {}) + self.fixed
         tail_start = None
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
@@ -423,7 +441,7 @@ class _Builder:
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
             counter=self.policy.counter_name, tail_start=tail_start, over_threshold=after > self.policy.threshold,
-            repaired=self.repaired, error=error, trace=trace, after_estimate=estimate)
+            repaired=self.repaired, error=error, trace=trace, after_estimate=estimate, fixed_tokens=self.fixed)
 
     def _estimate(self, order: Sequence[int | None] | None, out: list[Message], override: dict[int, int]) -> int:
         """C1 estimate of the sent messages (steps sent unchanged reuse the plan's estimate)."""

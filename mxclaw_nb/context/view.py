@@ -234,6 +234,11 @@ class RequestView:
     repaired: bool  # repair dropped or synthesised something
     error: str | None = None  # why the compactor failed, on the fallback path
     after_estimate: int | None = None  # C1 estimate of `messages` (= after_tokens when counter is "estimate")
+    # T1-T3/N2: the "tool definitions" layer (tokens of the tool schemas the request carries), included in
+    # before_tokens, after_tokens and after_estimate; 0 when the caller passed none
+    fixed_tokens: int = 0
+    # C5/C6: a compaction tried and not applied because it did not shrink the view (stage, before, after)
+    no_gain: dict[str, Any] | None = None
     trace: Trace | None = field(default=None, repr=False, compare=False)
     # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the loop composes across a turn
     lineage: Any = field(default=None, repr=False, compare=False)

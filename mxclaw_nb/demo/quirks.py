@@ -346,6 +346,53 @@ def _reject_unknown(body: dict[str, Any]) -> str | None:
     return "Extra inputs are not permitted" if extra else None
 
 
+# -- tool calls written as text (SPEC L2: the models and servers that do not fill `tool_calls`) -----------------------
+
+def _call_objects(calls: list[dict[str, Any]], key: str = "arguments") -> list[dict[str, Any]]:
+    return [{"name": c["function"]["name"], key: _as_object(c["function"]["arguments"])} for c in calls]
+
+
+def _as_text(fmt: str, calls: list[dict[str, Any]], before: str) -> str:
+    """The calls written as text in one of the formats the provider's text-call reader knows."""
+    dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+    if fmt == "fenced":  # Qwen2.5-Coder through llama.cpp of late 2026, whatever its prompt says
+        body = "\n".join(f"```json\n{dump(o)}\n```" for o in _call_objects(calls))
+    elif fmt == "bare":
+        objects = _call_objects(calls)
+        body = dump(objects[0] if len(objects) == 1 else objects)
+    elif fmt == "hermes":
+        body = "\n".join(f"<tool_call>\n{dump(o)}\n</tool_call>" for o in _call_objects(calls))
+    elif fmt == "mistral":
+        body = "[TOOL_CALLS]" + dump(_call_objects(calls))
+    else:  # llama3: {"name": ..., "parameters": ...}, several separated by ";"
+        body = "; ".join(dump(o) for o in _call_objects(calls, "parameters"))
+    return f"{before}\n{body}" if before and fmt == "fenced" else body
+
+
+def _text_calls(fmt: str, seen_in: str) -> Quirk:
+    def stream(items: list[Item]) -> list[Item]:
+        calls, kept = _merged_calls(items)
+        if not calls:
+            return items
+        before = "".join(str(d.get("content") or "") for d in _deltas(kept))
+        text = _as_text(fmt, calls, before)
+        new = text[len(before):] if text.startswith(before) else text
+        pieces = [new[i:i + 7] for i in range(0, len(new), 7)]
+        for choice in _choices(kept):
+            if choice.get("finish_reason"):
+                choice["finish_reason"] = "stop"
+        return _insert_before_finish(kept, [{"content": p} for p in pieces], _template(items))
+
+    def plain(body: dict[str, Any]) -> dict[str, Any]:
+        m = _message(body)
+        calls = m.pop("tool_calls", None) or []
+        if calls:
+            m["content"] = _as_text(fmt, calls, str(m.get("content") or ""))
+            body["choices"][0]["finish_reason"] = "stop"
+        return body
+    return Quirk(seen_in, stream=stream, plain=plain)
+
+
 def _cache_timings(usage_chunk: dict[str, Any]) -> dict[str, Any]:
     """llama.cpp: the prompt cache is reported as `timings.cache_n` beside usage, not in it."""
     usage = usage_chunk.get("usage")
@@ -397,6 +444,12 @@ QUIRKS: dict[str, Quirk] = {
     "comments": Quirk("OpenRouter (`: OPENROUTER PROCESSING`), keep-alive proxies", stream=_comments),
     "error_midstream": Quirk("OpenRouter, LiteLLM (error object in a 200 stream)", stream=_error_midstream),
     "strict_params": Quirk("strict gateways (pydantic extra=forbid)", reject=_reject_unknown),
+    "text_calls_fenced": _text_calls("fenced", "Qwen2.5-Coder via llama.cpp (Oct 2026), Ollama without a "
+                                     "tool template"),
+    "text_calls_bare": _text_calls("bare", "small models on servers without a tool-call parser"),
+    "text_calls_hermes": _text_calls("hermes", "Hermes/Qwen <tool_call> tags (older vLLM parsers, LM Studio)"),
+    "text_calls_mistral": _text_calls("mistral", "Mistral [TOOL_CALLS] on servers without its parser"),
+    "text_calls_llama3": _text_calls("llama3", "Llama 3.x JSON tool calls ({name, parameters})"),
     "cache_timings": Quirk("llama.cpp (`timings.cache_n`)", stream=_cache_timings_stream, plain=_cache_timings),
     "cache_unreported": _usage_quirk("Ollama, gateways, minimal servers (no cached-token figure)", _no_cache_figure),
 }

@@ -307,7 +307,7 @@ class TestServer:
             if self.report_cache and cached and prompt:
                 scripted["prompt_tokens_details"] = {"cached_tokens": min(prompt, cached)}
             return scripted
-        counted, _ = count_prompt_tokens(messages, self.usage_counter)
+        counted, _ = count_prompt_tokens(messages, self.usage_counter, body.get("tools"))
         prompt = math.ceil(counted * self.usage_scale)
         out = {"role": "assistant", "content": reply.text,
                "tool_calls": [tc.as_dict() for tc in reply.tool_calls] or None}
@@ -404,7 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
                         "model_not_found")
             return
         if srv.context_limit is not None:
-            counted, _ = count_prompt_tokens(body["messages"], srv.usage_counter)
+            counted, _ = count_prompt_tokens(body["messages"], srv.usage_counter, body.get("tools"))
             prompt = math.ceil(counted * srv.usage_scale)
             if prompt > srv.context_limit:
                 srv._record(body)

@@ -74,17 +74,27 @@ def _load_o200k() -> Any | None:
         return None
 
 
-def count_prompt_tokens(messages: list[dict], counter: str = "auto") -> tuple[int, str]:
-    """Token count of request messages and the counter used ("o200k_base" or "estimate").
+TOOL_FRAME = 6  # per tool definition: the template's frame around it (name line, braces)
+TOOLS_HEADER = 100  # per request with tools: the template's tool-use instructions (Qwen2.5's are ~110 tokens)
+
+
+def count_prompt_tokens(messages: list[dict], counter: str = "auto", tools: list[dict] | None = None
+                        ) -> tuple[int, str]:
+    """Token count of request messages (and the tool definitions it carries) and the counter used.
 
     "o200k_base" follows OpenAI's published chat recipe: 4 framing tokens per message plus its content
     and tool-call JSON, plus 3 reply-priming tokens. "estimate" is the C1 sum (no framing).
-    "auto" picks o200k_base when the offline encoding data is installed.
+    "auto" picks o200k_base when the offline encoding data is installed. Like a real server's chat template,
+    `tools` count too (T1-T3): the compact JSON of the schemas, a frame per tool and a header.
     """
     enc = _encoding_for(counter)
+    defs = json.dumps(tools, separators=(",", ":"), ensure_ascii=False) if tools else ""
+    frames = TOOL_FRAME * len(tools) + TOOLS_HEADER if tools else 0
     if enc is None:
-        return sum(estimate_message(m) for m in messages if isinstance(m, dict)), "estimate"
-    return 3 + sum(4 + _exact_message(m, enc) for m in messages if isinstance(m, dict)), "o200k_base"
+        return (sum(estimate_message(m) for m in messages if isinstance(m, dict))
+                + (math.ceil(len(defs) / 4) + frames if defs else 0)), "estimate"
+    return (3 + sum(4 + _exact_message(m, enc) for m in messages if isinstance(m, dict))
+            + (len(enc.encode_ordinary(defs)) + frames if defs else 0)), "o200k_base"
 
 
 def count_completion_tokens(message: dict, counter: str = "auto") -> int:

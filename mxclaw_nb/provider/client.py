@@ -47,8 +47,9 @@ from mxclaw_nb.context.errors import is_prompt_too_long  # one classifier (SPEC 
 from mxclaw_nb.messages import REFUSED_CALLS_KEY, SENT_KEYS, sanitize
 from mxclaw_nb.provider import wire
 from mxclaw_nb.provider.limits import AnswerMeter, Limits, ProviderRefusal, guard_request, guard_response
+from mxclaw_nb.provider.textcalls import apply_text_calls
 from mxclaw_nb.secrets import display_url, redact, register
-from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEMO_MODEL  # one owner: the settings table
+from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEFAULT_MAX_TOKENS, DEMO_MODEL  # one owner: the settings table
 
 __all__ = ["DEFAULT_CALL_DEADLINE", "DEFAULT_CONTEXT_WINDOW", "KNOWN_CONTEXT_WINDOWS", "Completion", "OpenAIProvider",
            "ProviderError", "Usage", "context_window_for", "is_prompt_too_long"]
@@ -59,6 +60,7 @@ DEMO_LABEL = "demo model (offline)"
 _SENT = frozenset(SENT_KEYS)
 DEFAULT_TIMEOUT = 120.0  # seconds the client waits for each read (a stall), per attempt
 RETRY_NOTICE = "\n[the stream was cut off; asking the provider again]\n"
+EMPTY_NOTICE = "\n[the model answered with nothing; asking it once more]\n"
 
 
 @dataclass
@@ -202,6 +204,14 @@ def _is_loopback(url: str) -> bool:
 
 class _DeadlinePassed(BaseException):
     """Raised from the request hook once the call deadline passed: a BaseException, so no client retry runs."""
+
+
+class _EmptyAnswer(Exception):
+    """An answer with neither text nor tool calls (L7): asked once more, then a provider error naming the model."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
 
 
 class _Truncated(Exception):
@@ -509,7 +519,8 @@ class OpenAIProvider:
 
     def __init__(self, *, base_url: str | None, api_key: str | None, model: str, timeout: float = DEFAULT_TIMEOUT,
                  max_retries: int = 2, stream: bool = True, label: str | None = None, is_demo: bool = False,
-                 call_deadline: float = DEFAULT_CALL_DEADLINE, limits: Limits | None = None) -> None:
+                 call_deadline: float = DEFAULT_CALL_DEADLINE, limits: Limits | None = None,
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS, text_calls: bool | None = None) -> None:
         for name, value in (("timeout", timeout), ("call_deadline", call_deadline)):
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
                 raise ValueError(f"{name} must be a number of seconds > 0 (got {value!r})")
@@ -519,6 +530,12 @@ class OpenAIProvider:
         self.model, self.timeout, self.max_retries, self.stream = model, timeout, max_retries, stream
         self.call_deadline = float(call_deadline)
         self.is_demo = is_demo
+        # L2: at most this many tokens per answer (None: the server's own limit); text calls read unless off
+        # (default: on for every endpoint but OpenAI's own, whose tool calls always come in `tool_calls`)
+        self.max_tokens = max_tokens
+        self.text_calls = (urlparse(real_url).hostname or "") != "api.openai.com" if text_calls is None \
+            else bool(text_calls)
+        self._text_calls_shown = False
         self.label = label or f"{model or '(server default model)'} @ {self.base_url}"
         self._stream_options = True
         self._sockets: WeakSet[socket.socket] = WeakSet()  # every connection this client opened (for the watchdog)
@@ -569,6 +586,14 @@ class OpenAIProvider:
                              "call_deadline (%agent config call_deadline=..., Agent(call_deadline=...)).",
                              base_url=self.base_url)
 
+    def _empty_error(self, what: str) -> ProviderError:
+        return ProviderError("bad_response", f"Model {self.model} at {self.base_url} answered twice with nothing: "
+                             f"{what}. The server answered correctly, so the model itself is the likely cause: "
+                             "small or quantised models sometimes stop at once, especially with many tools or a "
+                             "long prompt. Try again, rephrase or shorten the request, or use a larger model; if "
+                             "it keeps happening with several models, check the server's chat template (llama.cpp: "
+                             "--jinja).", base_url=self.base_url, detail=what)
+
     def _bad_response(self, what: str) -> ProviderError:
         return ProviderError("bad_response", f"Provider at {self.base_url} (model {self.model}) answered with "
                              f"{what}, so there is no answer to use. Try again; if it keeps happening, "
@@ -583,7 +608,20 @@ class OpenAIProvider:
         watch = self._watch = _Watchdog(self.call_deadline, self._sockets)
         try:
             with watch:
-                return self._complete(messages, tools, on_delta, start)
+                try:
+                    completion = self._complete(messages, tools, on_delta, start)
+                except _EmptyAnswer:  # L7: with a small model an empty answer is a model outcome; ask once more
+                    if watch.expired:
+                        raise _DeadlinePassed from None
+                    if on_delta is not None:
+                        on_delta(EMPTY_NOTICE)
+                    try:
+                        completion = self._complete(messages, tools, on_delta, start)
+                    except _EmptyAnswer as again:
+                        raise self._empty_error(again.what) from None
+            if self.text_calls and apply_text_calls(completion, tools, shown=not self._text_calls_shown):
+                self._text_calls_shown = True  # L2: the live log says it once; every use is stored
+            return completion
         except _DeadlinePassed:
             raise self._deadline_error() from None
         except ProviderRefusal as exc:  # L10: a bound on what comes back, or a redirect elsewhere
@@ -608,6 +646,9 @@ class OpenAIProvider:
             kwargs: dict[str, Any] = {"model": model, "messages": [], "extra_body": {"messages": _sendable(messages)}}
             if tools:
                 kwargs["tools"] = tools
+            if self.max_tokens is not None:  # L2: OpenAI's own API takes the newer name (o-series refuse the old)
+                key = "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
+                kwargs[key] = self.max_tokens
             if not self.stream:
                 return self._plain(kwargs, start)
             try:
@@ -671,7 +712,7 @@ class OpenAIProvider:
             finish = "tool_calls" if message.get("tool_calls") else "stop"
         if not message.get("content") and not message.get("tool_calls"):
             why = f"finish_reason {answer.finish!r}" + (", reasoning only" if message.get("reasoning") else "")
-            raise self._bad_response(f"an empty answer: no text and no tool calls ({why})")
+            raise _EmptyAnswer(f"an empty answer: no text and no tool calls ({why})")
         return Completion(message, answer.usage, finish, (time.perf_counter() - answer.start) * 1000,
                           answer.model, notes=answer.notes)
 

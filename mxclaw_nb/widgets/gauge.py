@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from mxclaw_nb.context import LAYERS, RequestView
+from mxclaw_nb.store.records import opt_int
 from mxclaw_nb.widgets.cost import cache_strip
 from mxclaw_nb.widgets.data import CallData, from_request, from_view, layer_split
 from mxclaw_nb.widgets.static import StaticReprMixin
@@ -99,8 +100,15 @@ def row_scale(data: CallData) -> float:
     if data.row_counter == data.record.counter:
         return 1.0
     sent_rows = sum(layer_split(data.after, "tokens").values())
-    after = data.record.after_tokens or 0
+    # the tool definitions are in the total as estimated, on no row (T1-T3): the rows scale to the rest
+    after = (data.record.after_tokens or 0) - (opt_int((data.record.extra or {}).get("tool_definitions_tokens")) or 0)
     return after / sent_rows if sent_rows > 0 and after > 0 else 1.0
+
+
+def _with_tool_definitions(layers: dict[str, int], data: CallData) -> dict[str, int]:
+    """N2/T3: the request's tool definitions (est., stored with the record) as their own layer."""
+    layers["tool definitions"] = opt_int((data.record.extra or {}).get("tool_definitions_tokens")) or 0
+    return layers
 
 
 def secondary_figures(data: CallData) -> list[str]:
@@ -143,8 +151,11 @@ def _scaled(layers: dict[str, int], factor: float) -> dict[str, int]:
     return {k: round(v * factor) for k, v in layers.items()}
 
 
-def gauge_html(data: CallData | None) -> str:
+def gauge_html(data: CallData | None, *, compact: bool = False) -> str:
     """The gauge as self-contained HTML (used by the widget and by the static fallback).
+
+    `compact` (the live turn's gauge): the layer table folds into a closed "layers" line, so the log that
+    follows the gauge stays where the user is looking.
 
     N5, one unit per view: every bar, figure and layer row is in the unit of the counter that decided the
     call (named in the caption). Per-message rows are C1 estimates; when another counter decided, they are
@@ -159,6 +170,9 @@ def gauge_html(data: CallData | None) -> str:
     sent_rows = layer_split(data.after, "tokens")
     before_rows = layer_split(data.before, "tokens_before")
     sent, before = _scaled(sent_rows, factor), _scaled(before_rows, factor)
+    sent = _with_tool_definitions(sent, data)  # T1-T3: in the totals as counted (est.), on no row
+    if not data.transcript_relative:  # the stored transcript carries no tool definitions; a request view does
+        before = _with_tool_definitions(before, data)
     # N3 rows: the second bar is the stored transcript up to the call, not this call's input
     stored_rows = sum(before_rows.values()) if data.transcript_relative else None
     stored = round(stored_rows * factor) if stored_rows is not None else None
@@ -210,8 +224,10 @@ def gauge_html(data: CallData | None) -> str:
     if rec.error:
         warn += f'<div style="color:{FAIL_CSS}">the call failed: {esc(rec.error)}</div>'
     table = _layer_table(sent, before, unit, before_title)
+    legend = (f'<details class="mx-legend" style="color:{MUTED}"><summary style="cursor:pointer">layers</summary>'
+              f'{table}</details>') if compact else f'<div class="mx-legend">{table}</div>'
     return (f'{THEME_STYLE}<div class="mx-gauge" style="{FONT}"><div class="mx-gauge-head">{head}</div>{bars}'
-            f'{lines}<div class="mx-legend">{table}</div>{note}{other}{warn}</div>')
+            f'{lines}{legend}{note}{other}{warn}</div>')
 
 
 def gauge_text(data: CallData | None) -> str:
@@ -240,6 +256,7 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
         # live=False: displayed on its own it is static HTML (survives a reopen); live=True: a widget
         # whose display follows update()
         self.static_display = not live
+        self.compact = live  # the live turn's gauge folds its layer table (the log stays in view)
         self._html = widgets.HTML()
         super().__init__(children=[self._html], **kwargs)
         self.add_class("mx-context-gauge")
@@ -258,7 +275,7 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
                calibrated_tokens: int | None = None) -> None:
         """Show another view (or the same one with reported/calibrated figures added)."""
         self.data = _as_data(view, reported_prompt_tokens, calibrated_tokens)
-        self._html.value = gauge_html(self.data)
+        self._html.value = gauge_html(self.data, compact=self.compact)
 
     def layers(self, which: str = "after") -> dict[str, int]:
         """Tokens per layer of the sent view (`after`) or the transcript (`before`)."""
@@ -266,8 +283,8 @@ class ContextGauge(StaticReprMixin, widgets.VBox):
             return dict.fromkeys(LAYERS, 0)
         if which not in ("after", "before"):
             raise ValueError("which must be 'after' or 'before'")
-        return layer_split(self.data.after if which == "after" else self.data.before,
-                           "tokens" if which == "after" else "tokens_before")
+        return _with_tool_definitions(layer_split(self.data.after if which == "after" else self.data.before,
+                                                  "tokens" if which == "after" else "tokens_before"), self.data)
 
     def to_html(self) -> str:
         """Static HTML of the current state."""

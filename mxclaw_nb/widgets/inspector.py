@@ -21,6 +21,7 @@ import pandas as pd
 from mxclaw_nb.context import ACTIONS, RequestView
 from mxclaw_nb.messages import content_text
 from mxclaw_nb.records import summary_parts
+from mxclaw_nb.store.records import opt_int
 from mxclaw_nb.widgets.cost import cache_header
 from mxclaw_nb.widgets.data import BY_CALL, CallData, after_frame, before_frame, from_request, from_view
 from mxclaw_nb.widgets.static import StaticReprMixin
@@ -237,11 +238,20 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
                   if d.transcript_relative else "")
         rows = (f'<div class="mx-unit-note" style="color:{MUTED}">rows: {esc(row_unit)}, the C1 estimate of each '
                 f'message; the stage was decided on {esc(unit)} (the totals above)</div>' if row_unit != unit else "")
+        extra = r.extra or {}
+        defs = opt_int(extra.get("tool_definitions_tokens"))
+        tools = (f'<div class="mx-tool-defs" style="color:{MUTED}">tool definitions: {fmt_int(defs)} tokens (est.), '
+                 'in the totals above, on no row (the schemas every request carries; T1-T3)</div>' if defs else "")
+        gain = extra.get("nothing_to_gain")
+        no_gain = (f'<div class="mx-no-gain" style="color:{MUTED}">{esc(str(gain.get("stage")))} compaction tried: '
+                   f'nothing to gain ({fmt_int(opt_int(gain.get("before_tokens")))} → '
+                   f'{fmt_int(opt_int(gain.get("after_tokens")))}), sent unchanged</div>'
+                   if isinstance(gain, dict) else "")
         return (f'<div class="mx-inspector-head" style="{FONT}">Stage: {chip(r.stage, color_of("stage", r.stage))}'
                 f'{carried} · before {fmt_int(r.before_tokens)} → after <b>{fmt_int(r.after_tokens)}</b> '
                 f'<b>{esc(unit)}</b> · threshold {fmt_int(r.threshold)}{tail}{where}{retry}'
                 f'<div style="color:{MUTED}">request view: what the model saw — the stored transcript is unchanged'
-                f'</div>{cache_header(r)}{stored}{rows}{err}</div>')  # E1-E3: cache figures, break, break-even
+                f'</div>{tools}{no_gain}{cache_header(r)}{stored}{rows}{err}</div>')  # E1-E3: cache figures
 
     def summary_html(self) -> str:
         """The summary (or micro/fallback note) text, in full; carried summaries name the call that made them."""

@@ -245,7 +245,15 @@ class TurnLog:
                           color=WARN_CSS, warning=True, iteration=e.iteration))
 
     def _on_ProviderNote(self, e: ev.ProviderNote) -> None:
+        if not e.shown:  # L2: a repeat (another text-written tool call): stored, said once
+            return
         self._add(LogLine("note", f"ⓘ {' '.join(e.note.split())}", iteration=e.iteration))
+
+    def _on_ContextNothingToGain(self, e: ev.ContextNothingToGain) -> None:
+        """C5/C6: the compaction tried would not have made the view smaller, so the view went unchanged."""
+        unit = "est." if e.tokens_are in ("estimate", "estimates") else e.tokens_are
+        self._add(LogLine("note", f"ⓘ {e.stage} compaction: nothing to gain ({fmt_int(e.before_tokens)} → "
+                                  f"{fmt_int(e.after_tokens)} {unit} tokens); sent unchanged", iteration=e.iteration))
 
     def _on_FrozenNote(self, e: ev.FrozenNote) -> None:
         """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""

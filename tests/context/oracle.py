@@ -188,6 +188,11 @@ def check_view(messages: Sequence[Any], policy: ContextPolicy, view: RequestView
                                            else _sent(m) for j, m in enumerate(conv)]
     micro_tokens = sum(synth_tokens[id(c)] if c.get(STAND_IN) else estimate_tokens(m)
                        for c, m in zip([*systems, *conv], micro, strict=True))
+    if view.no_gain is not None:  # C5/C6: the compaction would not have shrunk the view: not applied
+        assert view.stage == "unchanged" and view.event() is None
+        assert view.no_gain["after_tokens"] >= view.no_gain["before_tokens"] == view.before_tokens
+        _same(sent, [_sent(m) for _, m in steps])
+        return
     if view.stage in ("unchanged", "micro"):
         if view.stage == "unchanged":
             assert tail == 0, "over threshold with older messages, yet nothing was compacted"

@@ -284,3 +284,16 @@ def test_c0_passes_run_on_their_own_in_the_documented_order() -> None:
         assert view.summary == text
     with pytest.raises(RuntimeError, match="no summariser"):
         pipeline.summarize_old(conv, planned.messages, 1, None, None)
+
+
+def test_c6_a_summary_longer_than_what_it_replaces_is_not_applied() -> None:
+    """The real-model case: one short user message outside the tail, and the summary replacing it is longer."""
+    from mxclaw_nb.context import ContextPolicy as Policy
+
+    messages = [{"role": "system", "content": "s" * 400}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "x" * 400}, {"role": "user", "content": "y" * 400}]
+    policy = Policy(context_window_tokens=1_000, threshold_ratio=0.2, keep_recent_tokens=150)
+    view = build_request_view(messages, policy, lambda old: "[compressed conversation context]\n" + "z" * 600)
+    assert view.stage == "unchanged" and view.no_gain is not None and view.no_gain["stage"] == "summary"
+    assert view.no_gain["after_tokens"] > view.no_gain["before_tokens"] == view.after_tokens
+    assert view.messages == [dict(m) for m in messages] and view.event() is None

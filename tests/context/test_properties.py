@@ -473,6 +473,31 @@ def test_calibrated_counts_as_a_factor_over_cached_counts_equal_a_cold_build(
 
 
 @FAST
+@given(cases(), st.sampled_from([None, lambda old: "a much longer summary " * 400, lambda old: "s"]))
+def test_c5_c6_a_compaction_is_applied_only_when_it_shrinks_the_view(case: tuple[list, ContextPolicy],
+                                                                     summarize) -> None:
+    """C5/C6: micro and summary views are smaller than what they replace; one that would not be is not applied
+    ("nothing to gain"): the view is the one sent under the threshold, and says what was tried."""
+    from dataclasses import replace
+
+    from mxclaw_nb.context import build_structured_summary
+
+    messages, policy = case
+    if not has_usable(messages):
+        return
+    view = build_request_view(messages, policy, summarize or build_structured_summary)
+    if view.stage in ("micro", "summary"):
+        assert view.after_tokens < view.before_tokens
+    if view.no_gain is not None:
+        assert view.stage == "unchanged" and view.event() is None
+        assert view.no_gain["stage"] in ("micro", "summary")
+        assert view.no_gain["after_tokens"] >= view.no_gain["before_tokens"] == view.before_tokens
+        roomy = replace(policy, context_window_tokens=10**9, threshold_ratio=1.0)
+        assert view.messages == build_request_view(messages, roomy).messages
+        assert view.after_tokens == view.before_tokens
+
+
+@FAST
 @given(st.lists(st.integers(0, 5_000), max_size=60), st.integers(0, 70), st.floats(0.5, 4.0), st.floats(0.5, 4.0),
        st.dictionaries(st.integers(0, 59), st.integers(0, 9_999), max_size=5), st.integers(0, 20), st.data())
 def test_t2_calibrated_counts_read_as_the_rescaled_list(c1: list[int], m: int, factor: float, ratio: float,
