@@ -169,13 +169,14 @@ def test_c11_compare_counts_summary_calls_per_strategy_and_says_when_c6_stood_in
 def test_c11_compare_over_a_live_session_counts_its_recorded_summary_calls(session):
     from mxclaw_nb.analysis.compare import summarize_policies
     from mxclaw_nb.analysis.replay import replay_messages
-    from mxclaw_nb.context import ContextPolicy
     from mxclaw_nb.context.model_summary import ModelSummary
     from mxclaw_nb.summary_call import recorded_from_store
 
     agent, _, _ = session
     recorded = recorded_from_store(agent.store, agent.session_id)
-    policy = ContextPolicy(4_000, 0.8, 800, strategy=ModelSummary(summaries=recorded))
+    from dataclasses import replace
+
+    policy = replace(agent.policy, strategy=ModelSummary(summaries=recorded))  # with its tool definitions (T1)
     import pandas as pd
 
     rows = pd.DataFrame(replay_messages(agent.transcript(), policy, facts=False))
