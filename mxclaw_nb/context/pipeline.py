@@ -120,12 +120,13 @@ def build_request_view(
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
     build = _Builder(inputs, planned, policy, cache, seqs)
+    view: RequestView
     if policy.strategy is not None:  # C12: another strategy's ladder (context.strategies), same passes
-        view: RequestView = policy.strategy.build(build, summarize)
-        return view
-    if build.before <= policy.threshold:
+        view = policy.strategy.build(build, summarize)
+    elif build.before <= policy.threshold:
         return build.finish("unchanged", None, None)
-    view = build.compact(summarize)
+    else:
+        view = build.compact(summarize)
     if view.stage in ("micro", "summary") and view.after_tokens >= view.before_tokens:
         # C5/C6: a compaction that does not shrink what it replaces is not applied ("nothing to gain"): the
         # view goes on unchanged (over the threshold; C9 still guards the call), and says what was tried
