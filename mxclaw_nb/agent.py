@@ -139,6 +139,9 @@ class Agent:
         if counter not in COUNTER_MODES:
             raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
         chosen = parse_strategy(strategy)  # C12: a bad name or number is refused before anything opens
+        if chosen.name.endswith("-cache"):  # E4: the choice needs the previous call and its age (replay does it)
+            raise ValueError(f"strategy {chosen.name!r} runs in replay and compare only for now; live, use "
+                             f"{chosen.name.removesuffix('-cache')!r}")
         check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
                        keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
                        shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,

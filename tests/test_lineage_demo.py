@@ -132,7 +132,7 @@ def test_n3_every_call_that_sent_a_summary_has_it_in_requests(test_server, tmp_p
     test_server.enqueue_text("done reading")
     agent = Agent(workspace=workspace, db=str(tmp_path / "n3.duckdb"), base_url=test_server.base_url, api_key="k",
                   model="test-model", home=tmp_path / "home", approval="allow", counter="estimate",
-                  context_window_tokens=6_000, keep_recent_tokens=1_500)
+                  context_window_tokens=7_500, keep_recent_tokens=1_500)
     result = agent.run("read big.txt fifteen times")
     assert result.status == "ok"
     made = [v for v in result.views if v.stage == "summary"]

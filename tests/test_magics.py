@@ -602,6 +602,11 @@ def test_n1_command_frames_are_tidy_and_replay_shows_progress(ip: InteractiveShe
         replayed["placeholder"].iloc[-1]
     with pytest.raises(UsageError, match="unknown strategy 'mask'; known strategies: article, masking, clearing"):
         agent(ip, "replay --strategy mask")
+    # E4: a cache-aware variant by name; its per-call decision is a column of the focused frame
+    aware, cap = agent(ip, "replay --window 3000 --tail 400 --strategy masking-cache:keep_last=1,clear_at_least=500")
+    assert "strategy masking-cache(keep_last=1, clear_at_least=500)" in cap.stdout
+    assert "cache_decision" not in masked.columns and set(aware["cache_decision"].iloc[1:]) <= {
+        "plain", "deferred", "compacted"} and len(aware) == len(masked)
     for flag in ("--before", "--after"):
         frame, _ = agent(ip, f"view {flag}")
         assert _noise_free(frame) and len(frame) > 5, flag

@@ -8,11 +8,11 @@ and a replay that rebuilds the live views byte for byte from the recorded summar
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from mxclaw_nb import Agent
 from mxclaw_nb.analysis.replay import replay_messages
+from mxclaw_nb.context import ContextPolicy
 from mxclaw_nb.context.model_summary import ASK, ModelSummary, summary_note
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.messages import SUMMARY_PREFIX
@@ -95,8 +95,9 @@ def test_c11_merged_summaries_recorded_reused_on_reentry_and_replayed_byte_for_b
         assert any(m["role"] == "system" and recorded[-1]["text"] in m["content"] for m in last)
         # replay: the same views from the transcript and the recorded summaries, without any model call
         requests = len(server.requests)
-        policy = replace(again.policy, strategy=ModelSummary(  # the live policy: its tool definitions too (T1)
-            summaries=recorded_from_store(agent.store, agent.session_id)))
+        policy = ContextPolicy(4_000, 0.8, 800, strategy=ModelSummary(
+            summaries=recorded_from_store(agent.store, agent.session_id)),
+            tool_definitions=again.policy.tool_definitions)  # T1-T3: the same fixed overhead as the live calls
         views: list = []
         replay_messages(again.transcript(), policy, facts=False, views=views)
         live = [r["messages"] for r in server.requests if not r["messages"][-1]["content"].endswith(ASK)]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from mxclaw_nb.context import ContextPolicy
-from mxclaw_nb.context.cache_aware import CacheAware, CacheAwarePolicy, cache_options
 from mxclaw_nb.context.strategies import ARTICLE, parse_strategy, strategy_from
 
 ALIASES = {
@@ -34,8 +33,7 @@ def policy_label(policy: ContextPolicy) -> str:
     label = f"{_k(policy.context_window_tokens)}/{policy.threshold_ratio:g}/{_k(policy.keep_recent_tokens)}"
     if policy.strategy is not None:  # C12: `masking(keep_last=5) 32k/0.8/4k`; the article's label is unchanged
         label = f"{policy.strategy.label()} {label}"
-    label = label if policy.counter_name == "estimate" else f"{label} {policy.counter_name}"
-    return label + " cache-aware" if cache_options(policy) is not None else label
+    return label if policy.counter_name == "estimate" else f"{label} {policy.counter_name}"
 
 
 def strategy_name(policy: ContextPolicy) -> str:
@@ -43,21 +41,22 @@ def strategy_name(policy: ContextPolicy) -> str:
     return "article" if policy.strategy is None else str(policy.strategy.name)
 
 
-def _cache_aware(kwargs: dict[str, Any], aware: Any) -> ContextPolicy:
-    """E4: the cache-aware variant of the policy (`aware`: True, or a dict of CacheAware options)."""
+def _cache_aware(strategy: Any, aware: Any) -> Any:
+    """E4: the registered cache-aware variant of `strategy` (`aware`: True, or a dict of its options)."""
     if aware is not True and not isinstance(aware, dict):
         raise ValueError(f"cache_aware must be True or a dict of options (clear_at_least, idle_ratio), got {aware!r}")
-    try:
-        options = CacheAware(**({} if aware is True else aware))
-    except TypeError as exc:
-        raise ValueError(f"cache_aware options: {exc}; known: clear_at_least, idle_ratio") from None
-    return CacheAwarePolicy(**kwargs, cache=options)
+    options = {} if aware is True else dict(aware)
+    unknown = [k for k in options if k not in ("clear_at_least", "idle_ratio")]
+    if unknown:
+        raise ValueError(f"cache_aware options: unknown {unknown[0]!r}; known: clear_at_least, idle_ratio")
+    variant = strategy_from(strategy.name if strategy.name.endswith("-cache") else strategy.name + "-cache")
+    return strategy_from(variant, {**strategy.params(), **options})
 
 
 def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, ContextPolicy]:
     """(label, ContextPolicy) from a policy, a strategy name or a dict (aliases: window, ratio, keep_recent;
-    optional name; ``strategy`` and its numbers, C12; ``cache_aware``: True or a dict of `CacheAware` options, for
-    the E4 variant)."""
+    optional name; ``strategy`` and its numbers, C12; ``cache_aware``: True or a dict of `CacheAware` options,
+    the same as naming the strategy's registered `<name>-cache` variant, E4)."""
     if isinstance(policy, ContextPolicy):
         return policy_label(policy), policy
     if isinstance(policy, str):  # C12: a strategy name (with its numbers), at the default window
@@ -71,6 +70,8 @@ def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, Contex
     strategy = parse_strategy(spec.pop("strategy", None))  # C12: by name, its numbers beside the policy's
     numbers = {k: spec.pop(k) for k in list(spec) if k in strategy.params()}
     strategy = strategy_from(strategy, numbers)
+    if aware:
+        strategy = _cache_aware(strategy, aware)
     for key, value in spec.items():
         field = ALIASES.get(key, key)
         if field not in FIELDS:
@@ -85,7 +86,7 @@ def as_policy(policy: ContextPolicy | dict[str, Any] | str) -> tuple[str, Contex
 
         kwargs["counter"] = None if counter == "estimate" else counter_by_name(counter)
     kwargs["strategy"] = None if strategy == ARTICLE else strategy
-    pol = ContextPolicy(**kwargs) if not aware else _cache_aware(kwargs, aware)
+    pol = ContextPolicy(**kwargs)
     return (str(name) if name else policy_label(pol)), pol
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -45,7 +44,7 @@ from mxclaw_nb.analysis.facts import (
 )
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
-from mxclaw_nb.context.cache_aware import cache_aware_choice, cache_options
+from mxclaw_nb.context.cache_variants import cache_variant, choose
 from mxclaw_nb.context.micro import is_typed_placeholder
 from mxclaw_nb.context.model_summary import summary_prompt
 from mxclaw_nb.context.prefix import shared_prefix
@@ -381,7 +380,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
         steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
                     leave=False)
-    aware, pstate = cache_options(policy), None
+    aware, pstate = cache_variant(policy) is not None, None
     summarized: set[str] = set()  # C11: recorded summaries already sent (their call is counted once)
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
@@ -392,17 +391,18 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         seqs = None if rebuilt else cont_seqs
         built = build_request_view(inputs, policy, summarize, cache=cache, seqs=seqs)
         decision: dict[str, Any] = {}
-        if aware is not None:  # E4: keep a warm prefix, or break it for enough (no timestamps: warm)
-            other = (build_request_view(continued, policy, summarize, cache=cache, seqs=cont_seqs)
-                     if rebuilt and continued is not None else None)
-            lower = max(1, policy.threshold - aware.clear_at_least) / policy.context_window_tokens
+        if aware and view is not None:  # E4 (C12 `<name>-cache`): keep a warm prefix, or break it for enough
 
-            def deeper(inputs: list[Any] = inputs, ratio: float = lower, seqs: Any = seqs) -> RequestView:
-                return build_request_view(inputs, replace(policy, threshold_ratio=ratio), summarize, seqs=seqs)
+            def build(given: list[Any], pol: ContextPolicy, cont: Any = cont_seqs, own: Any = seqs) -> RequestView:
+                if pol.strategy is None:  # the prefix-keeping alternative (as the next call of the turn would be)
+                    return build_request_view(given, pol, summarize, cache=cache, seqs=cont)
+                return build_request_view(given, pol, summarize, seqs=own)  # deeper / idle: another threshold
 
-            built, decision = cache_aware_choice(built, other, warm=True, options=aware, deeper=deeper)
-            if other is not None and built is other:
-                rebuilt, inputs = False, continued
+            chosen, decision = choose(build, policy, built, inputs, continued, warm=True)  # no timestamps: warm
+            if decision["continued"]:
+                built, rebuilt, inputs = chosen, False, continued
+            else:
+                built = chosen
         if rebuilt:
             chain = _Chain(i, facts_of if facts else None, chain)
         else:

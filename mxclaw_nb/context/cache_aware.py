@@ -13,6 +13,7 @@ compaction is free of a break; `idle_ratio` optionally compacts then even under 
 
 Pure: the warm/cold flag comes from the caller (`analysis.cost.warm` over call timestamps); no clock here.
 The decision is returned as a small dict the caller records per call (`RequestRecord.extra`, a replay row).
+The registered variants (`article-cache`, `masking-cache`, ...) that use it live in `cache_variants` (C12).
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mxclaw_nb.context.pipeline import ContextPolicy
 from mxclaw_nb.context.view import RequestView
 
-__all__ = ["CacheAware", "CacheAwarePolicy", "cache_aware_choice", "cache_options"]
+__all__ = ["CacheAware", "cache_aware_choice"]
 
 PLAIN = "plain"  # the strategy's own view was sent (no previous call, cold cache, or nothing to keep)
 DEFERRED = "deferred"  # the continued view was sent: the warm prefix is kept
@@ -80,18 +80,3 @@ def cache_aware_choice(plain: RequestView, continued: RequestView | None, *, war
                                          "freed": plain.before_tokens - more.after_tokens}
         return plain, decision | {"decision": COMPACTED, "why": "threshold", "freed": freed}
     return plain, decision
-
-
-@dataclass(frozen=True)
-class CacheAwarePolicy(ContextPolicy):
-    """A ContextPolicy whose replays (and compare rows) apply `cache_aware_choice` at every rebuild (E4).
-
-    A subclass, not a new engine input: `build_request_view` reads it as the plain policy; only the code that
-    picks between the plain and the continued view (replay, compare) looks at `cache`."""
-
-    cache: CacheAware = CacheAware()
-
-
-def cache_options(policy: ContextPolicy) -> CacheAware | None:
-    """The E4 options of a cache-aware policy, None for a plain one."""
-    return policy.cache if isinstance(policy, CacheAwarePolicy) else None

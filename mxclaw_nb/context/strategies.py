@@ -25,7 +25,8 @@ The strategies (`STRATEGIES`, by name):
 - `model-summary` (C11, `context.model_summary`): the article's ladder whose summary is model-written (the loop
   asks, gates and records it); a summary recorded for the same coverage is reused; without one, C6 stands in.
 
-Adding a strategy (e.g. a cache-aware variant, E4) is one module and one registration:
+Adding a strategy is one module and one registration (`cache_variants` registers the E4 `<name>-cache` wrappers
+of every strategy this way):
 
     @dataclass(frozen=True)
     class Deferring(Strategy):
@@ -68,6 +69,10 @@ class Strategy:
     def params(self) -> dict[str, Any]:
         """The strategy's numbers (for labels and result columns)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "ladder")}
+
+    def with_params(self, given: Mapping[str, Any]) -> Strategy:
+        """This strategy with `given` numbers (a wrapper routes them to what it wraps)."""
+        return replace(self, **given)
 
     def label(self) -> str:
         """`masking(keep_last=5)`: the name and the numbers that differ from the registered defaults."""
@@ -199,7 +204,7 @@ def strategy_from(name: str | Strategy | None = None, params: Mapping[str, Any] 
         known = ", ".join(allowed) or "none"
         raise ValueError(f"strategy {base.name!r} has no parameter {unknown[0]!r} (its parameters: {known})")
     try:
-        return replace(base, **given) if given else base
+        return base.with_params(given) if given else base
     except TypeError as exc:
         raise ValueError(f"strategy {base.name!r}: {exc}") from None
 
@@ -250,4 +255,5 @@ def _value(text: str) -> Any:
         return text
 
 
+from mxclaw_nb.context import cache_variants as _cache_variants  # noqa: E402,F401 - registers `<name>-cache` (E4)
 from mxclaw_nb.context import model_summary as _model_summary  # noqa: E402,F401 - registers `model-summary` (C11)

@@ -269,6 +269,32 @@ def cmd_config(m: CommandHost, args: argparse.Namespace) -> Any:
     return pd.DataFrame(rows)
 
 
+def cmd_lab(m: CommandHost, args: argparse.Namespace) -> Any:
+    """The policy lab over this session, the stored ones and the shipped datasets (S4, C12)."""
+    agent = m.get_agent()
+    pol = agent.policy
+    from mxclaw_nb.widgets.lab import PolicyLab
+
+    strategy = getattr(pol.strategy, "name", None) or "article"
+    try:
+        lab = PolicyLab(store=m.store(), current=agent.session_id, strategy=args.strategy or strategy,
+                        compare=args.versus, window=pol.context_window_tokens, threshold_ratio=pol.threshold_ratio,
+                        keep_recent=pol.keep_recent_tokens)
+    except (ValueError, LookupError, TraitError) as exc:  # TraitError: a value outside a control's range
+        raise UsageError(f"%agent lab: {exc}") from None
+    if getattr(m.shell, "kernel", None) is None:
+        return lab
+    lab.show(again="%agent lab")  # with a static snapshot of the last state: what a saved notebook keeps (N2)
+    return None
+
+
+def _configure_lab(p: Parser) -> None:
+    from mxclaw_nb.context.strategies import STRATEGIES
+
+    p.add_argument("--strategy", choices=list(STRATEGIES), help="strategy to start with (default: current)")
+    p.add_argument("--versus", choices=list(STRATEGIES), help="a second strategy shown side by side")
+
+
 def _configure_help(p: Parser) -> None:
     p.add_argument("command", nargs="?", help="a command name")
 
@@ -309,6 +335,8 @@ COMMANDS: dict[str, Command] = {
                           views.cmd_transcript, views.configure_transcript),
     "timeline": Command("prompt tokens per model call, threshold and compactions (plot)", "timeline",
                         views.cmd_timeline),
+    "lab": Command("policy lab: move a policy's numbers and watch a session's calls (widget)",
+                   "lab [--strategy NAME] [--versus NAME]", cmd_lab, _configure_lab),
     "gauge": Command("context gauge of the last model call (estimate vs threshold vs window, by layer)", "gauge",
                      views.cmd_gauge),
 }

@@ -196,6 +196,8 @@ REPLAY_COLUMNS = ["call", "turn", "stage", "n_messages", "n_sent", "full_tokens"
 def replay_frame(df: pd.DataFrame) -> pd.DataFrame:
     """`%agent replay`: the call, its stage, token figures and what happened to the transcript's messages."""
     out = df[[c for c in REPLAY_COLUMNS if c in df.columns]].copy()
+    if "cache_decision" in df.columns and df["cache_decision"].notna().any():  # E4: a `<name>-cache` strategy
+        out["cache_decision"] = df["cache_decision"]
     if "fact_survival" in out.columns:  # a share where facts were compacted, empty where none were
         out["fact_survival"] = out["fact_survival"].round(3)
     return _hidden(blank(out, keep=("fact_survival",) if "fact_survival" in out.columns else ()), df)

@@ -19,7 +19,7 @@ _WHERE = {
     "SessionBrowser": "browser", "CallData": "data", "after_frame": "data", "before_frame": "data",
     "from_request": "data", "from_view": "data", "requests_from_views": "data", "ContextGauge": "gauge",
     "CompactionInspector": "inspector", "LiveTurnView": "live", "ACTION_COLORS": "style", "LAYER_COLORS": "style",
-    "STAGE_COLORS": "style", "TokenTimeline": "timeline",
+    "STAGE_COLORS": "style", "TokenTimeline": "timeline", "PolicyLab": "lab",
 }
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from mxclaw_nb.widgets.gauge import ContextGauge
     from mxclaw_nb.widgets.inspector import CompactionInspector
+    from mxclaw_nb.widgets.lab import PolicyLab
     from mxclaw_nb.widgets.live import LiveTurnView
     from mxclaw_nb.widgets.style import ACTION_COLORS, LAYER_COLORS, STAGE_COLORS
     from mxclaw_nb.widgets.timeline import TokenTimeline
@@ -50,6 +51,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ACTION_COLORS", "LAYER_COLORS", "STAGE_COLORS", "CallData", "CompactionInspector", "ContextGauge",
-    "LiveTurnView", "SessionBrowser", "TokenTimeline", "after_frame", "before_frame", "from_request", "from_view",
-    "requests_from_views",
+    "LiveTurnView", "PolicyLab", "SessionBrowser", "TokenTimeline", "after_frame", "before_frame", "from_request",
+    "from_view", "requests_from_views",
 ]

@@ -339,10 +339,13 @@ CELLS = [
         Providers cache the prompt by prefix: a cached input token costs about a tenth of a fresh one, and every
         compaction rewrites the prefix from its first changed message on. Each replayed call records the prefix it
         shares with the previous call (`shared_tokens`) and what it invalidated (`broken_tokens`); a prefix-cache
-        model turns that into est. cached / uncached tokens and a price-table row into est. dollars. The
-        **cache-aware** variant (E4) keeps a warm prefix at a turn start while the continued view stays under the
-        threshold, and when a break is forced frees at least `clear_at_least` tokens so the next break comes later.
-        Replays have no timestamps, so the cache is taken as warm between calls. Prices are examples (see
+        model turns that into est. cached / uncached tokens and a price-table row into est. dollars. Every named
+        strategy has a registered **cache-aware** variant (E4, C12: `article-cache`, `masking-cache`,
+        `clearing-cache`, `model-summary-cache`, with the strategy's numbers plus `clear_at_least`): it keeps a
+        warm prefix (sends the previous call's messages plus what came since) while that stays under the
+        threshold, and when a break is forced frees at least `clear_at_least` tokens so the next break comes later;
+        each call records its decision (`cache_decision`). Replays have no timestamps, so the cache is taken as
+        warm between calls. Prices are examples (see
         `mxclaw_nb.analysis.cost.PRICES`: source and date per row); check your provider's.
         """
     ),
@@ -351,9 +354,11 @@ CELLS = [
         from mxclaw_nb import datasets
         from mxclaw_nb.analysis.cost import PRICES, DEFAULT_PRICE
 
-        COST_POLICIES = [{"window": 8_000, "tail": 2_000, "name": "article"},
-                         {"window": 8_000, "tail": 2_000, "name": "article, cache-aware",
-                          "cache_aware": {"clear_at_least": 2_000}}]
+        COST_BASE = {"window": 8_000, "tail": 2_000}
+        COST_POLICIES = [p for name in ("article", "masking", "clearing", "model-summary")
+                         for p in ({**COST_BASE, "strategy": name, "name": name},
+                                   {**COST_BASE, "strategy": f"{name}-cache", "clear_at_least": 2_000,
+                                    "name": f"{name}-cache"})]
         tables = []
         for data, source in (("swe-agent (shipped)", datasets.load("swe-agent")),
                              ("tau-bench (shipped)", datasets.load("tau-bench")), ("stored demo sessions", store)):
@@ -363,7 +368,9 @@ CELLS = [
         costs = pd.concat(tables, ignore_index=True)[["data", "policy", "calls", "compactions", "over_threshold",
                                                       "broken_tokens", "cache_read_share", "cost"]]
         print(f"est. cost in USD under {PRICES[DEFAULT_PRICE].label}")
-        costs.round({"cache_read_share": 3, "cost": 3})
+        plain_cost = costs.groupby("data")["cost"].transform(lambda c: c.shift(1))  # the row above a -cache row
+        costs["vs_plain"] = (costs["cost"] / plain_cost - 1).where(costs["policy"].str.endswith("-cache"))
+        costs.round({"cache_read_share": 3, "cost": 3, "vs_plain": 3})
         """,
         CHECK,
     ),

@@ -143,7 +143,8 @@ def test_c7_next_input_keeps_a_placeholders_facts_for_the_kernel_state() -> None
           "variables": ["sales"]}
     call = {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function", "function": {
         "name": "python", "arguments": "{}"}}]}
-    first = [{"role": "user", "content": "load"}, call, {"role": "tool", "tool_call_id": "a", "content": big,
+    # the first goal is long, so the later summary replaces more than it adds (C5/C6: no compaction without gain)
+    first = [{"role": "user", "content": "load " * 500}, call, {"role": "tool", "tool_call_id": "a", "content": big,
                                                           "facts": df}, {"role": "assistant", "content": "ok"}]
     pol = ContextPolicy(context_window_tokens=6_000, threshold_ratio=0.8, keep_recent_tokens=100)
     view = build_request_view(first, pol)

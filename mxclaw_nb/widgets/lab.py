@@ -1,0 +1,380 @@
+"""The policy lab: one widget to move a compaction policy's numbers and watch a real session answer (SPEC S4, C12).
+
+Why: a teacher explaining "what does a 16k window with a 2k tail do to this session, and how does observation
+masking differ from the article?" needs the answer on the screen as the slider moves, not a table to re-run.
+The context engine is a pure function of the transcript, so replay (`analysis.replay`) gives the exact views the
+loop would have built, without a model. The lab replays once per (transcript, policy) and caches the rows and
+views; moving the call slider only redraws the gauge, the inspector and the timeline's cursor (the timeline
+itself is redrawn only when the policy changes). A second strategy runs over the same call side by side: two
+compact gauges and a one-line difference of the two views. Displayed by `%agent lab` with a static snapshot
+after it (`LiveSnapshot`), so a saved notebook keeps the last state as HTML (N2).
+
+    from mxclaw_nb.widgets.lab import PolicyLab
+    lab = PolicyLab(store=store, current=sid)            # or PolicyLab({"mine": messages})
+    lab.set(strategy="masking", keep_last=3, window=16_000, compare="article", call=40)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as widgets
+
+from mxclaw_nb.analysis.replay import as_requests, frame, replay_messages
+from mxclaw_nb.context import ContextPolicy, RequestView
+from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
+from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view
+from mxclaw_nb.widgets.gauge import gauge_html
+from mxclaw_nb.widgets.inspector import CompactionInspector
+from mxclaw_nb.widgets.static import StaticReprMixin
+from mxclaw_nb.widgets.style import FONT, MUTED, chip, color_of, esc, fmt_int
+from mxclaw_nb.widgets.timeline import BOX, THEME_STYLE, W, timeline_frame, timeline_layers, timeline_svg
+
+NONE = "(none)"
+CACHE_SIZE = 32  # replays kept (transcript x policy); a 500-call session's views are a few MB
+POLICY_KEYS = ("window", "threshold_ratio", "keep_recent")
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One transcript under one policy: the replay rows, the view of every call, and what it cost."""
+
+    rows: list[dict[str, Any]]
+    views: list[RequestView]
+    ms: float
+
+
+def dataset_sources() -> dict[str, Callable[[], list[Any]]]:
+    """`dataset/conversation id` -> loader, for every shipped dataset (read lazily, once)."""
+    from mxclaw_nb import datasets
+
+    out: dict[str, Callable[[], list[Any]]] = {}
+    for name in datasets.available():
+        for conv in datasets.load(name):
+            out[f"{name}/{conv.id}"] = (lambda msgs=list(conv.messages): msgs)
+    return out
+
+
+def store_sources(store: Any, current: str | None) -> dict[str, Callable[[], list[Any]]]:
+    """`current session` and `stored <id8> <title>` -> loader of the stored transcript."""
+    out: dict[str, Callable[[], list[Any]]] = {}
+    df = store.sessions()
+    ids = [str(i) for i in df["id"]] if len(df) else []
+    titles = dict(zip(ids, df["title"] if "title" in df else [""] * len(ids), strict=True))
+    for sid in ([current] if current in ids else []) + [i for i in ids if i != current]:
+        title = titles.get(sid) if isinstance(titles.get(sid), str) else ""
+        label = f"current session {sid[:8]}" if sid == current else f"stored {sid[:8]} {title or ''}".rstrip()
+        out[label] = (lambda s=sid: list(store.load_transcript(s)))
+    return out
+
+
+class InspectorHTML:
+    """The inspector's static HTML of one call without its widgets (tabs, dropdowns): the same methods, a tenth
+    of the time, so a call-slider move stays a live redraw."""
+
+    header_html = CompactionInspector.header_html
+    summary_html = CompactionInspector.summary_html
+    full_text = CompactionInspector.full_text
+    _table = CompactionInspector._table
+    to_html = CompactionInspector.to_html
+
+    def __init__(self, data: CallData, max_rows: int) -> None:
+        self.data, self.max_rows = data, max_rows
+        self.before_df, self.after_df = before_frame(data), after_frame(data)
+
+
+def _int_params(strategy: Strategy) -> dict[str, int]:
+    """The strategy's integer numbers (the ones a slider can move)."""
+    return {k: v for k, v in strategy.params().items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+class PolicyLab(StaticReprMixin, widgets.VBox):
+    """Transcript picker, strategy and policy sliders, call slider; gauge, inspector and timeline of that call."""
+
+    def __init__(self, transcripts: Mapping[str, Sequence[Any]] | Sequence[Any] | None = None, *, store: Any = None,
+                 current: str | None = None, datasets: bool = True, strategy: str = "article",
+                 compare: str | None = None, window: int = 32_000, threshold_ratio: float = 0.8,
+                 keep_recent: int = 4_000, max_rows: int = 12, **kwargs: Any) -> None:
+        """`transcripts`: {label: messages} or one list of messages (shown first); `store`/`current`: the stored
+        sessions, the current one first; `datasets`: add the shipped datasets' conversations."""
+        sources: dict[str, Callable[[], list[Any]]] = {}
+        if isinstance(transcripts, Mapping):
+            sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
+        elif transcripts is not None:
+            msgs = list(transcripts)
+            sources["messages"] = lambda: msgs
+        if store is not None:
+            sources.update(store_sources(store, current))
+        if datasets:
+            sources.update(dataset_sources())
+        if not sources:
+            raise ValueError("PolicyLab needs a transcript: messages, a store with sessions, or datasets=True")
+        self.sources, self.max_rows = sources, max_rows
+        self._messages: dict[str, list[Any]] = {}
+        self._cache: dict[tuple[str, ContextPolicy], Replayed] = {}
+        self._quiet = False
+        self.redraws = {"timeline": 0, "call": 0}  # what was redrawn (tests read it)
+        self.last_ms: dict[str, float] = {}
+        slider = {"continuous_update": False, "style": {"description_width": "110px"},
+                  "layout": widgets.Layout(width="420px")}
+        self.transcript = widgets.Dropdown(options=list(sources), description="transcript",
+                                           layout=widgets.Layout(width="520px"))
+        self.strategy = widgets.Dropdown(options=list(STRATEGIES), value=strategy, description="strategy")
+        self.compare = widgets.Dropdown(options=[NONE, *STRATEGIES], value=compare or NONE, description="versus")
+        self.window = widgets.IntSlider(value=window, min=2_000, max=200_000, step=1_000, description="window",
+                                        **slider)
+        self.threshold_ratio = widgets.FloatSlider(value=threshold_ratio, min=0.3, max=1.0, step=0.05,
+                                                   description="threshold ratio", **slider)
+        self.keep_recent = widgets.IntSlider(value=keep_recent, min=0, max=64_000, step=500,
+                                             description="tail budget", **slider)
+        self.params_box = widgets.VBox()
+        self.param_sliders: dict[str, widgets.IntSlider] = {}
+        self.call = widgets.IntSlider(value=1, min=1, max=1, description="call",  # live: a move is a cached redraw
+                                      **{**slider, "continuous_update": True})
+        self.call.add_class("mx-lab-call")
+        self.status = widgets.HTML()
+        self.status.add_class("mx-lab-status")
+        self.timeline = widgets.HTML(layout=widgets.Layout(width="100%", margin="0"))
+        # a thin line over the timeline at the chosen call: moved without redrawing the timeline
+        self.cursor = widgets.HTML(layout=widgets.Layout(margin="0"))
+        self.gauge = widgets.HTML()
+        self.versus = widgets.HTML()
+        self.inspector = widgets.HTML()
+        plot = widgets.Box([self.timeline, self.cursor], layout=widgets.Layout(display="block", width="100%",
+                                                                                max_width="850px"))
+        plot.add_class("mx-lab-plot")
+        controls = widgets.VBox([self.transcript, widgets.HBox([self.strategy, self.compare]), self.window,
+                                 self.threshold_ratio, self.keep_recent, self.params_box])
+        super().__init__(children=[widgets.HTML("<style>.mx-lab-plot{position:relative}.mx-lab-plot>.widget-html"
+                                                ":last-child{position:absolute;inset:0;pointer-events:none;margin:0}"
+                                                "</style>"),
+                                   controls, self.status, plot, self.call, self.gauge, self.versus, self.inspector],
+                         **kwargs)
+        self.add_class("mx-policy-lab")
+        self._rebuild_params()
+        for w in (self.transcript, self.window, self.threshold_ratio, self.keep_recent, self.compare):
+            w.observe(lambda _: self._policy_changed(), names="value")
+        self.strategy.observe(lambda _: (self._rebuild_params(), self._policy_changed()), names="value")
+        self.call.observe(lambda _: self._quiet or self._call_changed(), names="value")
+        self._policy_changed()
+
+    # --- state -----------------------------------------------------------------------------------------------
+    def policy(self, strategy: str | None = None) -> ContextPolicy:
+        """The policy the sliders describe (with `strategy` instead of the chosen one: the comparison's)."""
+        if strategy is None:
+            params = {k: s.value for k, s in self.param_sliders.items()}
+            strat = strategy_from(self.strategy.value, params)
+        else:
+            strat = strategy_from(strategy)
+        return ContextPolicy(int(self.window.value), float(self.threshold_ratio.value), int(self.keep_recent.value),
+                             strategy=strat)
+
+    def set(self, **state: Any) -> None:
+        """Change several controls at once and redraw once: transcript, strategy, compare, window, threshold_ratio,
+        keep_recent, call, or the strategy's own numbers (e.g. keep_last). Bad values raise ValueError."""
+        known = {"transcript", "strategy", "compare", "call", *POLICY_KEYS}
+        if "strategy" in state and state["strategy"] not in STRATEGIES:
+            raise ValueError(f"unknown strategy {state['strategy']!r}; known strategies: {', '.join(STRATEGIES)}")
+        own = _int_params(strategy_from(state.get("strategy", self.strategy.value)))
+        unknown = [k for k in state if k not in known and k not in own]
+        if unknown:
+            raise ValueError(f"PolicyLab has no control {unknown[0]!r} (controls: {', '.join(sorted(known))}; "
+                             f"{state.get('strategy', self.strategy.value)}'s numbers: {', '.join(own) or 'none'})")
+        if "transcript" in state and state["transcript"] not in self.sources:
+            raise ValueError(f"no transcript {state['transcript']!r}; pick one of {len(self.sources)} "
+                             f"(e.g. {', '.join(list(self.sources)[:3])})")
+        if "compare" in state and (state["compare"] or NONE) not in (NONE, *STRATEGIES):
+            raise ValueError(f"unknown strategy {state['compare']!r} to compare; known: {', '.join(STRATEGIES)}")
+        for key in (*POLICY_KEYS, *own):
+            if key in state:
+                value = state[key]
+                ctrl = self.param_sliders.get(key) if key in own else getattr(self, key)
+                lo, hi = (ctrl.min, ctrl.max) if ctrl is not None else (0, 10**9)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                    raise ValueError(f"{key} must be a number in [{lo}, {hi}], got {value!r}")
+        self._quiet = True
+        try:
+            for key in ("transcript", "strategy"):
+                if key in state:
+                    getattr(self, key).value = state[key]
+            if "compare" in state:
+                self.compare.value = state["compare"] or NONE
+            for key in POLICY_KEYS:
+                if key in state:
+                    getattr(self, key).value = state[key]
+            for key in own:
+                if key in state:
+                    self.param_sliders[key].value = int(state[key])
+        finally:
+            self._quiet = False
+        self._policy_changed(call=state.get("call"))
+
+    def _rebuild_params(self) -> None:
+        """One slider per integer number of the chosen strategy (keep_last, clear_at_least, ...)."""
+        for s in self.param_sliders.values():
+            s.close()
+        self.param_sliders = {}
+        for key, value in _int_params(strategy_from(self.strategy.value)).items():
+            hi = 50 if key == "keep_last" else 50_000
+            s = widgets.IntSlider(value=value, min=0, max=max(hi, value), step=1 if hi == 50 else 500,
+                                  description=key.replace("_", " "), continuous_update=False,
+                                  style={"description_width": "110px"}, layout=widgets.Layout(width="420px"))
+            s.observe(lambda _: self._policy_changed(), names="value")
+            self.param_sliders[key] = s
+        self.params_box.children = list(self.param_sliders.values())
+
+    # --- replay ----------------------------------------------------------------------------------------------
+    def messages(self, label: str | None = None) -> list[Any]:
+        """The chosen transcript's messages (loaded once)."""
+        label = label or str(self.transcript.value)
+        if label not in self._messages:
+            self._messages[label] = self.sources[label]()
+        return self._messages[label]
+
+    def replayed(self, policy: ContextPolicy | None = None) -> Replayed:
+        """The replay of the chosen transcript under `policy` (default: the sliders'), cached."""
+        policy = policy or self.policy()
+        key = (str(self.transcript.value), policy)
+        hit = self._cache.get(key)
+        if hit is None:
+            start = time.perf_counter()
+            views: list[RequestView] = []
+            rows = replay_messages(self.messages(), policy, session_id=key[0], facts=False, views=views)
+            hit = Replayed(rows, views, (time.perf_counter() - start) * 1000)
+            if len(self._cache) >= CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = hit
+        return hit
+
+    def call_data(self, replayed: Replayed, call: int) -> CallData:
+        """Gauge/inspector data of call `call` (1-based) of a replay."""
+        row = replayed.rows[call - 1]
+        iteration = sum(1 for r in replayed.rows[:call] if r["turn"] == row["turn"])
+        return from_view(replayed.views[call - 1], turn=int(row["turn"]), iteration=iteration)
+
+    # --- redraw ----------------------------------------------------------------------------------------------
+    def _policy_changed(self, call: int | None = None) -> None:
+        if self._quiet:
+            return
+        start = time.perf_counter()
+        self.current = self.replayed()
+        n = len(self.current.rows)
+        if n == 0:
+            self.timeline.value = f'<div style="{FONT}color:{MUTED}">this transcript has no model calls</div>'
+            self._svg_layers = None
+        else:
+            req = timeline_frame(as_requests(frame(self.current.rows, facts=False, exact=False)))
+            self._svg_layers = timeline_layers(req, f"replay · {self.policy().strategy.label()} · tokens per call")
+            self.timeline.value = THEME_STYLE + f'<div style="color:{MUTED}">{timeline_svg(self._svg_layers)}</div>'
+        self.redraws["timeline"] += 1
+        if call is not None and not 1 <= int(call) <= max(n, 1):
+            raise ValueError(f"call must be in [1, {n}], got {call!r}")
+        self._quiet = True
+        try:
+            self.call.max = max(n, 1)
+            if call is not None:
+                self.call.value = int(call)
+            elif n and self.call.value == 1 and self.redraws["timeline"] == 1:
+                compacted = [r["call"] for r in self.current.rows if r["compacted"]]
+                self.call.value = int(compacted[0] if compacted else n)
+        finally:
+            self._quiet = False
+        self.last_ms["policy"] = (time.perf_counter() - start) * 1000
+        self._call_changed()
+
+    def _call_changed(self) -> None:
+        start = time.perf_counter()
+        rows, k = self.current.rows, int(self.call.value)
+        self.redraws["call"] += 1
+        if not rows:
+            self.data = self.other = None
+            self.gauge.value = self.inspector.value = self.versus.value = self.cursor.value = ""
+        else:
+            self.data = self.call_data(self.current, k)
+            self.gauge.value = gauge_html(self.data)
+            self.inspector.value = InspectorHTML(self.data, self.max_rows).to_html()
+            self.cursor.value = self._cursor_html(k)
+            self.versus.value = self._versus_html(k)
+        self.last_ms["call"] = (time.perf_counter() - start) * 1000
+        self.status.value = self.status_html()
+        self.shown_changed()
+
+    def _cursor_html(self, call: int) -> str:
+        left, top, right, bottom = BOX
+        n = len(self.current.rows)
+        x = left + (call - 0.5) * (right - left) / n
+        return (f'<div class="mx-lab-cursor" data-call="{call}" style="position:absolute;left:{100 * x / W:.3f}%;'
+                f'top:{100 * top / 340:.2f}%;height:{100 * (bottom - top) / 340:.2f}%;width:0;'
+                f'border-left:2px solid #e53935;opacity:.8"></div>')
+
+    def _versus_html(self, call: int) -> str:
+        """The comparison strategy on the same call: a compact gauge and one line of difference."""
+        name = self.compare.value
+        if name == NONE:
+            self.other = None
+            return ""
+        other = self.replayed(self.policy(name))
+        self.other = self.call_data(other, call)
+        a, b = self.data.record if self.data else None, self.other.record
+        va, vb = self.current.views[call - 1], other.views[call - 1]
+        same = 0
+        for x, y in zip(va.messages, vb.messages, strict=False):
+            if x != y:
+                break
+            same += 1
+        mine = self.policy().strategy.label()
+        delta = (a.after_tokens if a else 0) - b.after_tokens
+        line = (f"call {call}: <b>{esc(mine)}</b> sends {fmt_int(a.after_tokens if a else 0)} "
+                f"({chip(a.stage if a else '', color_of('stage', a.stage if a else ''))}), <b>{esc(name)}</b> sends "
+                f"{fmt_int(b.after_tokens)} ({chip(b.stage, color_of('stage', b.stage))}) · "
+                f"{'+' if delta > 0 else ''}{fmt_int(delta)} tokens · {len(va.messages)} vs {len(vb.messages)} "
+                f"messages, the first {same} identical")
+        return (f'<div class="mx-lab-versus" style="{FONT};border-left:3px solid {MUTED};padding-left:8px;'
+                f'margin:8px 0"><div style="margin:4px 0">{line}</div>'
+                f'<div style="color:{MUTED}">versus {esc(name)} on the same call:</div>{gauge_html(self.other)}</div>'
+                f'<div style="{FONT};color:{MUTED};margin-top:6px">inspector of {esc(mine)}, call {call}:</div>')
+
+    def status_html(self) -> str:
+        """The lab's state in one line (with a redraw counter the browser test waits on)."""
+        r = self.current
+        n = len(r.rows)
+        pol = self.policy()
+        return (f'<div class="mx-lab-state" data-redraw="{self.redraws["call"]}" style="{FONT}color:{MUTED}">'
+                f'{esc(str(self.transcript.value))} · {n:,} model calls · {esc(pol.strategy.label())} · window '
+                f'{pol.context_window_tokens:,} · threshold {pol.threshold:,} · tail {pol.keep_recent_tokens:,} · '
+                f'replay {r.ms:.0f} ms (cached per transcript and policy) · call redraw '
+                f'{self.last_ms.get("call", 0):.0f} ms</div>')
+
+    def show(self, again: str = "PolicyLab(...).show()") -> None:
+        """Display the lab with a static snapshot after it that follows each redraw: a saved notebook keeps the
+        last state as HTML (N2); `again`: how the reader opens it again (named in the snapshot's note)."""
+        from mxclaw_nb.notebook.showlive import show_live
+
+        show_live(self, name="policy lab", again=again)
+
+    # --- static form -----------------------------------------------------------------------------------------
+    def to_html(self) -> str:
+        """The last state: settings line, timeline with the chosen call, gauge, comparison and inspector."""
+        plot = (f'<div style="position:relative;max-width:850px">{self.timeline.value}{self.cursor.value}</div>'
+                if self.current.rows else self.timeline.value)
+        call = f'<div style="{FONT}"><b>call {self.call.value}</b> of {len(self.current.rows):,}</div>'
+        return (f'<div class="mx-policy-lab-static" style="{FONT}"><b>policy lab</b>{self.status.value}{plot}{call}'
+                f'{self.gauge.value}{self.versus.value}{self.inspector.value}</div>')
+
+    def to_text(self) -> str:
+        """The last state as text."""
+        pol = self.policy()
+        lines = [f"policy lab · {self.transcript.value} · {len(self.current.rows):,} model calls · "
+                 f"{pol.strategy.label()} · window {pol.context_window_tokens:,} · threshold {pol.threshold:,} · "
+                 f"tail {pol.keep_recent_tokens:,}"]
+        if self.data is not None:
+            d = self.data.record
+            lines.append(f"call {self.call.value}: turn {d.turn} · {d.stage} · {fmt_int(d.before_tokens)} -> "
+                         f"{fmt_int(d.after_tokens)} tokens")
+        if self.other is not None:
+            o = self.other.record
+            lines.append(f"versus {self.compare.value}: {o.stage} · {fmt_int(o.after_tokens)} tokens")
+        return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""Real-browser test of the policy lab (SPEC S4, C12, N2): a 500-call session redrawn live, light, dark, saved.
+
+In JupyterLab and Debian's chromium a notebook builds a 500-call session (`tests/test_lab.long_session`) and shows
+`PolicyLab(...).show()`. The call slider's handle gets ArrowRight key presses dispatched in the page; the time from
+the key press to the lab's status line showing the new redraw (gauge, inspector, cursor and status all updated, one
+animation frame later) is measured in the page with `performance.now()`; its median must be under 100 ms. A
+policy slider (window) is moved too (one replay of 500 calls) and its time reported. Light and dark screenshots;
+then the notebook is saved, its kernel shut down and reopened: the snapshot shows the last state (no widget error).
+Screenshots go to $MXCLAW_SHOTS or a new temporary folder (printed).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..test_lab import long_session
+from .test_agent_views_lab import (  # noqa: F401 - agent_views_lab is the server fixture
+    PANEL,
+    _open,
+    _theme,
+    agent_views_lab,
+    close_and_shut_down,
+    write_notebook,
+)
+from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
+from .test_saved_lab import _idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(480)]
+
+CELLS = ["import json\nfrom typing import Any\nfrom mxclaw_nb.widgets.lab import PolicyLab\n\n"
+         + inspect.getsource(long_session),
+         "lab = PolicyLab({'long session (500 calls)': long_session(500)}, datasets=False, window=32_000,\n"
+         "                keep_recent=4_000)\nlab.show()"]
+NOT_FOUND = "Error displaying widget"
+
+# In the page: press ArrowRight on the call slider's handle and resolve with the ms until the status line shows
+# the next redraw number, one animation frame later (the browser has laid the new outputs out).
+MOVE_JS = """async () => {
+  const lab = document.querySelector('.mx-policy-lab');
+  const state = () => Number(lab.querySelector('.mx-lab-state').dataset.redraw);
+  const before = state();
+  const handle = lab.querySelector('.mx-lab-call .noUi-handle');
+  const done = new Promise(resolve => {
+    const obs = new MutationObserver(() => {
+      if (state() > before) { obs.disconnect(); requestAnimationFrame(() => resolve(performance.now())); }
+    });
+    obs.observe(lab, {subtree: true, childList: true, characterData: true, attributes: true});
+  });
+  const t0 = performance.now();
+  handle.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowRight', code: 'ArrowRight', keyCode: 39,
+                                                     bubbles: true}));
+  return (await done) - t0;
+}"""
+
+
+def _shot(page: Any, path: Path) -> None:
+    page.locator(f"{PANEL} .mx-policy-lab").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    time.sleep(0.5)
+    page.locator(PANEL).screenshot(path=str(path))
+
+
+def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(agent_views_lab: Any) -> None:  # noqa: F811
+    from playwright.sync_api import sync_playwright
+
+    base, root = agent_views_lab
+    write_notebook(root / "lab.ipynb", CELLS)
+    shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-lab-"))
+    shots.mkdir(parents=True, exist_ok=True)
+    print("screenshots in", shots)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        try:
+            _open(page, base, "lab.ipynb")
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.locator(f"{PANEL} .mx-policy-lab .mx-lab-state").wait_for(timeout=300_000)
+            _idle(page)
+            status = page.locator(f"{PANEL} .mx-lab-state").first.inner_text()
+            assert "500 model calls" in status, status
+            start = int(page.locator(f"{PANEL} .mx-lab-cursor").first.get_attribute("data-call") or 0)
+
+            times = []
+            for _ in range(25):
+                times.append(page.evaluate(MOVE_JS))
+                _idle(page)
+            cursor = int(page.locator(f"{PANEL} .mx-lab-cursor").first.get_attribute("data-call") or 0)
+            assert cursor == start + 25  # every press moved one call, and the cursor followed
+            median = statistics.median(times)
+            print(f"call slider -> redraw, 500-call session: median {median:.1f} ms, max {max(times):.1f} ms "
+                  f"over {len(times)} moves: {[round(t) for t in times]}")
+            assert median < 100, times
+
+            # a policy slider: one replay of the 500 calls, then the timeline and the call redrawn
+            window = page.locator(f"{PANEL} .mx-policy-lab .widget-slider", has_text="window").first
+            t0 = time.perf_counter()
+            window.locator(".noUi-handle").press("ArrowLeft")  # one step: 31,000
+            page.locator(f"{PANEL} .mx-lab-state", has_text="window 31,000").first.wait_for(timeout=60_000)
+            print(f"window slider -> redraw (a new replay of 500 calls): {(time.perf_counter() - t0) * 1000:.0f} ms")
+            _idle(page)
+            snapshot = page.locator(f"{PANEL} .mx-snapshot").first
+            page.wait_for_function("document.querySelector('.mx-snapshot')?.textContent.includes('window 31,000')",
+                                   timeout=30_000)  # the snapshot follows each redraw
+            assert not snapshot.is_visible()  # hidden while the live lab shows the same
+
+            # a second strategy side by side on the same call: a compact gauge and the one-line difference
+            page.locator(f"{PANEL} .mx-policy-lab select").nth(2).select_option("clearing")
+            versus = page.locator(f"{PANEL} .mx-policy-lab .mx-lab-versus").first
+            versus.wait_for(timeout=60_000)
+            line = versus.inner_text()
+            assert "article" in line and "clearing" in line and "identical" in line, line
+            _idle(page)
+
+            for theme, light in (("light", True), ("dark", False)):
+                if not light:
+                    _theme(page, "JupyterLab Dark", light=False)
+                _shot(page, shots / f"policy-lab-{theme}.png")
+                versus.evaluate("e => e.scrollIntoView({block: 'start'})")
+                time.sleep(0.4)
+                page.locator(PANEL).screenshot(path=str(shots / f"policy-lab-versus-{theme}.png"))
+            _theme(page, "JupyterLab Light", light=True)
+
+            page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+            page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+            close_and_shut_down(page)
+            _open(page, base, "lab.ipynb")
+            _idle(page)
+            time.sleep(2.0)  # the widget manager has restored: a missing model would now say so
+            text = page.locator(PANEL).inner_text()
+            assert NOT_FOUND not in text
+            saved = page.locator(f"{PANEL} .mx-snapshot").first
+            assert saved.is_visible()
+            saved_text = saved.inner_text()
+            assert "window 31,000" in saved_text and f"call {cursor}" in saved_text, saved_text
+            assert "versus clearing on the same call" in saved_text, saved_text
+            assert saved.locator("svg").first.is_visible() and saved.locator(".mx-gauge").first.is_visible()
+            saved.evaluate("e => e.scrollIntoView({block: 'start'})")
+            time.sleep(0.5)
+            page.locator(PANEL).screenshot(path=str(shots / "policy-lab-saved.png"))
+        except Exception:
+            page.screenshot(path=str(shots / "failed.png"))
+            raise
+        finally:
+            browser.close()

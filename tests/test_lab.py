@@ -1,0 +1,171 @@
+"""The policy lab (SPEC S4, C12, N2): controls redraw the right parts, replay is cached, bad input is refused.
+
+Real parts: real transcripts (the shipped datasets and a generated long session), the real replay and widgets,
+a real IPython shell with the extension and a DuckDB store for `%agent lab`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from mxclaw_nb.analysis.replay import replay_messages
+from mxclaw_nb.context import ContextPolicy
+from mxclaw_nb.context.strategies import strategy_from
+from mxclaw_nb.widgets.lab import PolicyLab
+
+
+def long_session(calls: int = 120, per_turn: int = 20) -> list[dict[str, Any]]:
+    """A coding session of `calls` model calls: turns of file reads whose outputs fill the window."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    n = 0
+    while n < calls:
+        msgs.append({"role": "user", "content": f"task {n // per_turn}: fix the bug in module {n}"})
+        for k in range(per_turn):
+            if n >= calls:
+                break
+            n += 1
+            if k == per_turn - 1 or n == calls:
+                msgs.append({"role": "assistant", "content": f"done with step {n}"})
+                continue
+            cid = f"c{n}"
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+                "id": cid, "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{n}.py"})}}]})
+            msgs.append({"role": "tool", "tool_call_id": cid, "content": f"line {n} of the file\n" * (40 + n % 60)})
+    return msgs
+
+
+@pytest.fixture(scope="module")
+def lab() -> PolicyLab:
+    return PolicyLab({"long": long_session()}, datasets=False, window=16_000, keep_recent=2_000)
+
+
+def test_s4_lab_shows_the_replayed_views_of_the_chosen_call(lab: PolicyLab) -> None:
+    policy = ContextPolicy(16_000, 0.8, 2_000, strategy=strategy_from("article"))
+    views: list[Any] = []
+    rows = replay_messages(long_session(), policy, facts=False, views=views)
+    assert len(lab.current.rows) == len(rows) == 120 and lab.call.max == 120
+    first = next(r["call"] for r in rows if r["compacted"])
+    assert lab.call.value == first  # opens on the first compaction
+    lab.call.value = 50
+    assert lab.data is not None and lab.data.record.after_tokens == views[49].after_tokens
+    assert lab.data.record.stage == views[49].stage
+    assert f"{views[49].after_tokens:,}" in lab.gauge.value
+    assert 'data-call="50"' in lab.cursor.value
+
+
+def test_s4_call_slider_redraws_only_the_call_and_replay_is_cached(lab: PolicyLab) -> None:
+    timeline, calls, svg = lab.redraws["timeline"], lab.redraws["call"], lab.timeline.value
+    gauge = lab.gauge.value
+    lab.call.value = 110
+    assert lab.redraws == {"timeline": timeline, "call": calls + 1}  # timeline untouched, the call redrawn
+    assert lab.timeline.value == svg and lab.gauge.value != gauge
+    before = lab.current
+    lab.window.value = 24_000  # the policy changed: a new replay, the timeline redrawn
+    assert lab.redraws["timeline"] == timeline + 1 and lab.current is not before
+    assert lab.current.rows[0]["window"] == 24_000 and "window 24,000" in lab.status.value
+    lab.window.value = 16_000  # back: the cached replay, not a new one
+    assert lab.current is before
+
+
+def test_c12_strategy_numbers_get_sliders_and_change_the_views(lab: PolicyLab) -> None:
+    lab.set(strategy="masking", keep_last=2, call=100)
+    assert set(lab.param_sliders) == {"keep_last"} and lab.policy().strategy == strategy_from("masking", keep_last=2)
+    placeholders_2 = sum(1 for m in lab.current.views[99].messages if m.get("role") == "tool"
+                         and str(m.get("content")).startswith("[old tool output compacted"))
+    lab.set(keep_last=8)
+    placeholders_8 = sum(1 for m in lab.current.views[99].messages if m.get("role") == "tool"
+                         and str(m.get("content")).startswith("[old tool output compacted"))
+    assert lab.call.value == 100 and placeholders_2 > placeholders_8
+    lab.set(strategy="clearing")
+    assert set(lab.param_sliders) == {"keep_last", "clear_at_least"}  # trigger_tokens is None: no slider
+    assert "masking" not in lab.status.value and "clearing" in lab.status.value
+
+
+def test_c12_side_by_side_compares_two_strategies_on_one_call(lab: PolicyLab) -> None:
+    lab.set(strategy="masking", keep_last=1, compare="article", call=60)
+    assert lab.other is not None and lab.data is not None
+    article = lab.replayed(lab.policy("article")).views[59]
+    assert lab.other.record.after_tokens == article.after_tokens
+    line = lab.versus.value
+    assert "masking" in line and "article" in line and f"{article.after_tokens:,}" in line
+    assert "identical" in line and line.count("mx-gauge") >= 1
+    lab.set(compare=None)
+    assert lab.versus.value == "" and lab.other is None
+
+
+def test_n2_saved_form_is_the_last_state(lab: PolicyLab) -> None:
+    lab.set(strategy="article", compare="masking", call=77)
+    html, text = lab.to_html(), lab.to_text()
+    assert "<svg" in html and 'data-call="77"' in html and "call 77" in html and lab.gauge.value in html
+    assert lab.versus.value in html and "policy lab" in text and "call 77" in text and "versus masking" in text
+    bundle = lab._repr_mimebundle_()
+    assert bundle["text/html"] == html
+
+
+def test_s4_bad_input_is_refused_clearly(lab: PolicyLab) -> None:
+    state = (lab.call.value, lab.policy())
+    with pytest.raises(ValueError, match="unknown strategy 'nope'; known strategies: article"):
+        lab.set(strategy="nope")
+    with pytest.raises(ValueError, match="no control 'keep_lots'"):
+        lab.set(keep_lots=3)
+    with pytest.raises(ValueError, match="threshold_ratio must be a number in"):
+        lab.set(threshold_ratio=1.5)
+    with pytest.raises(ValueError, match="no transcript 'other'"):
+        lab.set(transcript="other")
+    with pytest.raises(ValueError, match=r"call must be in \[1, 120\]"):
+        lab.set(call=500)
+    assert (lab.call.value, lab.policy()) == state  # nothing changed
+    with pytest.raises(ValueError, match="needs a transcript"):
+        PolicyLab(datasets=False)
+
+
+def test_s4_lab_offers_shipped_datasets_and_stored_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MXCLAW_MODEL", "MXCLAW_CONTEXT_WINDOW"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MXCLAW_DB", str(tmp_path / "store.duckdb"))
+    monkeypatch.chdir(tmp_path)
+    shell = InteractiveShell.instance()
+    shell.config.pop("AgentMagics", None)
+    shell.run_line_magic("load_ext", "mxclaw_nb")
+    try:
+        with capture_output():
+            shell.run_cell_magic("agent", "", "fix the failing tests")
+            lab = shell.run_line_magic("agent", "lab --versus masking")
+        assert isinstance(lab, PolicyLab)
+        labels = list(lab.sources)
+        assert labels[0].startswith("current session ") and any(k.startswith("swe-agent/") for k in labels)
+        assert any(k.startswith("tau-bench/") for k in labels)
+        assert len(lab.current.rows) >= 1 and lab.compare.value == "masking"
+        lab.set(transcript=next(k for k in labels if k.startswith("tau-bench/")))
+        assert len(lab.current.rows) > 5 and lab.data is not None
+        with pytest.raises(UsageError, match="invalid choice: 'nope'"):
+            shell.run_line_magic("agent", "lab --strategy nope")
+    finally:
+        shell.run_line_magic("unload_ext", "mxclaw_nb")
+        shell.config.pop("AgentMagics", None)
+
+
+def test_n2_lab_inspector_html_is_the_inspectors_own(lab: PolicyLab) -> None:
+    """The lab's widget-free inspector HTML is byte for byte the CompactionInspector's (up to its output id)."""
+    import re
+
+    from mxclaw_nb.widgets.inspector import CompactionInspector
+    from mxclaw_nb.widgets.lab import InspectorHTML
+
+    lab.set(strategy="masking", keep_last=2, call=90)
+    assert lab.data is not None
+
+    def uid(s: str) -> str:
+        return re.sub(r"mx-i[0-9a-f]{10}", "UID", s)
+
+    own = CompactionInspector(lab.data, max_rows=lab.max_rows).to_html()
+    assert uid(InspectorHTML(lab.data, lab.max_rows).to_html()) == uid(own) == uid(lab.inspector.value)
+    assert "placeholder" in own
