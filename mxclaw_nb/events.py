@@ -132,6 +132,7 @@ class ContextSummaryRejected(Event):
     coverage: Any = None
     source: Any = None
     usage: Any = None
+    latency_ms: Any = None  # the summary call's, when it answered (C11: shown in the live log)
 
 
 @dataclass(frozen=True)

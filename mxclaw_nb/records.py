@@ -61,6 +61,7 @@ class RequestRecord:
     cached_tokens_reported: int | None = None  # E1 `reported`: prompt tokens the provider read from its cache
     cache_write_tokens_reported: int | None = None  # E1 `reported`: prompt tokens it wrote to its cache
     prefix_tokens: int | None = None  # E2: tokens (in `counter`) of the prefix shared with the previous call
+    purpose: str | None = None  # None: a turn's call; SUMMARY_CALL: a C11 summary call (made before this call)
     lineage: Lineage | None = field(default=None, repr=False, compare=False)  # N3, transcript-relative
     provenance: Provenance | None = field(default=None, repr=False, compare=False)  # the view's own rows
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)  # other keys a stored record carries
@@ -69,6 +70,7 @@ class RequestRecord:
     created_at: datetime | None = None  # None: the store's clock when appended
 
 
+SUMMARY_CALL = "summary"  # C11: `purpose` of the model call that wrote a summary (not a turn's call)
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
 
 

@@ -33,7 +33,7 @@ from mxclaw_nb.analysis.cost import DEFAULT_TTL, CallTokens, Price, call_costs, 
 from mxclaw_nb.analysis.facts import FACT_KINDS, Fact, combine_views, survival
 from mxclaw_nb.analysis.importers import Conversation
 from mxclaw_nb.analysis.policies import as_policy
-from mxclaw_nb.analysis.replay import FACT_COLUMNS, SessionCaches
+from mxclaw_nb.analysis.replay import FACT_COLUMNS, RECORDED, STAND_IN, SessionCaches
 from mxclaw_nb.context import ContextPolicy, RequestView, build_request_view, build_structured_summary
 from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.messages import Message, sanitize
@@ -160,6 +160,8 @@ def summarize_policies(df: pd.DataFrame, price: str | Price | None = None) -> pd
             "saved_share_compacted": _share(compacted["saved_tokens"], compacted["full_tokens"]),
             "over_threshold": int(d["over_threshold"].sum()),
         }
+        if "summary_calls" in d:  # C11: the model summary calls the strategy made (0 without model summaries)
+            row.update(_summary_call_columns(d))
         if "cost" in d:  # E2/E3 (est.)
             row["cost"] = float(d["cost"].sum())
             row["cache_read_share"] = _share(d["cached_tokens"], d["after_tokens"])
@@ -181,6 +183,19 @@ def summarize_policies(df: pd.DataFrame, price: str | Price | None = None) -> pd
             row["exact_over_window"] = int(d["exact_over_window"].sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _summary_call_columns(d: pd.DataFrame) -> dict[str, Any]:
+    """C11 per policy: summary calls, the C1 estimate of their requests, and how many of them a replay could only
+    stand in for (`summary_calls_stand_in`: no summary recorded for that coverage, so the C6 text was sent and the
+    tokens are what the call *would* have read). `summary_call_tokens` counts planned calls only: a recorded
+    summary's call was made live and its reported usage is in the session's `requests` (`purpose = 'summary'`)."""
+    calls = pd.to_numeric(d["summary_calls"], errors="coerce").fillna(0)
+    source = d["summary_source"] if "summary_source" in d else pd.Series(None, index=d.index, dtype=object)
+    return {"summary_calls": int(calls.sum()),
+            "summary_call_tokens": int(pd.to_numeric(d["summary_call_tokens"], errors="coerce").fillna(0).sum()),
+            "summary_calls_stand_in": int(calls[source == STAND_IN].sum()),
+            "summary_calls_recorded": int(calls[source == RECORDED].sum())}
 
 
 # -- the harness's own compactions beside replayed policies (SPEC S4) ---------------------------------------------

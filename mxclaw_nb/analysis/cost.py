@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = ["DEFAULT_PRICE", "DEFAULT_TTL", "PRICES", "CallCost", "CallTokens", "Price", "break_even_calls",
-           "cache_model", "call_costs", "price_for", "price_table", "warm"]
+           "cache_model", "call_costs", "price_for", "request_costs", "summary_call_costs", "price_table", "warm"]
 
 DEFAULT_TTL = timedelta(minutes=5)
 EST = "est."
@@ -153,6 +153,45 @@ def call_costs(calls: Sequence[CallTokens], price: Price, ttl: timedelta = DEFAU
         dollars = (cached * price.cached_input + uncached * price.write + call.completion * price.output) / 1e6
         out.append(CallCost(cached, uncached, uncached, hot, dollars))
     return out
+
+
+def summary_call_costs(calls: Sequence[CallTokens], price: Price) -> list[CallCost]:
+    """C11 + E3: dollars per summary call. Its prompt (instructions, the older messages, the scaffold) shares no
+    prefix with the turn's calls, and it is not part of their cache chain: every prompt token is fresh (est.)."""
+    return [call_costs([replace(c, shared=0)], price)[0] for c in calls]
+
+
+def request_costs(requests: Any, price: Price, ttl: timedelta = DEFAULT_TTL) -> Any:
+    """E3 over request records (a `store.requests(sid, summary_calls=True)` frame): one row per call with
+    `purpose` (None: a turn's call; 'summary': a C11 summary call), tokens and est. dollars. The turn's calls
+    are costed as `call_costs` costs them (their own cache chain, untouched by summary calls); each summary
+    call is added by `summary_call_costs`. Reported tokens where the provider said, else what was sent (est.)."""
+    import pandas as pd
+
+    df = requests.sort_values("seq", kind="stable").reset_index(drop=True) if "seq" in requests else requests
+
+    def num(col: str) -> pd.Series:
+        return pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(math.nan, index=df.index)
+
+    prompt = num("prompt_tokens_reported").fillna(num("after_tokens")).fillna(num("estimate_tokens")).fillna(0)
+    completion = num("completion_tokens_reported").fillna(0)
+    shared = num("prefix_tokens").fillna(0)
+    stamps = [None if pd.isna(t) else pd.Timestamp(t).to_pydatetime() for t in df["created_at"]] \
+        if "created_at" in df else [None] * len(df)
+    purpose = (df["purpose"].where(df["purpose"].notna(), None) if "purpose" in df
+               else pd.Series([None] * len(df), index=df.index, dtype=object))
+    calls = [CallTokens(int(p), int(s), int(c), at) for p, s, c, at in zip(prompt, shared, completion, stamps,
+                                                                          strict=True)]
+    summary = [p == "summary" for p in purpose]
+    turn_calls = call_costs([c for c, s in zip(calls, summary, strict=True) if not s], price, ttl)
+    summary_calls = summary_call_costs([c for c, s in zip(calls, summary, strict=True) if s], price)
+    costs = iter(turn_calls), iter(summary_calls)
+    rows = [next(costs[1] if s else costs[0]) for s in summary]
+    return pd.DataFrame({
+        "seq": df["seq"] if "seq" in df else range(len(df)), "turn": df.get("turn", None),
+        "iteration": df.get("iteration", None), "purpose": list(purpose),
+        "prompt_tokens": [c.prompt for c in calls], "cached_tokens_est": [r.cached for r in rows],
+        "completion_tokens": [c.completion for c in calls], "cost_est": [r.cost for r in rows]})
 
 
 def break_even_calls(broken_tokens: int, saved_tokens: int, price: Price) -> float:

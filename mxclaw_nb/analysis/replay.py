@@ -46,7 +46,9 @@ from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.cache_variants import cache_variant, choose
 from mxclaw_nb.context.micro import is_typed_placeholder
+from mxclaw_nb.context.model_summary import summary_prompt
 from mxclaw_nb.context.prefix import shared_prefix
+from mxclaw_nb.context.tokens import estimate_messages
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
 from mxclaw_nb.records import RequestRecord, c1_estimate
@@ -59,7 +61,10 @@ COLUMNS = [
     "estimate_tokens", "saved_tokens", "threshold", "window", "keep_recent", "counter", "stage", "compacted", "kept",
     "placeholder", "typed_placeholders", "summarized", "dropped", "synthetic", "n_sent", "summary_chars",
     "over_threshold", "shared_tokens", "broken_tokens", "completion_tokens", "cache_decision",
+    "summary_calls", "summary_call_tokens", "summary_source",  # C11: the model summary calls a strategy makes
 ]
+STAND_IN = "C6 stand-in"  # C11 `summary_source`: no summary recorded for this coverage; the C6 text was sent
+RECORDED = "recorded"  # C11 `summary_source`: the session's recorded model summary (its call made live)
 FACT_COLUMNS = ["facts_total", "facts_visible", "facts_recallable", "facts_lost", "fact_survival",
                 *(f"survival_{k}" for k in FACT_KINDS)]
 NAMED = frozenset({"placeholder", "summarized"})  # C13: states whose original a placeholder or summary names
@@ -376,6 +381,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
                     leave=False)
     aware, pstate = cache_variant(policy) is not None, None
+    summarized: set[str] = set()  # C11: recorded summaries already sent (their call is counted once)
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
         continued = None if view is None else view.next_input(msgs[prev:i])
@@ -424,6 +430,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "over_threshold": view.over_threshold,
             "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
             "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
+            **_summary_call(view, policy, summarized),
         }
         if facts:
             row.update(_fact_columns(chain, view, caches))
@@ -434,6 +441,22 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         rows.append(row)
         prev = i
     return rows
+
+
+def _summary_call(view: RequestView, policy: ContextPolicy, seen: set[str]) -> dict[str, Any]:
+    """C11: the model summary call the strategy makes at this call. A planned one (no summary recorded for its
+    coverage): 1 call, the C1 estimate of its request, and `C6 stand-in` (a replay makes no model call: the C6
+    text was sent). A recorded summary sent for the first time: 1 call, made live (its reported tokens are in the
+    session's `requests` with `purpose = 'summary'`; here NaN). Else 0 calls, 0 tokens."""
+    if view.plan is not None:
+        return {"summary_calls": 1, "summary_call_tokens": estimate_messages(summary_prompt(view.plan)),
+                "summary_source": STAND_IN}
+    recorded = getattr(policy.strategy, "summaries", ()) if view.stage == "summary" and view.summary else ()
+    new = {r.text for r in recorded if r.text not in seen and r.text in (view.summary or "")}
+    seen |= new
+    if new:
+        return {"summary_calls": len(new), "summary_call_tokens": math.nan, "summary_source": RECORDED}
+    return {"summary_calls": 0, "summary_call_tokens": 0, "summary_source": None}
 
 
 def frame(rows: list[dict[str, Any]], *, facts: bool, exact: bool, extra: Sequence[str] = ()) -> pd.DataFrame:

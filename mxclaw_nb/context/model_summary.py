@@ -190,15 +190,18 @@ MODEL_SUMMARY = register(ModelSummary(), "model-written summaries (C11): the art
 
 
 def summary_note(kind: str, payload: dict[str, Any]) -> str:
-    """One line for the live log (C11): `✎ model summary of #1-#7 (merged into #1-#4) · 2,103 + 141 tokens`, or
-    `✎ model summary of #1-#7 rejected: <reason>; the C6 summary stands in`."""
+    """One line for the live log (C11): `✎ model summary of #1-#7 (merged into #1-#4) · summary call 2,103 + 141
+    tokens, 35 ms`, or `✎ model summary of #1-#7 rejected (summary call ...): <reason>; the C6 summary stands in`.
+    The summary call is a model call like any other: its usage and latency are shown whatever its outcome."""
     cov = payload.get("coverage") or ["?", "?"]
     head = f"✎ model summary of #{cov[0]}-#{cov[-1]}"
+    used = payload.get("usage") or {}
+    call = ", ".join(([f"{int(used.get('prompt_tokens') or 0):,} + {int(used.get('completion_tokens') or 0):,} "
+                       "tokens"] if used else [])
+                     + ([f"{float(payload['latency_ms']):,.0f} ms"] if payload.get("latency_ms") is not None else []))
     if kind == REJECTED_EVENT:
-        return f"{head} rejected: {payload.get('reason')}; the C6 summary stands in"
+        return f"{head} rejected{f' (summary call {call})' if call else ''}: {payload.get('reason')}; " \
+               "the C6 summary stands in"
     merge = payload.get("merge") or {}
     ext = merge.get("extends") if isinstance(merge, dict) else None
-    used = payload.get("usage") or {}
-    tokens = (f" · {int(used.get('prompt_tokens') or 0):,} + {int(used.get('completion_tokens') or 0):,} tokens"
-              if used else "")
-    return head + (f" (merged into #{ext[0]}-#{ext[1]})" if ext else "") + tokens
+    return head + (f" (merged into #{ext[0]}-#{ext[1]})" if ext else "") + (f" · summary call {call}" if call else "")

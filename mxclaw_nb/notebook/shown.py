@@ -237,7 +237,8 @@ def cmd_timeline(m: CommandHost, args: argparse.Namespace) -> Any:
     agent = m.get_agent()
     from mxclaw_nb.store.reader import TIMELINE_COLUMNS
 
-    requests = m.store().requests(agent.session_id, columns=TIMELINE_COLUMNS)  # what is drawn, no JSON
+    requests = m.store().requests(agent.session_id, columns=TIMELINE_COLUMNS,  # what is drawn, no JSON
+                                  summary_calls=True)  # C11: summary calls, their own markers
     if requests.empty:
         return _no_call(m)
     print(m.caption(counted(len(requests), "model call")))

@@ -45,7 +45,7 @@ ORDER BY s.created_at, s.id
 TIMELINE_COLUMNS = ("session_id", "seq", "turn", "iteration", "created_at", "stage", "retry", "counter",
                     "estimate_tokens", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
                     "before_tokens", "after_tokens", "error", "model", "completion_tokens_reported",
-                    "cached_tokens_reported", "prefix_tokens")  # E1-E3: the cache part and the cost line
+                    "cached_tokens_reported", "prefix_tokens", "purpose")  # E1-E3; C11 summary calls
 
 
 def _column(name: str) -> str:
@@ -108,16 +108,20 @@ class StoreReads:
         )
 
     def requests(self, session_id: str | None = None, *, columns: Sequence[str] | None = None,
-                 turn: int | None = None, iteration: int | None = None, last: int | None = None) -> pd.DataFrame:
+                 turn: int | None = None, iteration: int | None = None, last: int | None = None,
+                 summary_calls: bool = False) -> pd.DataFrame:
         """Model-call records, optionally of one session (and one turn/call), oldest first.
+
+        C11: a summary call is stored like any call, with `purpose = 'summary'`; readers of a turn's calls (the
+        inspector, per-call figures) get only the turn's calls, `summary_calls=True` adds them (timeline, cost).
 
         Readers load only what they show: `columns` picks columns (e.g. TIMELINE_COLUMNS, no JSON), `last=n`
         only the n most recent records.
         """
         cols = "*" if columns is None else ", ".join(_column(c) for c in columns)
         where = ("(?::VARCHAR IS NULL OR session_id = ?) AND (?::INTEGER IS NULL OR turn = ?) "
-                 "AND (?::INTEGER IS NULL OR iteration = ?)")
-        params: list[Any] = [session_id, session_id, turn, turn, iteration, iteration]
+                 "AND (?::INTEGER IS NULL OR iteration = ?) AND (? OR purpose IS NULL)")
+        params: list[Any] = [session_id, session_id, turn, turn, iteration, iteration, bool(summary_calls)]
         if last is None:
             return self._df(f"SELECT {cols} FROM requests WHERE {where} ORDER BY created_at, session_id, seq", params)
         return self._df(

@@ -33,6 +33,7 @@ REQUEST_FIELDS = (
     "before_tokens", "after_tokens", "threshold", "window_tokens", "stage", "prompt_tokens_reported",
     "completion_tokens_reported", "latency_ms", "error", "summary", "provenance", "retry",
     "cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens",  # E1, E2 (migration 2)
+    "purpose",  # C11: NULL for a turn's call, 'summary' for a summary call (migration 3)
 )
 FRAME_COLUMNS = ("session_id", "seq", *REQUEST_FIELDS, "extra", "created_at")  # store.requests() order
 # RequestRecord fields kept in the `extra` JSON column (besides any unknown key a record carries)
@@ -40,7 +41,7 @@ EXTRA_FIELDS = ("tail_start", "compactor_error", "engine_ms", "lineage")
 _INTS = ("turn", "iteration", "estimate_tokens", "calibrated_tokens", "before_tokens", "after_tokens", "threshold",
          "window_tokens", "prompt_tokens_reported", "completion_tokens_reported", "seq", "cached_tokens_reported",
          "cache_write_tokens_reported", "prefix_tokens")
-_TEXTS = ("model", "base_url", "error", "summary", "session_id")
+_TEXTS = ("model", "base_url", "error", "summary", "session_id", "purpose")
 _KNOWN = {f.name for f in fields(RequestRecord)}
 
 

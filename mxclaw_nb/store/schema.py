@@ -77,6 +77,13 @@ def m002_request_cache_columns(con: duckdb.DuckDBPyConnection) -> None:
     for column in ("cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens"):
         con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {column} BIGINT")
 
+
+@migration
+def m003_request_purpose(con: duckdb.DuckDBPyConnection) -> None:
+    """C11: which model calls are summary calls (NULL: a turn's call; 'summary': the call that wrote a summary)."""
+    con.execute("ALTER TABLE requests ADD COLUMN IF NOT EXISTS purpose VARCHAR")
+
+
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("

@@ -130,7 +130,8 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         self.requests_df = self.store.requests(session_id).reset_index(drop=True)
         self._transcript_cache: list[Any] | None = None
         req = self.requests_df
-        self.timeline = TokenTimeline(req, session_id=str(session_id)) if len(req) else None
+        self.timeline = TokenTimeline(  # C11: the timeline also marks the session's summary calls
+            self.store.requests(session_id, summary_calls=True), session_id=str(session_id)) if len(req) else None
         self._timeline_box.children = [self.timeline] if self.timeline is not None else [
             widgets.HTML(f'<div style="{FONT}color:{MUTED}">no model calls recorded in this session</div>')]
         options = [(self._call_label(k, r), k) for k, r in req.iterrows()]

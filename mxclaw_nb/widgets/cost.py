@@ -14,7 +14,15 @@ from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.analysis.cost import DEFAULT_TTL, CallTokens, Price, break_even_calls, cache_model, price_for
+from mxclaw_nb.analysis.cost import (
+    DEFAULT_TTL,
+    CallTokens,
+    Price,
+    break_even_calls,
+    cache_model,
+    price_for,
+    summary_call_costs,
+)
 from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.widgets.style import MUTED, esc, fmt_int
 
@@ -75,7 +83,18 @@ def cost_caption(df: pd.DataFrame) -> str:
     else:
         completion = _num(df.get("completion_tokens_reported", pd.Series(0, index=df.index))).fillna(0)
         calls = [CallTokens(int(s), int(c), int(o)) for s, c, o in zip(sent, cached, completion, strict=True)]
-        text += f" · est. cost ${_dollars(calls, price):,.4f} under {price.label}"
+        dollars = _dollars(calls, price)
+        summaries = df.attrs.get("summary_calls") or []  # C11: the summary calls cost like any call
+        if summaries:
+            made = [CallTokens(int(c["tokens"]), 0, int(c["completion"] or 0)) for c in summaries]
+            extra = sum(c.cost for c in summary_call_costs(made, price))
+            dollars += extra
+            # one dollar sign per line: two would be typeset as LaTeX by JupyterLab
+            share = extra / dollars if dollars else 0.0
+            text += (f" · est. cost ${dollars:,.4f} under {price.label}, of which {share:.0%} for "
+                     f"{len(summaries)} summary call{'s' if len(summaries) != 1 else ''} (C11)")
+        else:
+            text += f" · est. cost ${dollars:,.4f} under {price.label}"
     return f'<span class="mx-cost" style="color:{MUTED}">{esc(text)}</span>'
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
@@ -32,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from mxclaw_nb.palette import PLOT_INK, PLOT_STYLE
+from mxclaw_nb.records import SUMMARY_CALL
 from mxclaw_nb.widgets.cost import CACHE_COLOR, cached_part, cost_caption
 from mxclaw_nb.widgets.data import opt_int
 from mxclaw_nb.widgets.static import StaticReprMixin
@@ -57,6 +59,9 @@ NEEDED = ("turn", "estimate_tokens")
 PLOT_WIDTH_PX = 850.0 * (0.71 - 0.115)
 LABEL_SIZE = 7 * 100 / 72
 LABEL_GAP_PX = 4.0
+SUMMARY_COLOR = "#ef6c00"  # C11: a summary call's marker (a diamond)
+SUMMARY_LABEL = "summary call (C11), its prompt tokens"
+SUMMARY_OFFSET = 0.3  # drawn this far left of the call it was made for (it happened before that call)
 MAX_MARKERS = 200  # above this many calls the lines carry no per-call markers (they would merge anyway)
 
 
@@ -66,6 +71,8 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"requests DataFrame lacks column(s) {missing}; pass store.requests(session_id)")
     df = requests.copy()
+    summaries = df[df["purpose"] == SUMMARY_CALL] if "purpose" in df.columns else df.iloc[:0]
+    df = df.drop(summaries.index)  # C11: summary calls are not the turn's calls; drawn as their own markers
     order = [c for c in ("seq",) if c in df.columns] or [c for c in ("turn", "iteration") if c in df.columns]
     df = df.sort_values(order, kind="stable").reset_index(drop=True)
     for col in ("iteration", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
@@ -78,7 +85,31 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
         df.loc[df["retry"].fillna(False).astype(bool), "stage"] = "prompt_too_long_retry"
     df["call"] = range(1, len(df) + 1)
     df["compacted"] = df["stage"].fillna("unchanged") != "unchanged"
+    df.attrs["summary_calls"] = _summary_calls(df, summaries)
     return df
+
+
+def _summary_calls(df: pd.DataFrame, summaries: pd.DataFrame) -> list[dict[str, Any]]:
+    """C11: each summary call, placed just before the call it was made for (same turn and call), with its
+    prompt tokens (reported, else est.), completion tokens and outcome (accepted, rejected, failed)."""
+    out: list[dict[str, Any]] = []
+    for _, row in summaries.iterrows():
+        match = df[(df["turn"] == row.get("turn")) & (df["iteration"] == row.get("iteration"))]
+        call = float(match["call"].iloc[0]) if len(match) else float(len(df) + 1)
+        reported = opt_int(row.get("prompt_tokens_reported"))
+        extra = row.get("extra")
+        extra = json.loads(extra) if isinstance(extra, str) else extra if isinstance(extra, dict) else {}
+        out.append({"x": call - SUMMARY_OFFSET, "turn": opt_int(row.get("turn")),
+                    "iteration": opt_int(row.get("iteration")),
+                    "tokens": reported if reported is not None else opt_int(row.get("estimate_tokens")) or 0,
+                    "reported": reported is not None, "completion": opt_int(row.get("completion_tokens_reported")),
+                    "outcome": extra.get("outcome") or ("failed" if isinstance(row.get("error"), str) else "made"),
+                    "model": row.get("model") if isinstance(row.get("model"), str) else None})
+    return out
+
+
+def _diamond(x: float, y: float, r: float) -> str:
+    return f"M{x:.1f} {y - r:.1f}L{x + r:.1f} {y:.1f}L{x:.1f} {y + r:.1f}L{x - r:.1f} {y:.1f}Z"
 
 
 def _num(series: pd.Series) -> pd.Series:
@@ -128,6 +159,7 @@ class Layers:
     turn_labels: list[tuple[int, str]]
     unit: str
     title: str
+    summary_calls: list[tuple[float, float, str]] = field(default_factory=list)  # C11: (x, prompt tokens, outcome)
 
 
 WINDOW_INK = "ink"  # the window line is drawn in the plot's ink (follows the theme)
@@ -176,7 +208,9 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
     return Layers(x=calls, series=series, boundaries=[i + 0.5 for i in starts], marks=marks,
                   stages=[s for s in ALL_STAGES if s in present],
                   turn_labels=spaced_turn_labels(calls, [turns[i] for i in (0, *starts)], [0, *starts]),
-                  unit=unit, title=title)
+                  unit=unit, title=title,
+                  summary_calls=[(float(c["x"]), float(c["tokens"]), str(c["outcome"]))
+                                 for c in df.attrs.get("summary_calls", [])])
 
 
 def spaced_turn_labels(calls: list[int], turns: list[Any], firsts: list[int]) -> list[tuple[int, str]]:
@@ -223,6 +257,10 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
         for stage in layers.stages:
             handles.append(Line2D([], [], ls="", marker="v", color=STAGE_COLORS[stage], mec=ink,
                                   label=f"compaction: {stage} (before → sent)"))
+    if layers.summary_calls:  # C11: the summary calls, their own marker (a diamond at their prompt tokens)
+        xs, ys, _ = (list(col) for col in zip(*layers.summary_calls, strict=True))
+        handles.append(ax.scatter(xs, ys, s=40, marker="D", zorder=4, edgecolors=ink, linewidths=0.5,
+                                  c=SUMMARY_COLOR, label=SUMMARY_LABEL))
     for call, label in layers.turn_labels:
         ax.annotate(label, (call, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=ink, va="bottom")
     ax.set_xlabel("model call")
@@ -250,7 +288,8 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
     left, top, right, bottom = BOX
     n = len(layers.x)
     x0, x1 = (0.5, n + 0.5) if n else (0.0, 1.0)
-    values = [v for s in layers.series for v in s.y if not math.isnan(v)] + [m[2] for m in layers.marks]
+    values = [v for s in layers.series for v in s.y if not math.isnan(v)] + [m[2] for m in layers.marks] + [
+        t for _, t, _ in layers.summary_calls]
     ymax = max(values, default=1.0) * 1.05 or 1.0
     yticks = nice_ticks(0, ymax, 7)
     ymax = max(ymax, yticks[-1])
@@ -305,6 +344,13 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
         for stage in layers.stages:
             legend.append((f'<path d="{_triangle(9, 0, 4)}" fill="{STAGE_COLORS[stage]}" stroke="{ink}" '
                            f'stroke-width="0.7"/>', f"compaction: {stage} (before → sent)"))
+    if layers.summary_calls:  # C11: each summary call, a diamond just before the call it was made for
+        c.add('<g class="mx-summary-calls">' + "".join(
+            f'<path data-outcome="{esc(outcome)}" d="{_diamond(px(x), py(t), 4.5)}" fill="{SUMMARY_COLOR}" '
+            f'stroke="{ink}" stroke-width="0.7"><title>summary call ({esc(outcome)}): {int(t):,} prompt tokens'
+            f'</title></path>' for x, t, outcome in layers.summary_calls) + "</g>")
+        legend.append((f'<path d="{_diamond(9, 0, 3.6)}" fill="{SUMMARY_COLOR}" stroke="{ink}" stroke-width="0.7"/>',
+                       SUMMARY_LABEL))
     for call, label in layers.turn_labels:
         c.text(label, px(call), top - 3, 7 * PT)
     c.add(f'<rect x="{left:.1f}" y="{top:.1f}" width="{right - left:.1f}" height="{bottom - top:.1f}" '
@@ -392,7 +438,7 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         if requests is None:
             if store is None or session_id is None:
                 raise ValueError("TokenTimeline needs a requests DataFrame, or store= and session_id=")
-            requests = store.requests(session_id)
+            requests = store.requests(session_id, summary_calls=True)  # C11: with its summary calls
         if not isinstance(requests, pd.DataFrame):
             raise TypeError(f"requests must be a pandas DataFrame, got {type(requests).__name__}")
         self.data = timeline_frame(requests)
@@ -427,6 +473,9 @@ class TokenTimeline(StaticReprMixin, widgets.VBox):
         sent = _num(d["after_tokens"]).fillna(_num(d["estimate_tokens"]))
         peak = opt_int(sent.max()) if len(d) else None
         calls = counted(len(d), "model call")
+        summaries = d.attrs.get("summary_calls") or []
+        if summaries:  # C11: made before the turn's calls, not counted among them
+            calls += f" + {counted(len(summaries), 'summary call')}"
         cost = cost_caption(d)  # E1-E3: cache-read share and est. cost, labelled
         return (f'<div class="mx-timeline-caption" style="{FONT}">{esc(self.title)} · {calls} · '
                 f'{counted(d["turn"].nunique(), "turn")} · compactions: {esc(comp)} · peak sent {fmt_int(peak)} '

@@ -233,14 +233,15 @@ class TurnLog:
         from mxclaw_nb.context.model_summary import summary_note
 
         self._add(LogLine("note", summary_note("context.summary", {"coverage": e.coverage, "merge": e.merge,
-                                                                   "usage": e.usage}), iteration=e.iteration))
+                                                                   "usage": e.usage, "latency_ms": e.latency_ms}),
+                          iteration=e.iteration))
 
     def _on_ContextSummaryRejected(self, e: ev.ContextSummaryRejected) -> None:
         """C11: why the model summary was not used; the C6 summary stands in."""
         from mxclaw_nb.context.model_summary import summary_note
 
-        self._add(LogLine("note", summary_note("context.summary_rejected", {"coverage": e.coverage,
-                                                                            "reason": e.reason}),
+        self._add(LogLine("note", summary_note("context.summary_rejected", {
+            "coverage": e.coverage, "reason": e.reason, "usage": e.usage, "latency_ms": e.latency_ms}),
                           color=WARN_CSS, warning=True, iteration=e.iteration))
 
     def _on_ProviderNote(self, e: ev.ProviderNote) -> None:

@@ -1,0 +1,121 @@
+"""The C11 summary call in real Chromium + JupyterLab, light and dark (SPEC C11, N2, E3).
+
+A `model-summary` session runs in a JupyterLab kernel against the shipped test server, its summaries scripted by
+the summary request's own question; the turn that makes the second (merged) summary is shown live in a
+`LiveTurnView`: its log has the summary call's own line (with the usage the server reported and the latency),
+and the session's timeline marks each summary call with its own diamond before the call it served, its caption
+counting the summary calls and their cost. Screenshots (light and dark) go to MXCLAW_SHOTS (or a temporary
+folder) for a human look.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the JupyterLab fixture
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+PANEL = ".jp-NotebookPanel"
+
+SESSION = '''\
+import tempfile
+from pathlib import Path
+from IPython.display import display
+from mxclaw_nb import Agent
+from mxclaw_nb.context.model_summary import ASK
+from mxclaw_nb.demo.server import TestServer
+from mxclaw_nb.widgets import LiveTurnView, TokenTimeline
+
+SCAFFOLD = "Scaffold (the deterministic summary of the same messages):\\n"
+
+def summary(messages):
+    """A scripted model summary: the scaffold's facts, the goals cut short (shorter than the messages)."""
+    prompt = messages[-1]["content"]
+    scaffold = prompt[prompt.index(SCAFFOLD) + len(SCAFFOLD): prompt.rindex(ASK)].strip()
+    return "\\n".join(["Model summary of the older turns:",
+                      *[l[:70] if l.startswith("- ") else l for l in scaffold.splitlines()][1:]])
+
+home = Path(tempfile.mkdtemp())
+(home / "ws").mkdir()
+server = TestServer(answers={ASK: summary}).__enter__()
+agent = Agent(workspace=home / "ws", db=str(home / "c11.duckdb"), base_url=server.base_url, api_key="k",
+              model="gpt-4o-mini", home=home / "home", approval="allow", context_window_tokens=4_000,
+              keep_recent_tokens=800, counter="estimate", strategy="model-summary")
+def ask(k):
+    return f"turn {k}: " + f"please remember fact {k} about the project. " * 60
+for k in range(5):
+    agent.run(ask(k))
+'''
+LIVE = '''\
+view = LiveTurnView()
+view.model_label, view.session_id = agent.label, agent.session_id
+display(view)
+stop = agent.subscribe(view)
+agent.run(ask(5))
+stop()
+'''
+
+
+def _notebook() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    cells = [SESSION, LIVE, "TokenTimeline(store=agent.store, session_id=agent.session_id)"]
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def _theme(page: Any, name: str, light: bool) -> None:
+    page.evaluate("t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name)
+    page.wait_for_function(f"document.body.dataset.jpThemeLight === '{str(light).lower()}'", timeout=30_000)
+    time.sleep(1.0)
+
+
+def test_c11_the_summary_call_in_the_live_log_and_the_timeline_light_and_dark(jupyterlab: Any,  # noqa: F811
+                                                                              tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, root = jupyterlab
+    nbformat.write(_notebook(), root / "summary.ipynb")
+    shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-c11-"))
+    shots.mkdir(parents=True, exist_ok=True)
+    print("screenshots in", shots)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            page.goto(f"{base}/lab/tree/summary.ipynb?reset", wait_until="domcontentloaded")
+            page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget "
+                                   "&& window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel",
+                                   timeout=60_000)
+            page.evaluate("async () => { const app = window.jupyterapp;"
+                          " await app.shell.currentWidget.sessionContext.ready;"
+                          " if (app.shell.leftCollapsed === false) { app.shell.collapseLeft(); }"
+                          " await app.commands.execute('notebook:run-all-cells'); }")
+            page.wait_for_function("document.querySelectorAll('.mx-timeline-caption').length >= 1", timeout=180_000)
+            turn = page.locator(f"{PANEL} .mx-live-turn, {PANEL} .mx-static").first
+            text = turn.inner_text()
+            assert "✎ model summary of #" in text and "(merged into #" in text and "· summary call " in text
+            assert " tokens, " in text and text.index("✎ model summary") < text.index("answer")
+            caption = page.locator(f"{PANEL} .mx-timeline-caption").first.inner_text()
+            made = page.locator(f"{PANEL} .mx-timeline-plot .mx-summary-calls path").count()  # one diamond each
+            assert made >= 2 and f"+ {made} summary calls" in caption and f"for {made} summary calls (C11)" in caption
+            assert caption.count("$") == 1  # a second one would make JupyterLab typeset the line as LaTeX
+            page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
+            for theme, light in (("light", True), ("dark", False)):
+                _theme(page, "JupyterLab Light" if light else "JupyterLab Dark", light)
+                for target, what in ((turn, "live-log"), (page.locator(f"{PANEL} .mx-timeline").first,
+                                                          "timeline")):
+                    target.scroll_into_view_if_needed()
+                    time.sleep(0.3)
+                    target.screenshot(path=str(shots / f"summary-call-{theme}-{what}.png"))
+            assert all((shots / f"summary-call-{t}-{w}.png").stat().st_size > 5_000 for t in ("light", "dark")
+                       for w in ("live-log", "timeline"))
+        finally:
+            browser.close()
