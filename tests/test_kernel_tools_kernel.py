@@ -33,7 +33,7 @@ def test_k1_k3_agent_uses_the_users_dataframe_in_a_real_kernel(tmp_path: Path) -
             "import pandas as pd\n"
             "df_sales = pd.DataFrame({'id': range(5000), 'price': [1.5, 2.25, 9.0, 12.5] * 1250})",
             "%load_ext mxclaw_nb\n%config AgentMagics.widgets = False\n"
-            "%agent config context_window_tokens=4000 keep_recent_tokens=200",
+            "%agent config context_window_tokens=5500 keep_recent_tokens=200",
             "%%agent\nwhat is in df_sales?",
             "%agent config approval=allow python_approval=allow",
             "%%agent\ncount the rows per price",

@@ -93,8 +93,8 @@ def test_c12_masking_keeps_the_last_m_results_and_masks_older_ones_whatever_the_
         messages: list, keep_last: int, window: int) -> None:
     policy = ContextPolicy(window, 1.0, 0, strategy=Masking(keep_last=keep_last))
     view = check_any_strategy(messages, policy)
-    if view.stage in ("summary", "fallback"):
-        return  # masking was not enough: C6 took over
+    if view.stage in ("summary", "fallback") or view.no_gain:
+        return  # masking was not enough: C6 took over (or C6 would have grown the view: sent as it is, C5/C6)
     before = view.provenance.before
     tools = [r for r in before if r.role == "tool"]
     recent = {r.position for r in tools[-keep_last:]} if keep_last else set()
