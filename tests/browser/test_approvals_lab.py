@@ -50,6 +50,15 @@ def _idle(page: Any, timeout: float = 120_000) -> None:
                            " === 'idle'", timeout=timeout)
 
 
+def _finished_with_output(page: Any, index: int, timeout: float = 120_000) -> None:
+    """Wait until cell `index` ran and has output: right after `notebook:run-cell` the kernel may still read
+    idle (the request not taken yet), so idle alone can read an empty output area."""
+    page.wait_for_function("i => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];"
+                           " return c.model.executionCount !== null && c.model.outputs.length > 0; }",
+                           arg=index, timeout=timeout)
+    _idle(page, timeout)
+
+
 def _output_text(page: Any, index: int) -> str:
     return page.locator(f"{PANEL} .jp-Cell").nth(index).locator(".jp-OutputArea").inner_text()
 
@@ -103,14 +112,14 @@ def test_n1_approve_and_deny_clicks_and_a_question_prompt_in_jupyterlab(agent_vi
 
             # the store names the person who decided each request (the clicks), not the policy or nobody
             _run_cell(page, 2)
-            _idle(page)
+            _finished_with_output(page, 2)
             table = _output_text(page, 2)
             assert table.count("user") >= clicks and "deny" in table and "allow" in table, table
             assert "nobody" not in table, table
 
             # a prompt ending in '?' reaches the agent: no help pager, a turn with the demo model's answer
             _run_cell(page, 3)
-            _idle(page)
+            _finished_with_output(page, 3)
             time.sleep(0.5)
             answer = _output_text(page, 3)
             assert "demo model" in answer and "turn" in answer, answer
