@@ -12,7 +12,7 @@ second call). Per call we time what the loop does outside `provider.complete`:
 
 Turn 1 of a fresh process is shown apart ("fresh"): it reads and plans the whole transcript once; the
 first/later figures are medians over the following turns. Beside them, per call: the engine's share (C0
-`build_request_view` + N3 `compose_lineage` + the C7 carry-over) and the request record's (provenance and
+`build_request_view`, which composes the N3 lineage, + the C7 carry-over `next_call`) and the request record's (provenance and
 lineage encoding, another engineer's part), and the JSON encoding of the request body the provider client
 sends (`json.dumps` of model + messages + tools: the API's unavoidable cost). Two paths: compacting (a
 128k window: the first call of every turn sees the whole transcript and summarises it, later calls work on
@@ -140,8 +140,8 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
     ws.mkdir(exist_ok=True)
     timers = Timers()
     undo = [timers.wrap(loop_module, "build_request_view", "engine"),
-            timers.wrap(loop_module, "compose_lineage", "engine"),
-            timers.wrap(loop_module, "_carried_seqs", "engine"),
+            timers.wrap(loop_module, "build_fallback_view", "engine"),
+            timers.wrap(loop_module, "next_call", "engine"),
             timers.wrap(loop_module, "_request_record", "record"), timers.watch_gc()]
     out: list[list[dict[str, float]]] = []
     try:
@@ -261,7 +261,7 @@ def main() -> None:
           "HTTP) and includes everything else the loop does for that call (store writes, tool run, record, "
           "engine); own = overhead - store - record (what is left when the store writes and the request record, "
           "owned by the storage work, are taken out: engine, events, tool run, glue). engine = "
-          "build_request_view + compose_lineage + the C7 carry of seqs; record = the request "
+          "build_request_view (with its N3 lineage) + the C7 carry (next_call); record = the request "
           "record's construction (provenance columns + lineage record; made after a call returns, so it is "
           "counted in the next call's interval); gc = time in the cyclic garbage collector during the interval, "
           "on the loop's thread and outside the model call "

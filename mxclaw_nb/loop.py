@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,12 +29,11 @@ from mxclaw_nb.context import (
     build_fallback_view,
     build_request_view,
     build_structured_summary,
-    compose_lineage,
     estimate_messages,
     shared_prefix,
 )
 from mxclaw_nb.context import model_summary as c11  # C11: plan, prompt, gates (pure)
-from mxclaw_nb.context.lineage import Lineage
+from mxclaw_nb.context.lineage import NextCall, first_call, next_call
 from mxclaw_nb.events import Subscriber
 from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, content_text, tool_call_name
 from mxclaw_nb.records import SUMMARY_CALL, RequestRecord, record_of_view
@@ -200,8 +199,6 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     result = TurnResult(session_id, turn, "", "ok", 0)
     user_seq: int | None = None
     doing = "loading the session's transcript"
-    lineage: Lineage | None = None  # what the earlier calls of this turn did (SPEC N3)
-    stored: list[Message] | None = None
     try:
         transcript = ctx.store.load_transcript(session_id) if ctx.transcript is None else ctx.transcript
         doing = "storing your message"
@@ -210,10 +207,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         started = {"session_id": session_id, "prompt": user_message.get("content")}
         _emit(ctx, session_id, "turn.started", started, turn, None)
         view_input: list[Message] = [*transcript, user_message]
-        seqs: Sequence[int | None] = (  # transcript seq of each input position
-            range(user_seq + 1) if user_seq == len(transcript) else [*range(len(transcript)), user_seq])
-        # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
-        stored = list(view_input) if user_seq == len(transcript) else None
+        # C7 + N3: the input, the stored seq of each input position, what the turn's calls did so far, and the
+        # stored transcript by seq (live views rebuild their transcript-relative rows from it; None if seqs skip)
+        nxt = first_call(view_input, range(user_seq + 1), list(view_input)) if user_seq == len(transcript) \
+            else first_call(view_input, [*range(len(transcript)), user_seq], None)
         while True:
             if result.iterations >= ctx.max_iterations:
                 result.status = "max_iterations"
@@ -228,9 +225,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             # model call; an interrupt or failure inside still writes what was done, and a slow tool or approval
             # prompt does not keep the answer unstored: what is queued is committed after COMMIT_AFTER seconds
             with ctx.store.deferred(commit_after=COMMIT_AFTER):
-                view, completion, record = _call_model(ctx, session_id, view_input, seqs, turn, it, result,
-                                                       (lineage, stored))
-                lineage = view.lineage
+                view, completion, record = _call_model(ctx, session_id, nxt, turn, it, result)
                 doing = f"storing the answer of model call {it}"
                 assistant = dict(completion.message)
                 assistant.setdefault("role", "assistant")
@@ -257,13 +252,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     appended.extend(m for m, _ in skipped)
                     new_seqs.extend(s for _, s in skipped)
             doing = f"preparing model call {it + 1}"
-            view_input = view.next_input(appended)
-            if stored is not None:  # grows in place: a lineage reads only its first `upto` messages
-                if new_seqs == list(range(len(stored), len(stored) + len(appended))):
-                    stored.extend(appended)
-                else:
-                    stored = None
-            seqs = _carried_seqs(view, seqs, new_seqs)
+            nxt = next_call(view, appended, new_seqs)
         doing = "finishing the turn"
         if result.status == "max_iterations":
             _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
@@ -302,30 +291,6 @@ def _fail(ctx: TurnContext, result: TurnResult, reason: str, kind: str, user_seq
     with contextlib.suppress(Exception):  # a failing subscriber must not hide the reason
         ctx.emit("turn.failed", {**payload, "turn": result.turn, "iteration": result.iterations})
     return reason
-
-
-def _carried_seqs(view: RequestView, seqs: Sequence[int | None], new_seqs: list[int]) -> Sequence[int | None]:
-    """The stored seq of each position of the next iteration's input (C7: this view + what was appended);
-    without a per-message step when the view sent its whole input unchanged (the everything-fits path)."""
-    t = view.trace
-    if (t is not None and isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
-            and t.step_sources == range(len(seqs))):
-        base: Sequence[int | None] = seqs
-    else:
-        base = [None if s is None else seqs[s] for s in view.sources]
-    if isinstance(base, range) and base.start == 0 and new_seqs == list(range(base.stop, base.stop + len(new_seqs))):
-        return range(base.stop + len(new_seqs))
-    return [*base, *new_seqs]
-
-
-def _with_lineage(view: RequestView, seqs: Sequence[int | None], carried: tuple[Lineage | None, list[Message] | None],
-                  it: int) -> RequestView:
-    """N3: the view with its transcript-relative lineage (the view's own provenance if it cannot be composed)."""
-    previous, stored = carried
-    try:
-        return view.with_lineage(compose_lineage(view, seqs, previous, call=it, transcript=stored))
-    except ValueError:
-        return view
 
 
 def _ask_model(provider: Any, plan: c11.SummaryPlan, deadline: float, record: Any,
@@ -383,8 +348,7 @@ def _ask_model(provider: Any, plan: c11.SummaryPlan, deadline: float, record: An
                                f"{source['model']}@{source['endpoint']}/{c11.PROMPT_VERSION}")
 
 
-def _model_summary(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None],
-                   turn: int, it: int, view: RequestView, carried: tuple[Lineage | None, list[Message] | None],
+def _model_summary(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it: int, view: RequestView
                    ) -> RequestView:
     """C11: ask the model for the planned summary; when it passes the gates, rebuild the view with it."""
     strategy = ctx.policy_for().strategy
@@ -395,20 +359,22 @@ def _model_summary(ctx: TurnContext, session_id: str, view_input: list[Message],
         return view  # the C6 stand-in stays (context.summary_rejected says why)
     assert ctx.on_summary is not None
     ctx.on_summary(summary)
-    rebuilt = build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache, seqs=seqs)
-    return _with_lineage(rebuilt, seqs, carried, it)
+    return _build_view(ctx, nxt, it)
 
 
-def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], seqs: Sequence[int | None], turn: int,
-                it: int, result: TurnResult, carried: tuple[Lineage | None, list[Message] | None] = (None, None),
+def _build_view(ctx: TurnContext, nxt: NextCall, it: int) -> RequestView:
+    """C0 + N3: call `it`'s view, with its lineage composed onto what the turn's earlier calls did."""
+    return build_request_view(nxt.inputs, ctx.policy_for(), ctx.summarize, cache=ctx.cache, seqs=nxt.seqs,
+                              previous=nxt.previous, transcript=nxt.transcript, call=it)
+
+
+def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it: int, result: TurnResult,
                 ) -> tuple[RequestView, Any, RequestRecord]:
     """C0 + provider call, with the single C9 retry per turn."""
     built = time.perf_counter()
-    view = _with_lineage(build_request_view(view_input, ctx.policy_for(), ctx.summarize, cache=ctx.cache,
-                                           seqs=seqs), seqs,
-                         carried, it)
+    view = _build_view(ctx, nxt, it)
     if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
-        view = _model_summary(ctx, session_id, view_input, seqs, turn, it, view, carried)
+        view = _model_summary(ctx, session_id, nxt, turn, it, view)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     retry = False
     while True:
@@ -457,8 +423,8 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
             if known and exc.kind == "prompt_too_long" and not result.retried:
                 result.retried = retry = True
                 built = time.perf_counter()
-                view = _with_lineage(build_fallback_view(view_input, ctx.policy_for(), f"provider said: {exc}"),
-                                     seqs, carried, it)
+                view = build_fallback_view(nxt.inputs, ctx.policy_for(), f"provider said: {exc}", seqs=nxt.seqs,
+                                           previous=nxt.previous, transcript=nxt.transcript, call=it)
                 engine_ms = (time.perf_counter() - built) * 1000
                 continue
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc

@@ -10,9 +10,11 @@ is the calibrated count (only when the calibrated counter decided), `prompt_toke
 provider reported. `after_tokens`/`before_tokens` are in the unit of `counter` (what the threshold was
 checked on).
 
-Provenance travels as engine data: `lineage` (SPEC N3, transcript-relative, `context.lineage.Lineage`)
-or, for a view without one (a dry run, a replay, records of older files), `provenance` (the view's own
-rows, `context.view.Provenance`). How they are stored is the store's business (`store/provenance.py`).
+Provenance travels as engine data, in one form: `lineage` (SPEC N3, transcript-relative,
+`context.lineage.Lineage`; a dry run's or a replay's seqs are its input positions). `provenance` holds
+only what records of files of earlier versions stored instead (their format 3 rows, read-only). How both
+are stored is the store's business (`store/provenance.py`). `RequestRecord` is also the one declaration of
+the `requests` table's columns (type, place, meaning).
 Pure: the engine and `messages` only, no I/O.
 """
 
@@ -28,46 +30,122 @@ from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.context.tokens import estimate_messages
 from mxclaw_nb.context.view import Provenance, RequestView
 
+COLUMN, KEY, EXTRA = "column", "key", "extra"  # where a field is stored: its own column, the key, `extra` JSON
+
+
+def column(sql: str, default: Any = None, *, meaning: str, where: str = COLUMN, **kw: Any) -> Any:
+    """A RequestRecord field and how the `requests` table keeps it: its DuckDB type (`sql`), where (a column of
+    its own, part of the key, or a key of the `extra` JSON column) and what it means (the README's table)."""
+    if "default_factory" not in kw:
+        kw["default"] = default
+    return field(metadata={"sql": sql, "where": where, "meaning": meaning}, **kw)
+
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """One model call: what was sent (tokens, stage, summary), what the provider said, and why (provenance).
+    """One model call: what was sent (tokens, stage, summary), what the provider said, and why (its lineage).
 
-    Column for column the `requests` table (README "The store: tables and columns"); `tail_start`,
-    `lineage` and any other key a file carries travel in its `extra` JSON column.
+    SPEC S1: the one declaration of the `requests` table. Each field says its DuckDB type, where it is stored
+    and what it means; the table's own columns are declared in table order. The store's writer and reader
+    (`store.records`), the schema's migrations (`store.schema.add_request_columns`) and the README's table
+    (checked by `tests/test_store_files.py`) are derived from it: a new column is a field here, a migration
+    that adds it, and the code that fills it.
     """
 
-    turn: int | None = None
-    iteration: int | None = None
-    model: str | None = None
-    base_url: str | None = None
-    counter: str = "estimate"  # the counter `before_tokens`/`after_tokens`/`threshold` are in (T2)
-    estimate_tokens: int | None = None  # T3 `est.`: the C1 estimate of the messages sent
-    calibrated_tokens: int | None = None  # T3 `calibrated`: set when the calibrated counter decided
-    before_tokens: int | None = None
-    after_tokens: int | None = None
-    threshold: int | None = None
-    window_tokens: int | None = None
-    stage: str = "unchanged"
-    prompt_tokens_reported: int | None = None  # T3 `reported`: what the provider said it read
-    completion_tokens_reported: int | None = None
-    latency_ms: float | None = None
-    error: str | None = None  # why the call failed (provider, interrupt), else None
-    summary: str | None = None  # every summary text the call sent (`sent_summaries`), N3
-    retry: bool = False
-    compactor_error: str | None = None  # C8: why the compactor raised, on the fallback path
-    tail_start: int | None = None  # input position of the first safe-tail message (the lineage has it as a seq)
-    engine_ms: float | None = None  # how long the context engine took to build this view (wall clock, the loop's)
-    cached_tokens_reported: int | None = None  # E1 `reported`: prompt tokens the provider read from its cache
-    cache_write_tokens_reported: int | None = None  # E1 `reported`: prompt tokens it wrote to its cache
-    prefix_tokens: int | None = None  # E2: tokens (in `counter`) of the prefix shared with the previous call
-    purpose: str | None = None  # None: a turn's call; SUMMARY_CALL: a C11 summary call (made before this call)
-    lineage: Lineage | None = field(default=None, repr=False, compare=False)  # N3, transcript-relative
-    provenance: Provenance | None = field(default=None, repr=False, compare=False)  # the view's own rows
-    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)  # other keys a stored record carries
-    session_id: str | None = None  # set when read back from the store
-    seq: int | None = None
-    created_at: datetime | None = None  # None: the store's clock when appended
+    session_id: str | None = column("VARCHAR", None, where="key", meaning=(
+        "the session"))
+    seq: int | None = column("INTEGER", None, where="key", meaning=(
+        "0-based position of the call record in its session"))
+    turn: int | None = column("INTEGER", None, meaning=(
+        "turn number"))
+    iteration: int | None = column("INTEGER", None, meaning=(
+        "model call within the turn"))
+    created_at: datetime | None = column("TIMESTAMP", None, where="key", meaning=(
+        "when the record was stored (UTC)"))
+    model: str | None = column("VARCHAR", None, meaning=(
+        "model name sent to the provider"))
+    base_url: str | None = column("VARCHAR", None, meaning=(
+        "provider endpoint (OpenAI-compatible base URL)"))
+    counter: str = column("VARCHAR", "estimate", meaning=(
+        "name of the token counter used for the estimates"))
+    estimate_tokens: int | None = column("BIGINT", None, meaning=(
+        "C1 estimate of the request view as sent (SPEC C1; `est.`), whatever counter decided (T3)"))
+    calibrated_tokens: int | None = column("BIGINT", None, meaning=(
+        "the calibrated count (estimate corrected by earlier provider-reported usage) when the calibrated "
+        "counter decided, else NULL"))
+    before_tokens: int | None = column("BIGINT", None, meaning=(
+        "estimate of the transcript view before compaction"))
+    after_tokens: int | None = column("BIGINT", None, meaning=(
+        "estimate after compaction (what was sent)"))
+    threshold: int | None = column("BIGINT", None, meaning=(
+        "compaction threshold in tokens"))
+    window_tokens: int | None = column("BIGINT", None, meaning=(
+        "the model's context window in tokens"))
+    stage: str = column("VARCHAR", "unchanged", meaning=(
+        "compaction stage reached: `unchanged`, `micro`, `summary` or `fallback`"))
+    prompt_tokens_reported: int | None = column("BIGINT", None, meaning=(
+        "prompt tokens reported by the provider (NULL if not reported)"))
+    completion_tokens_reported: int | None = column("BIGINT", None, meaning=(
+        "completion tokens reported by the provider"))
+    latency_ms: float | None = column("DOUBLE", None, meaning=(
+        "wall time of the call in milliseconds"))
+    error: str | None = column("VARCHAR", None, meaning=(
+        "error message if the call failed, else NULL"))
+    summary: str | None = column("VARCHAR", None, meaning=(
+        "every summary text this request sent (SPEC N3, C7): the call's own compaction text (summary, "
+        "`[microcompaction]` or fallback note) first, then each summary an earlier call of the same turn made "
+        "and this call still carries, after a line `[carried: summary made by call N of this turn]`; NULL "
+        "when nothing was summarized. `WHERE summary IS NOT NULL` finds every call that sent a summary"))
+    provenance: Provenance | None = column("JSON", repr=False, compare=False, meaning=(
+        "NULL in every record this version writes: its provenance is the lineage (`extra.lineage`, below). "
+        "Files of earlier versions hold here the per-message provenance of the request view relative to the "
+        "call's input (C7), `{\"format\": 3, \"before\": {field: [...]}, \"after_from_before\": [...], "
+        "\"after\": {field: [...]}}` (or the older format 2); `mxclaw_nb.store.provenance.provenance_rows` "
+        "reads them (read-only: nothing writes this form any more)"))
+    retry: bool = column("BOOLEAN", False, meaning=(
+        "true if this call retried a failed one"))
+    extra: Mapping[str, Any] = column("JSON", default_factory=dict, repr=False, meaning=(
+        "any other fields of the record, among them `tail_start` (input position of the safe tail), "
+        "`compactor_error` (C8: why the compactor raised) and `lineage` (below)"))
+    cached_tokens_reported: int | None = column("BIGINT", None, meaning=(
+        "SPEC E1 `reported`: prompt tokens the provider said it read from its prompt cache "
+        "(OpenAI/vLLM/OpenRouter `prompt_tokens_details.cached_tokens`, llama.cpp `timings.cache_n`, "
+        "Anthropic-style `cache_read_input_tokens`; imported Claude Code logs), NULL when it did not say"))
+    cache_write_tokens_reported: int | None = column("BIGINT", None, meaning=(
+        "SPEC E1 `reported`: prompt tokens written to the cache (`cache_creation_input_tokens`), NULL when "
+        "not reported"))
+    prefix_tokens: int | None = column("BIGINT", None, meaning=(
+        "SPEC E2: tokens (in `counter`, so `est.` unless the counter is exact) of the leading messages this "
+        "call sent exactly as the session's previous call did: what a warm prefix cache can serve"))
+    purpose: str | None = column("VARCHAR", None, meaning=(
+        "SPEC C11: NULL for a turn's call; `summary` for a model summary call (made before the call whose "
+        "view it summarized, same `turn`/`iteration`; `extra.coverage` is its seq range, `extra.outcome` "
+        "`accepted`, `rejected` or `failed`). `store.requests(sid)` returns a turn's calls only; "
+        "`summary_calls=True` adds these (the timeline's diamonds, `analysis.cost.request_costs`)"))
+    # kept as keys of the `extra` JSON column, not columns of their own (`sql`: the type its value is read as)
+    tail_start: int | None = column("BIGINT", where=EXTRA, meaning=(
+        "input position of the first safe-tail message (the lineage has it as a seq)"))
+    compactor_error: str | None = column("VARCHAR", where=EXTRA, meaning=(
+        "C8: why the compactor raised, on the fallback path"))
+    engine_ms: float | None = column("DOUBLE", where=EXTRA, meaning=(
+        "C10: how long the context engine took to build this view (wall clock, the loop's)"))
+    lineage: Lineage | None = column("JSON", where=EXTRA, repr=False, compare=False, meaning=(
+        "SPEC N3: the call's provenance relative to the stored transcript (`store.provenance` encodes it)"))
+
+
+def record_columns(where: str = COLUMN) -> tuple[str, ...]:
+    """Names of the RequestRecord fields stored `where` (COLUMN, KEY or EXTRA), in declaration (table) order."""
+    return tuple(f.name for f in fields(RequestRecord) if f.metadata.get("where") == where)
+
+
+def column_types() -> dict[str, str]:
+    """DuckDB type of every field with a column of its own (key included), in table order."""
+    return {f.name: f.metadata["sql"] for f in fields(RequestRecord) if f.metadata.get("where") in (COLUMN, KEY)}
+
+
+def column_meanings() -> dict[str, str]:
+    """What each column of the `requests` table means (the README's table), in table order."""
+    return {f.name: f.metadata["meaning"] for f in fields(RequestRecord) if f.metadata.get("where") in (COLUMN, KEY)}
 
 
 SUMMARY_CALL = "summary"  # C11: `purpose` of the model call that wrote a summary (not a turn's call)
@@ -89,7 +167,7 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
                    cached_tokens_reported: int | None = None, cache_write_tokens_reported: int | None = None,
                    prefix_tokens: int | None = None, extra: Mapping[str, Any] | None = None) -> RequestRecord:
     """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
-    its figures. A view with a lineage (N3) carries it; a view without one carries its own provenance."""
+    its figures. The record carries the view's lineage (N3), its one provenance form."""
     if calibrated_tokens is None and view.counter == "calibrated":
         calibrated_tokens = view.after_tokens
     lineage = view.lineage if isinstance(view.lineage, Lineage) else None
@@ -107,7 +185,7 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
         tail_start=view.tail_start, engine_ms=engine_ms, lineage=lineage,
         cached_tokens_reported=cached_tokens_reported, cache_write_tokens_reported=cache_write_tokens_reported,
         prefix_tokens=prefix_tokens,
-        provenance=None if lineage is not None else _provenance(view), extra=more)
+        extra=more)
 
 
 CARRIED = "[carried: summary made by call {call} of this turn]"
@@ -136,6 +214,3 @@ def summary_parts(text: str | None) -> list[tuple[int | None, str]]:
         out.append((int(pieces[k]), pieces[k + 1].split("\n", 1)[1]))
     return out
 
-
-def _provenance(view: RequestView) -> Provenance | None:
-    return view.provenance if view.trace is not None else None

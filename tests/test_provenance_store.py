@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -28,7 +29,6 @@ from mxclaw_nb.store.provenance import (
     decode_lineage,
     decode_provenance,
     encode_lineage,
-    encode_provenance,
     provenance_rows,
 )
 from mxclaw_nb.store.records import record_from_row, records_frame
@@ -133,93 +133,69 @@ def test_c13_a_stored_record_decodes_to_the_texts_of_its_own_version():
         decode_lineage({**form, "texts": 9}, stored)
 
 
-def test_c10_view_provenance_formats_round_trip_to_the_records_form():
-    """C10 storage of a view's own rows: format 3 (columns) expands to exactly the records form; format 2 and the
-    records form of earlier files read to the same rows."""
-    view = build_request_view(worked_example(), ContextPolicy(**WORKED_EXAMPLE_POLICY))
-    records = view.provenance.to_records()
-    columns = json.loads(json.dumps(encode_provenance(view.provenance)))
-    assert provenance_rows(columns) == json.loads(json.dumps(records))
-    assert provenance_rows(records) == records
-    assert decode_provenance(columns) == view.provenance
-    assert len(json.dumps(columns)) < len(json.dumps(records)) * 0.7
-    unchanged = build_request_view(worked_example(), ContextPolicy(1_000_000, 0.8, 8_000))
-    compact = encode_provenance(unchanged.provenance)
-    # every message sent as it was: after rows are indices of before rows, no after columns of their own
-    assert all(isinstance(k, int) for k in compact["after_from_before"]) and compact["after"]["position"] == []
-    assert provenance_rows(json.loads(json.dumps(compact))) == json.loads(json.dumps(unchanged.provenance.to_records()))
-    b, a = view.provenance.before, view.provenance.after
-    index = {r.sent_position: k for k, r in enumerate(b) if r.sent_position is not None}
-    old = {"format": 2, "before_columns": list(b[0]._fields), "before": [list(r) for r in b],
-           "after_columns": list(a[0]._fields),
-           "after": [index[r.position] if r.action == "kept" and r.position in index else list(r) for r in a]}
-    assert provenance_rows(json.loads(json.dumps(old))) == json.loads(json.dumps(records))
-    for broken in ({"format": 3, "before": {}}, {"format": 3, **compact, "after_from_before": [99]}):
+OLD_RECORD = json.loads((Path(__file__).parent / "data" / "old_request_format3.json").read_text(encoding="utf-8"))
+
+
+def test_c10_old_view_provenance_formats_read_to_the_rows_they_showed():
+    """C10, S1: a view's own rows as files of earlier versions stored them (format 3 columns, format 2 rows, the
+    records form; written by that version's code, `tests/data/old_request_format3.json`) read, read-only, to the
+    rows that version showed."""
+    rows = OLD_RECORD["rows"]
+    columns = json.loads(OLD_RECORD["row"]["provenance"])
+    assert columns["format"] == 3 and any(k is not None for k in columns["after_from_before"])
+    assert provenance_rows(columns) == rows
+    assert provenance_rows(OLD_RECORD["format2"]) == rows
+    assert provenance_rows(rows) == rows
+    assert decode_provenance(columns).to_records() == rows
+    for broken in ({"format": 3, "before": {}}, {**columns, "after_from_before": [99]}):
         with pytest.raises(ValueError, match="format 3"):
             provenance_rows(broken)
     with pytest.raises(ValueError):
         provenance_rows(["not", "a", "dict"])
 
 
-def _old_rows(view, lineage) -> list[dict]:
-    """Request rows as earlier versions wrote them: view provenance format 3 and format 2, lineage format 1."""
-    b, a = view.provenance.before, view.provenance.after
-    index = {r.sent_position: k for k, r in enumerate(b) if r.sent_position is not None}
-    fmt2 = {"format": 2, "before_columns": list(b[0]._fields), "before": [list(r) for r in b],
-            "after_columns": list(a[0]._fields),
-            "after": [index[r.position] if r.action == "kept" and r.position in index else list(r) for r in a]}
-    base = {"turn": 1, "counter": "estimate", "estimate_tokens": view.after_tokens, "before_tokens": view.before_tokens,
-            "after_tokens": view.after_tokens, "threshold": view.threshold, "window_tokens": view.window,
-            "stage": view.stage, "summary": view.summary}
-    lin1 = {**encode_lineage(lineage, transcript=[]), "format": 1, "carried": lineage.describe()}
-    return [{**base, "iteration": 1, "provenance": encode_provenance(view.provenance),
-             "extra": {"tail_start": view.tail_start, "input_seqs": list(range(len(b)))}},
-            {**base, "iteration": 2, "provenance": fmt2, "extra": {"tail_start": view.tail_start}},
-            {**base, "iteration": 3, "provenance": None, "extra": {"lineage": lin1, "tail_start": None}}]
-
-
 def test_s1_files_of_earlier_versions_read_to_the_same_rows(tmp_path):
-    """A database written by earlier versions (provenance formats 3 and 2, lineage format 1) shows the same
-    before/after tables as the live view; new records of the same call store no provenance table (N3)."""
-    view, lineage, stored = _micro_call(30)
+    """A database written by earlier versions (provenance formats 3 and 2, lineage format 1) shows the rows that
+    version showed; new records of the same call store no provenance table, only the lineage (N3)."""
     path = tmp_path / "old.duckdb"
     with Store(path) as store:
         sid = store.create_session(title="old")
-        store.append_messages(sid, stored, turn=1)
+        store.append_messages(sid, worked_example(), turn=1)
+    old = OLD_RECORD["row"]
     con = duckdb.connect(str(path))
-    for seq, row in enumerate(_old_rows(view, lineage)):
+    for seq, provenance in enumerate((old["provenance"], json.dumps(OLD_RECORD["format2"]))):
         con.execute("INSERT INTO requests (session_id, seq, turn, iteration, created_at, counter, estimate_tokens, "
                     "before_tokens, after_tokens, threshold, window_tokens, stage, summary, provenance, extra) "
                     "VALUES (?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [sid, seq, row["turn"], row["iteration"], row["counter"], row["estimate_tokens"],
-                     row["before_tokens"], row["after_tokens"], row["threshold"], row["window_tokens"], row["stage"],
-                     row["summary"], None if row["provenance"] is None else json.dumps(row["provenance"]),
-                     json.dumps(row["extra"])])
+                    [sid, seq, old["turn"], seq + 1, old["counter"], old["estimate_tokens"], old["before_tokens"],
+                     old["after_tokens"], old["threshold"], old["window_tokens"], old["stage"], old["summary"],
+                     provenance, old["extra"]])
     con.close()
-    live_own = CompactionInspector(view.with_lineage(None))  # the view's own rows
-    live_n3 = CompactionInspector(view.with_lineage(lineage))  # transcript-relative rows
+    view, lineage, stored = _micro_call(30)
+    lin1 = {**encode_lineage(lineage, transcript=[]), "format": 1, "carried": lineage.describe()}
     with Store(path) as store:
-        transcript = store.load_transcript(sid)
         rows = store.requests(sid)
         for it in (1, 2):
-            old = CompactionInspector(rows.iloc[it - 1], transcript=transcript)
-            pd.testing.assert_frame_equal(old.before_df, live_own.before_df)
-            pd.testing.assert_frame_equal(old.after_df, live_own.after_df)
-            assert old.data.tail_start == view.tail_start and not old.data.transcript_relative
-        n3 = CompactionInspector(rows.iloc[2], transcript=transcript)
-        pd.testing.assert_frame_equal(n3.before_df, live_n3.before_df)
-        pd.testing.assert_frame_equal(n3.after_df, live_n3.after_df)
-        assert record_from_row(rows.iloc[0]).extra == {"input_seqs": list(range(len(view.provenance.before)))}
-        store.append_request(sid, record_of_view(view.with_lineage(lineage), turn=2, iteration=1))
-        new = store.requests(sid, last=1).iloc[0]
+            shown = CompactionInspector(rows.iloc[it - 1], transcript=store.load_transcript(sid))
+            assert shown.data.before == OLD_RECORD["rows"]["before"]
+            assert shown.data.after == OLD_RECORD["rows"]["after"]
+            assert shown.data.tail_start == OLD_RECORD["tail_start"] and not shown.data.transcript_relative
+            assert len(shown.before_df) == len(OLD_RECORD["rows"]["before"]) > 0
+        sid2 = store.create_session(title="n3")
+        store.append_messages(sid2, stored, turn=1)
+        store.append_request(sid2, record_of_view(view, turn=1, iteration=1))
+        new = store.requests(sid2, last=1).iloc[0]
         assert new["provenance"] is None and json.loads(new["extra"])["lineage"]["format"] == 2
-        pd.testing.assert_frame_equal(CompactionInspector(new, transcript=transcript).before_df, live_n3.before_df)
+        live_n3 = CompactionInspector(view)
+        pd.testing.assert_frame_equal(CompactionInspector(new, transcript=stored).before_df, live_n3.before_df)
+        v1 = pd.Series({**new.to_dict(), "extra": json.dumps({"lineage": lin1})})  # lineage format 1 (earlier)
+        pd.testing.assert_frame_equal(CompactionInspector(v1, transcript=stored).before_df, live_n3.before_df)
 
 
 def test_s1_a_record_round_trips_through_the_store(tmp_path):
     """The loop's RequestRecord comes back from `requests()` as the same record (every field, its lineage)."""
     view, lineage, stored = _micro_call(12)
-    record = record_of_view(view.with_lineage(lineage), turn=3, iteration=1, model="m", base_url="http://x/v1",
+    record = record_of_view(view, turn=3, iteration=1, model="m", base_url="http://x/v1",
                             latency_ms=12.5, prompt_tokens_reported=1_234, completion_tokens_reported=56)
     with Store(tmp_path / "r.duckdb") as store:
         sid = store.create_session()
@@ -228,7 +204,7 @@ def test_s1_a_record_round_trips_through_the_store(tmp_path):
         back = record_from_row(store.requests(sid).iloc[0], store.load_transcript(sid))
     assert back == RequestRecord(**{**record.__dict__, "session_id": sid, "seq": 0, "created_at": back.created_at})
     assert back.lineage is not None and back.lineage.states == lineage.states and back.provenance is None
-    assert from_request(store_row(back), stored).before == from_view(view.with_lineage(lineage)).before
+    assert from_request(store_row(back), stored).before == from_view(view).before
 
 
 def store_row(record: RequestRecord) -> pd.Series:
@@ -260,7 +236,7 @@ def test_t3_every_source_of_a_request_row_labels_est_calibrated_and_reported_ali
 def test_n3_a_stored_record_is_decoded_only_with_what_it_needs():
     """Without the transcript a record still reads (figures, stage); its N3 rows need the transcript."""
     view, lineage, stored = _micro_call(12)
-    row = store_row(record_of_view(view.with_lineage(lineage), turn=1, iteration=1))
+    row = store_row(record_of_view(view, turn=1, iteration=1))
     bare = record_from_row(row)
     assert bare.lineage is None and bare.stage == "micro" and bare.after_tokens == view.after_tokens
     assert not from_request(row).before and from_request(row, stored).transcript_relative

@@ -48,6 +48,32 @@ def test_s1_every_column_is_documented_in_order(tmp_path: Path) -> None:
     assert documented_columns() == real
 
 
+def test_s1_the_request_record_is_the_one_declaration_of_the_requests_table(tmp_path: Path) -> None:
+    """S1: a migrated file's `requests` table, the README's table (name, type, meaning) and the store's writer
+    and reader are all the RequestRecord's declared columns, in table order."""
+    from mxclaw_nb.records import RequestRecord, column_meanings, column_types
+    from mxclaw_nb.store.records import FRAME_COLUMNS, REQUEST_FIELDS, record_from_row, row_values
+
+    with Store(tmp_path / "r.duckdb") as s:
+        actual = s.sql("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'requests' "
+                       "AND schema_name = 'main' ORDER BY column_index")
+        sid = s.create_session()
+        record = RequestRecord(turn=2, iteration=1, model="m", counter="calibrated", estimate_tokens=7, latency_ms=1.5,
+                               retry=True, purpose="summary", tail_start=3, engine_ms=0.25, extra={"coverage": [1, 2]})
+        s.append_request(sid, record)
+        back = record_from_row(s.requests(sid, summary_calls=True).iloc[0])
+    assert dict(zip(actual.column_name, actual.data_type, strict=True)) == column_types()
+    assert list(FRAME_COLUMNS) == list(column_types())
+    section = README.read_text(encoding="utf-8").split("### `requests`", 1)[1].split("\n### ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in section.splitlines()
+            if line.startswith("| `")]
+    assert {r[0].strip("`"): (r[1], " | ".join(r[2:])) for r in rows} == {
+        name: (sql, column_meanings()[name]) for name, sql in column_types().items()}
+    assert set(row_values(record)) == {*REQUEST_FIELDS, "extra"}
+    assert (back.session_id, back.seq) == (sid, 0) and back.created_at is not None
+    assert back == RequestRecord(**{**record.__dict__, "session_id": sid, "seq": 0, "created_at": back.created_at})
+
+
 def test_s1_migrations_are_recorded_and_migrating_twice_changes_nothing(tmp_path: Path) -> None:
     with Store(tmp_path / "m.duckdb") as s:
         ledger = s.sql("SELECT version, name FROM schema_migrations ORDER BY version")

@@ -160,6 +160,45 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
                    tuple(made_state), sent, transcript)
 
 
+class NextCall(NamedTuple):
+    """C7 + N3: what the next model call of a turn is built from (`build_request_view(inputs, ..., seqs=seqs,
+    previous=previous, transcript=transcript)`)."""
+
+    inputs: list[Message]  # this view (originals where kept) plus the messages appended since
+    seqs: Sequence[int | None]  # the stored seq of each input position (None: an engine-made message)
+    previous: Lineage | None  # what the calls of the turn so far did
+    transcript: Sequence[Message] | None  # the stored messages by seq (None: not known here; no live rows)
+
+
+def first_call(inputs: list[Message], seqs: Sequence[int | None], transcript: Sequence[Message] | None
+               ) -> NextCall:
+    """The first call of a turn: the stored transcript plus the prompt, each at its stored seq."""
+    return NextCall(inputs, seqs, None, transcript)
+
+
+def next_call(view: RequestView, appended: Sequence[Message], new_seqs: Sequence[int]) -> NextCall:
+    """C7 + N3: the next call after `view`: its input (this view plus `appended`, stored at `new_seqs`), the seq of
+    each input position and the lineage to compose onto. The lineage's stored transcript grows in place (a
+    lineage reads only its first `upto` messages) when the new seqs follow it; otherwise it is not carried."""
+    inputs = view.next_input(appended)
+    lineage = view.lineage if isinstance(view.lineage, Lineage) else None
+    if lineage is None:  # no lineage to follow: the next call starts one (its inputs must all be stored)
+        return NextCall(inputs, [None] * (len(inputs) - len(new_seqs)) + list(new_seqs), None, None)
+    stored = lineage.transcript
+    if isinstance(stored, list) and list(new_seqs) == list(range(len(stored), len(stored) + len(appended))):
+        stored.extend(appended)
+    else:
+        stored = None
+    sent = lineage.sent
+    n = len(sent)
+    if n and sent[0] == 0 and sent[-1] == n - 1 and list(new_seqs) == list(range(n, n + len(new_seqs))) \
+            and sent == list(range(n)):  # everything sent as stored (the everything-fits path): one range
+        seqs: Sequence[int | None] = range(n + len(new_seqs))
+    else:
+        seqs = [o if o >= 0 else None for o in sent] + list(new_seqs)
+    return NextCall(inputs, seqs, lineage, stored)
+
+
 def _missing(position: int) -> int:
     raise ValueError(f"input position {position} is new in this call but has no stored seq")
 

@@ -37,6 +37,7 @@ from typing import Any
 from mxclaw_nb.context.counters import TokenCounter
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
 from mxclaw_nb.context.incremental import Layout, layout_of, own_inputs, plan_and_count
+from mxclaw_nb.context.lineage import Lineage, compose_lineage
 from mxclaw_nb.context.micro import micro_summary, placeholder_for
 from mxclaw_nb.context.overhead import tool_definitions_tokens
 from mxclaw_nb.context.repair import Planned
@@ -108,11 +109,38 @@ def build_request_view(
     *,
     cache: TokenCache | None = None,
     seqs: Sequence[int | None] | None = None,
+    previous: Lineage | None = None,
+    transcript: Sequence[Message] | None = None,
+    call: int | None = None,
 ) -> RequestView:
-    """SPEC C0: the request view for one model call, with its provenance.
+    """SPEC C0: the request view for one model call, with its lineage (N3, `view.lineage`).
 
     `seqs[p]`: the stored seq of input position p (None: an engine-made message), which placeholders name
-    (C13, `recall #41`); None: the input positions are the seqs (a dry run or a replay from the transcript)."""
+    (C13, `recall #41`); None: the input positions are the seqs (a dry run or a replay from the transcript).
+    `previous`: what the earlier calls of the turn did (C7: `next_call` of the previous view gives it with
+    the next input and seqs); `transcript`: the stored messages by seq the lineage rebuilds its rows from
+    (default: the previous lineage's, or the input itself when the positions are the seqs)."""
+    view = _build(messages, policy, summarize, cache, seqs)
+    return _with_lineage(view, messages, seqs, previous, transcript, call)
+
+
+def _with_lineage(view: RequestView, messages: Sequence[Message], seqs: Sequence[int | None] | None,
+                  previous: Lineage | None, transcript: Sequence[Message] | None, call: int | None) -> RequestView:
+    """N3: `view` with its transcript-relative lineage; a dry run's or replay's seqs are its input positions.
+    A lineage that cannot be composed (a first call with an engine-made input) is left out (`lineage` None)."""
+    if seqs is None:
+        seqs = range(len(messages))
+        transcript = transcript if transcript is not None else messages
+    elif transcript is None and previous is not None:
+        transcript = previous.transcript
+    try:
+        return replace(view, lineage=compose_lineage(view, seqs, previous, call=call, transcript=transcript))
+    except ValueError:
+        return view
+
+
+def _build(messages: Sequence[Message], policy: ContextPolicy, summarize: Summarizer | None,
+           cache: TokenCache | None, seqs: Sequence[int | None] | None) -> RequestView:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ValueError("messages must be a list of message dicts")
     inputs = own_inputs(messages, cache)  # a session cache's own list, extended in place (C7: O(new))
@@ -436,8 +464,7 @@ class _Builder:
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
         trace = Trace(self.inputs, self.sources, self.step_messages, self.dropped, self.tokens, self.actions,
-                      sent_of_step, sent_sources, sent_tokens, None if self.cache is None else self.cache.rows,
-                      self.runs)
+                      sent_of_step, sent_sources, sent_tokens, runs=self.runs)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,
@@ -471,10 +498,14 @@ class _Builder:
         return out, sent_tokens, sent_of_step
 
 
-def build_fallback_view(messages: Sequence[Message], policy: ContextPolicy, reason: str) -> RequestView:
-    """C8/C9: the fallback window as a RequestView (with provenance), e.g. for the prompt-too-long retry."""
+def build_fallback_view(messages: Sequence[Message], policy: ContextPolicy, reason: str, *,
+                        seqs: Sequence[int | None] | None = None, previous: Lineage | None = None,
+                        transcript: Sequence[Message] | None = None, call: int | None = None) -> RequestView:
+    """C8/C9: the fallback window as a RequestView (with its lineage, as `build_request_view`), e.g. for the
+    prompt-too-long retry."""
     inputs = list(messages)
     planned = plan_and_count(inputs, _counter_of(policy), None, policy.counter)
     if not planned.messages:
         raise ValueError("nothing to send: the transcript has no usable messages")
-    return _Builder(inputs, planned, policy).fallback(reason)
+    return _with_lineage(_Builder(inputs, planned, policy).fallback(reason), messages, seqs, previous, transcript,
+                         call)

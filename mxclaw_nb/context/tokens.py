@@ -180,7 +180,6 @@ class TokenCache:
         self.prefix: Any = None  # the last build's repair plan, reused when the transcript only grew
         self.slots: list[Any] = []  # the prefixes kept (incremental._Prefix): the last build's first
         self.summary: Any = None  # a summary.StructuredSummaryState, made by the first summary build
-        self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
                ) -> tuple[int, Message]:

@@ -10,7 +10,7 @@ nothing extra, which keeps the incremental rebuild inside the loop cheap.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple, TypeVar, overload
@@ -18,15 +18,8 @@ from typing import Any, NamedTuple, TypeVar, overload
 from mxclaw_nb.context.actions import ACTION_NAMES
 from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.messages import (
-    FALLBACK_PREFIX,
-    SUMMARY_PREFIX,
     Message,
-    content_text,
-    is_failure,
-    tool_call_list,
-    tool_call_name,
 )
-from mxclaw_nb.text_policy import display
 
 ACTIONS = ACTION_NAMES  # the action registry (context.actions): kept, placeholder, summarized, dropped, ...
 PREVIEW_CHARS = 80
@@ -197,9 +190,6 @@ class Trace:
     sent_of_step: Sequence[int | None]  # per step: position in the sent list (a range when unchanged)
     sent_sources: Sequence[int | None]  # per sent message: step index, None for engine-made messages
     sent_tokens: Sequence[int]
-    # per-message display facts (chars, preview, failure) kept across builds by the session's TokenCache,
-    # keyed by message identity: a long session's provenance then only looks at new messages' texts
-    memo: dict[int, tuple[Any, ...]] | None = field(default=None, compare=False)
     # (start step, stop step, action) of every step whose action is not kept/synthetic, when the stage can say
     # so cheaply (unchanged, micro, summary); None = read `actions` (the lineage then looks at every step)
     runs: list[tuple[int, int, str]] | None = field(default=None, compare=False)
@@ -207,14 +197,6 @@ class Trace:
     def __post_init__(self) -> None:
         for name in ("inputs", "step_messages", "tokens", "sent_tokens"):
             object.__setattr__(self, name, _bounded(getattr(self, name)))
-
-
-def _preview(text: str) -> str:
-    # Only the head can show, so collapse whitespace in a bounded slice (a 20 KB tool output costs the same
-    # as a short message). Runs of spaces longer than the slice are the only case where this shows less.
-    # SPEC L7: a preview is shown (widgets, DataFrames, Arrow), so lone surrogates are escaped (`display`).
-    text = display(" ".join(text[: PREVIEW_CHARS * 4].split()))
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -240,15 +222,12 @@ class RequestView:
     # C5/C6: a compaction tried and not applied because it did not shrink the view (stage, before, after)
     no_gain: dict[str, Any] | None = None
     trace: Trace | None = field(default=None, repr=False, compare=False)
-    # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the loop composes across a turn
+    # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the engine composes across a turn's
+    # calls (a dry run's or a replay's seqs are its input positions); None only when none could be composed
     lineage: Any = field(default=None, repr=False, compare=False)
     # SPEC C11: what a model-written summary of this view would cover (context.model_summary.SummaryPlan), set
     # when the view's summary is the C6 stand-in for one that is not recorded yet; the loop asks the model
     plan: Any = field(default=None, repr=False, compare=False)
-
-    def with_lineage(self, lineage: Any) -> RequestView:
-        """This view with its transcript-relative lineage attached (same messages, stage and trace)."""
-        return replace(self, lineage=lineage)
 
     @property
     def compacted(self) -> bool:
@@ -296,116 +275,13 @@ class RequestView:
 
     @cached_property
     def provenance(self) -> Provenance:
-        """Per-message record of what happened (before rows) and where each sent message came from."""
-        if self.trace is None:
+        """The before/after rows of this view as named tuples: `lineage_rows` of its lineage (SPEC N3, the one
+        row builder) over the stored transcript it carries; no rows for a view without a lineage."""
+        from mxclaw_nb.context.lineage import Lineage, lineage_rows  # the lineage module builds on this one
+
+        lineage = self.lineage
+        if not isinstance(lineage, Lineage) or lineage.transcript is None:
             return Provenance.from_rows((), ())
-        return _build_provenance(self, self.trace)
-
-
-def _is_summary(message: Message) -> bool:
-    if message.get("role") != "system":  # cheap test first: this runs for every sent message
-        return False
-    return content_text(message.get("content")).startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
-
-
-MEMO_ENTRIES = 500_000  # a provenance memo larger than this is cleared (then refilled by the next build)
-
-def _build_provenance(view: RequestView, t: Trace) -> Provenance:
-    # Column by column: whole-list copies where a column is one of the trace's lists, one pass over the
-    # steps for what needs the message (role, tool name, failure, length, preview: from the memo when the
-    # message was described before), one pass over the sent messages.
-    memo = t.memo
-    if memo is not None and len(memo) > MEMO_ENTRIES:
-        memo.clear()
-    roles: list[str] = []
-    names: list[str | None] = []
-    failures: list[bool] = []
-    lengths: list[int] = []
-    previews: list[str] = []
-    contents: list[Any] = []
-    calls: dict[str, str | None] = {}
-    for msg in t.step_messages:
-        role = msg.get("role")
-        content = msg.get("content")
-        flagged = msg.get("is_error")
-        hit = memo.get(id(msg)) if memo is not None else None
-        if hit is not None and hit[0] is msg and hit[1] is content and hit[2] is flagged:
-            chars, preview, failure = hit[3], hit[4], hit[5]
-        else:
-            text = content if content.__class__ is str else content_text(content)
-            chars, preview, failure = len(text), _preview(text), role == "tool" and is_failure(msg)
-            if memo is not None:
-                memo[id(msg)] = (msg, content, flagged, chars, preview, failure)
-        if role == "assistant":
-            calls = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
-            names.append(None)
-        else:
-            names.append(calls.get(str(msg.get("tool_call_id"))) if role == "tool" else None)
-        roles.append(role if role.__class__ is str and role.isascii() else display(str(role)))
-        failures.append(failure)
-        lengths.append(chars)
-        previews.append(preview)
-        contents.append(content)
-    sources, n, sent_tokens = t.step_sources, len(t.step_messages), raw(t.sent_tokens)
-    unchanged = isinstance(t.sent_of_step, range)
-    before: tuple[list[Any], ...] = (
-        list(sources), roles, names, list(t.tokens),
-        list(t.sent_tokens) if unchanged else [0 if s is None else sent_tokens[s] for s in t.sent_of_step],
-        list(t.actions), list(t.sent_of_step), failures,
-        [False] * n if isinstance(sources, range) else [s is None for s in sources], lengths, previews, [None] * n)
-    row_of_step: Sequence[int] = range(n)
-    if t.dropped:
-        before, row_of_step = _with_dropped(before, t)
-    a_src: list[int | None] = []
-    a_role: list[str] = []
-    a_name: list[str | None] = []
-    a_action: list[str] = []
-    a_chars: list[int] = []
-    a_preview: list[str] = []
-    derived: list[int | None] = []
-    actions = t.actions
-    for msg, k in zip(view.messages, t.sent_sources, strict=True):
-        content = msg.get("content")
-        if k is not None and contents[k] is content:
-            chars, preview = lengths[k], previews[k]
-        else:
-            text = content if content.__class__ is str else content_text(content)
-            chars, preview = len(text), _preview(text)
-        action = "summary" if k is None or _is_summary(msg) else actions[k]
-        role = msg.get("role")
-        role = role if role.__class__ is str else str(role)
-        a_src.append(None if k is None else sources[k])
-        a_role.append(role)
-        a_name.append(None if k is None else names[k])
-        a_action.append(action)
-        a_chars.append(chars)
-        a_preview.append(preview)
-        derived.append(row_of_step[k] if k is not None and action == actions[k] and role == roles[k]
-                       and chars == lengths[k] and preview == previews[k] else None)
-    after = (list(range(len(view.messages))), a_src, a_role, a_name, list(t.sent_tokens), a_action, a_chars,
-             a_preview)
-    return Provenance(before, after, derived)
-
-
-def _with_dropped(columns: tuple[list[Any], ...], t: Trace) -> tuple[tuple[list[Any], ...], list[int]]:
-    """The before columns with the rows repair dropped, in input order (a synthetic result right after the
-    step before it); and the row of each step."""
-    rows: list[tuple[tuple[int, int, int], tuple[Any, ...]]] = []
-    last = -1
-    for k, row in enumerate(zip(*columns, strict=True)):
-        src = row[0]
-        last = src if src is not None else last
-        rows.append(((last, 1 if src is None else 0, k), row))
-    for i, reason in t.dropped.items():
-        msg = t.inputs[i]
-        ok = isinstance(msg, dict)
-        text = content_text(msg.get("content")) if ok else str(msg)
-        rows.append(((i, 0, -1), (i, str(msg.get("role")) if ok else "?", None, 0, 0, "dropped", None,
-                                  ok and msg.get("role") == "tool" and is_failure(msg), False, len(text),
-                                  _preview(text), reason)))
-    rows.sort(key=lambda r: r[0])
-    row_of_step = [0] * len(columns[0])
-    for at, (key, _) in enumerate(rows):
-        if key[2] >= 0:
-            row_of_step[key[2]] = at
-    return tuple(map(list, zip(*(row for _, row in rows), strict=True))), row_of_step
+        rows = lineage_rows(lineage, lineage.transcript)
+        return Provenance.from_rows([MessageRecord(**{f: r[f] for f in BEFORE_FIELDS}) for r in rows["before"]],
+                                    [SentRecord(**{f: r[f] for f in AFTER_FIELDS}) for r in rows["after"]])

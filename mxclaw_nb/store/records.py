@@ -13,35 +13,32 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.context.view import Provenance
 from mxclaw_nb.messages import Message
-from mxclaw_nb.records import RequestRecord
+from mxclaw_nb.records import COLUMN, EXTRA, KEY, RequestRecord, column_types, record_columns
 from mxclaw_nb.store.codec import dumps_text, text
-from mxclaw_nb.store.provenance import decode_lineage, decode_provenance, encode_lineage, encode_provenance
+from mxclaw_nb.store.provenance import decode_lineage, decode_provenance, encode_lineage
 
 if TYPE_CHECKING:
     import pandas as pd
 
-# The `requests` columns between the key (session_id, seq) and (extra, created_at), in table order.
-REQUEST_FIELDS = (
-    "turn", "iteration", "model", "base_url", "counter", "estimate_tokens", "calibrated_tokens",
-    "before_tokens", "after_tokens", "threshold", "window_tokens", "stage", "prompt_tokens_reported",
-    "completion_tokens_reported", "latency_ms", "error", "summary", "provenance", "retry",
-    "cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens",  # E1, E2 (migration 2)
-    "purpose",  # C11: NULL for a turn's call, 'summary' for a summary call (migration 3)
-)
-FRAME_COLUMNS = ("session_id", "seq", *REQUEST_FIELDS, "extra", "created_at")  # store.requests() order
-# RequestRecord fields kept in the `extra` JSON column (besides any unknown key a record carries)
-EXTRA_FIELDS = ("tail_start", "compactor_error", "engine_ms", "lineage")
-_INTS = ("turn", "iteration", "estimate_tokens", "calibrated_tokens", "before_tokens", "after_tokens", "threshold",
-         "window_tokens", "prompt_tokens_reported", "completion_tokens_reported", "seq", "cached_tokens_reported",
-         "cache_write_tokens_reported", "prefix_tokens")
-_TEXTS = ("model", "base_url", "error", "summary", "session_id", "purpose")
+# Derived from the one declaration (`RequestRecord`'s fields, SPEC S1): the `requests` columns besides the key
+# (session_id, seq, created_at) and `extra`, in table order; the DataFrame order of `store.requests()`; the
+# fields kept in the `extra` JSON column; and how each column is read back, by its DuckDB type.
+_COLUMNS = column_types()
+REQUEST_FIELDS = tuple(c for c in record_columns() if c != "extra")
+FRAME_COLUMNS = tuple(_COLUMNS)  # store.requests() order (the table's)
+EXTRA_FIELDS = record_columns(EXTRA)
+_INTS = tuple(c for c, sql in _COLUMNS.items() if sql in ("INTEGER", "BIGINT"))
+_TEXTS = tuple(c for c, sql in _COLUMNS.items() if sql == "VARCHAR")
+_FLOATS = tuple(c for c, sql in _COLUMNS.items() if sql == "DOUBLE")
+_JSON = tuple(c for c, sql in _COLUMNS.items() if sql == "JSON")
+_BOOLS = tuple(c for c, sql in _COLUMNS.items() if sql == "BOOLEAN")
 _KNOWN = {f.name for f in fields(RequestRecord)}
 
 
@@ -99,28 +96,24 @@ def as_record(record: RequestRecord | Mapping[str, Any]) -> RequestRecord:
 
 
 def row_values(record: RequestRecord, *, redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:
-    """The record's column values for the `requests` table: JSON columns as JSON text, `extra` holding
-    tail_start, the compactor error and the lineage (N3); the view's own provenance only without a lineage.
-    `redact` (e.g. `secrets.redact_obj`) is applied to the JSON-able values before encoding."""
+    """The record's column values for the `requests` table (its declared columns besides the key): JSON
+    columns as JSON text, `extra` holding the fields declared to live there (tail_start, the compactor error,
+    the engine time, the lineage, N3) after any other key the record carries. `provenance` is read-only (files
+    of earlier versions): a record carries its lineage. `redact` (e.g. `secrets.redact_obj`) is applied to the
+    JSON-able values before encoding."""
     extra: dict[str, Any] = {k: v for k, v in record.extra.items() if k not in _KNOWN}
-    if record.tail_start is not None:
-        extra["tail_start"] = record.tail_start
-    if record.compactor_error is not None:
-        extra["compactor_error"] = record.compactor_error
-    if record.engine_ms is not None:
-        extra["engine_ms"] = record.engine_ms
-    if record.lineage is not None:
-        extra["lineage"] = encode_lineage(record.lineage)
-    provenance = (encode_provenance(record.provenance)
-                  if record.provenance is not None and record.lineage is None else None)
+    for k in EXTRA_FIELDS:
+        if (value := getattr(record, k)) is not None:
+            extra[k] = encode_lineage(value) if k == "lineage" else value
     row: dict[str, Any] = {k: getattr(record, k) for k in REQUEST_FIELDS if k != "provenance"}
-    row["provenance"], row["extra"] = provenance, extra
+    row["provenance"], row["extra"] = None, extra
     if redact is not None:
         row = redact(row)
     out = {k: text(row[k]) for k in REQUEST_FIELDS}
-    out["provenance"] = None if row["provenance"] is None else dumps_text(row["provenance"], "provenance")
-    out["retry"] = bool(row["retry"])
-    out["extra"] = dumps_text(row["extra"], "extra request fields") if row["extra"] else None
+    for k in _BOOLS:
+        out[k] = bool(row[k])
+    for k in _JSON:
+        out[k] = dumps_text(row[k], f"the request's {k}") if row[k] else None
     return out
 
 
@@ -168,18 +161,37 @@ def record_from_row(row: Mapping[str, Any] | pd.Series, transcript: Sequence[Mes
     for key in row.keys():  # noqa: SIM118 - a Series iterates values; any other key a dict carries
         if key not in _KNOWN and key != "extra" and not _missing(value := get(key)):
             extra.setdefault(str(key), value)
-    retry = get("retry")
-    created = get("created_at")
-    given: dict[str, Any] = {k: opt_int(get(k)) for k in _INTS} | {k: _opt_text(get(k)) for k in _TEXTS}
-    return RequestRecord(
-        **given,
-        counter=str(get("counter") or "estimate"), stage=str(get("stage") or "unchanged"),
-        latency_ms=_opt_float(get("latency_ms")), retry=False if _missing(retry) else bool(retry),
-        compactor_error=_opt_text(moved["compactor_error"]), tail_start=opt_int(moved["tail_start"]),
-        engine_ms=_opt_float(moved["engine_ms"]),
-        lineage=lineage, provenance=provenance, extra=extra,
-        created_at=created if isinstance(created, datetime) else None)
+    values = {k: decode(get(k)) for k, decode in _DECODE.items()}
+    values |= {k: decode(moved[k]) for k, decode in _DECODE_EXTRA.items()}
+    return RequestRecord(**{k: v if v is not None or k not in _DEFAULTS else _DEFAULTS[k] for k, v in values.items()},
+                         lineage=lineage, provenance=provenance, extra=extra)
 
 
 def _missing(value: Any) -> bool:
     return value is None or _is_na(value) or (isinstance(value, float) and math.isnan(value))
+
+
+def _opt_bool(value: Any) -> bool | None:
+    return None if _missing(value) else bool(value)
+
+
+def _opt_time(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
+
+
+def _opt_nonempty(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# How a stored value of each declared type is read back (None: missing or not of the type).
+_READ: dict[str, Callable[[Any], Any]] = {"INTEGER": opt_int, "BIGINT": opt_int, "VARCHAR": _opt_text,
+                                          "DOUBLE": _opt_float, "BOOLEAN": _opt_bool, "TIMESTAMP": _opt_time}
+_DECODE = {f.name: _READ[f.metadata["sql"]] for f in fields(RequestRecord)
+           if f.metadata.get("where") in (COLUMN, KEY) and f.metadata["sql"] != "JSON"}
+_DECODE_EXTRA = {f.name: _READ[f.metadata["sql"]] for f in fields(RequestRecord)
+                 if f.metadata.get("where") == EXTRA and f.metadata["sql"] != "JSON"}
+# A field with a non-None default (counter, stage, retry) takes it when the stored value is missing or empty.
+_DEFAULTS = {f.name: f.default for f in fields(RequestRecord) if f.default is not None and f.default is not MISSING}
+for _name in _DEFAULTS:
+    if _DECODE.get(_name) is _opt_text:
+        _DECODE[_name] = _opt_nonempty

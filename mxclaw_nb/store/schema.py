@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 
+from mxclaw_nb.records import column_types
 from mxclaw_nb.store.errors import StoreError
 from mxclaw_nb.store.lease import first_row, transaction
 
@@ -71,17 +72,25 @@ def m001_initial(con: duckdb.DuckDBPyConnection) -> None:
 
 
 
+def add_request_columns(con: duckdb.DuckDBPyConnection, *names: str) -> None:
+    """Add columns of the `requests` table, each with the type its RequestRecord field declares (SPEC S1: the
+    record is the one declaration of the table's columns; `tests/test_store_files.py` checks the table a
+    migrated file has against it)."""
+    types = column_types()
+    for name in names:
+        con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {name} {types[name]}")
+
+
 @migration
 def m002_request_cache_columns(con: duckdb.DuckDBPyConnection) -> None:
     """E1/E2: the provider's reported cache figures and the prefix shared with the previous call, per call."""
-    for column in ("cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens"):
-        con.execute(f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {column} BIGINT")
+    add_request_columns(con, "cached_tokens_reported", "cache_write_tokens_reported", "prefix_tokens")
 
 
 @migration
 def m003_request_purpose(con: duckdb.DuckDBPyConnection) -> None:
     """C11: which model calls are summary calls (NULL: a turn's call; 'summary': the call that wrote a summary)."""
-    con.execute("ALTER TABLE requests ADD COLUMN IF NOT EXISTS purpose VARCHAR")
+    add_request_columns(con, "purpose")
 
 
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
