@@ -30,7 +30,7 @@ from mxclaw_nb.context import (
     lineage_rows,
     placeholder_for,
 )
-from mxclaw_nb.context.lineage import SEQ_ACTIONS
+from mxclaw_nb.context.lineage import SEQ_ACTIONS, first_call, next_call
 from mxclaw_nb.messages import content_text, sanitize
 from mxclaw_nb.store.provenance import decode_lineage, encode_lineage
 
@@ -80,23 +80,20 @@ def run_turn(transcript: list, blocks: list[list[dict]], policy: ContextPolicy, 
     """The loop's C7 iteration, without a model: (view, lineage, stored transcript so far) per call."""
     summarize = summarize or build_structured_summary
     stored, cache = list(transcript), TokenCache()
-    view_input, seqs = list(transcript), list(range(len(transcript)))
-    previous: Lineage | None = None
+    nxt = first_call(list(transcript), list(range(len(transcript))), stored)  # the engine composes each lineage
     out = []
     for call in range(1, len(blocks) + 2):
-        view = build_request_view(view_input, policy, summarize, cache=cache, seqs=seqs)  # type: ignore[arg-type]
+        view = build_request_view(nxt.inputs, policy, summarize, cache=cache, seqs=nxt.seqs,  # type: ignore[arg-type]
+                                  previous=nxt.previous, transcript=nxt.transcript, call=call)
         if call == retry_at:  # C9: the call resent with the fallback window, same input
-            view = build_fallback_view(view_input, policy, "provider said: prompt too long")
-        lineage = compose_lineage(view, seqs, previous, call=call, transcript=stored)
-        out.append((view, lineage, list(stored)))
+            view = build_fallback_view(nxt.inputs, policy, "provider said: prompt too long", seqs=nxt.seqs,
+                                       previous=nxt.previous, transcript=nxt.transcript, call=call)
+        assert isinstance(view.lineage, Lineage)
+        out.append((view, view.lineage, list(stored)))
         if call > len(blocks):
             break
         block = blocks[call - 1]
-        new_seqs = list(range(len(stored), len(stored) + len(block)))
-        stored.extend(block)
-        view_input = view.next_input(block)
-        seqs = [None if s is None else seqs[s] for s in view.sources] + new_seqs
-        previous = lineage
+        nxt = next_call(view, block, list(range(len(stored), len(stored) + len(block))))  # stored grows in place
     return out
 
 
