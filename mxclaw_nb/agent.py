@@ -169,7 +169,7 @@ def agent_settings(settings: Settings | None, overrides: dict[str, Any]) -> Sett
     for name in overrides:
         if name not in AGENT_KEYS:
             raise TypeError(_unknown_keyword(name))
-    forms = {k: ",".join(v or ()) if k == "shell_env" and not isinstance(v, str)
+    forms: dict[str, Any] = {k: ",".join(v or ()) if k == "shell_env" and not isinstance(v, str)
              else os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in overrides.items()}
     return replace(settings or Settings(), **forms)
 
@@ -213,7 +213,8 @@ class Agent:
         self.calibrated, self._exact = CalibratedCounter(), _exact_counter(s.counter)
         self.summarize, self.approver = summarize or build_structured_summary, approver
         self.sandbox_mode, self.network, self.shell_env, self.limits = _shell(s, env)
-        self._warned_unconfined, self._frozen_notes = False, []  # L9: refused project files, shown at turn start
+        self._warned_unconfined = False
+        self._frozen_notes: list[dict[str, str]] = []  # L9: refused project files, shown when the turn starts
         self._deltas, self.home = StreamRedactor(), None if home is None else Path(home)
         self.workspace = self._resolve_workspace(s.workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
