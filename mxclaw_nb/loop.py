@@ -216,8 +216,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
         stored = list(view_input) if user_seq == len(transcript) else None
         while True:
-            limit = ctx.settings.max_iterations
-            if result.iterations >= limit:
+            if result.iterations >= (limit := ctx.settings.max_iterations):
                 result.status = "max_iterations"
                 result.text = (f"Stopped after {limit} model calls without a final answer "
                                "(max-iterations bound). Everything so far is stored; send another message to go on.")

@@ -84,6 +84,10 @@ def test_n1_agent_takes_one_settings_object_and_keyword_overrides(tmp_path, monk
         assert agent.policy.context_window_tokens == 12_000 and agent.policy.strategy.name == "masking"
         assert agent.max_iterations == 5 and agent.approval == "allow" and agent.shell_env == ("FOO_HOME",)
         assert agent.workspace == tmp_path.resolve()
+        # the tools get the same object (a new tool setting is read there: ctx.settings.<name>)
+        assert agent._tool_context().settings is agent.settings
+        result = agent.run("hello")  # the demo model answers; the loop reads its bound from the same object
+        assert result.status == "ok" and result.iterations <= s.max_iterations
     finally:
         agent.close()
     # the Python forms of today's keywords: a list of names for shell_env, a Path for workspace and db
