@@ -23,8 +23,10 @@ from mxclaw_nb.context import TokenCache
 from mxclaw_nb.context.incremental import summary_snapshot
 from mxclaw_nb.context.summary import SUMMARY_STATE_VERSION, fingerprint
 from mxclaw_nb.messages import Message
+from mxclaw_nb.version import __version__
 
-ENGINE_STATE_VERSION = SUMMARY_STATE_VERSION  # what the saved state is checked against (bumped with the engine)
+# what the saved state is checked against (bumped with the engine's state), besides the package version
+ENGINE_STATE_VERSION = SUMMARY_STATE_VERSION
 REBUILT_EVENT = "context.state_rebuilt"
 
 
@@ -49,6 +51,9 @@ def resume(store: Any, session_id: str, cache: TokenCache, stored: Sequence[Mess
                              f"the {len(stored)} stored now")
     elif not isinstance(state, dict) or not isinstance(state.get("summary"), dict):
         cache.resume_note = "the saved engine state is malformed"
+    elif state.get("package") != __version__:  # the engine may have changed without a state version bump
+        cache.resume_note = (f"the saved engine state was saved by mxclaw_nb {state.get('package')}, "
+                             f"this is {__version__}")
     else:
         cache.resume_summary = state["summary"]
 
@@ -60,4 +65,4 @@ def save(store: Any, session_id: str, cache: TokenCache, stored: Sequence[Messag
         return
     with contextlib.suppress(Exception):
         store.save_engine_state(session_id, ENGINE_STATE_VERSION, len(stored), fingerprint(stored[-1]),
-                                {"summary": snapshot})
+                                {"summary": snapshot, "package": __version__})

@@ -157,16 +157,25 @@ def test_c7_a_state_that_does_not_match_the_stored_rows_is_rebuilt_once_with_a_s
 def test_c7_a_state_whose_messages_differ_is_caught_by_the_engine_and_rebuilt(tmp_path):
     # the rows check passes (count and boundary untouched) but the state names other old messages
     sent_a, sent_b, _b, db = _never_restarted_and_restarted(
-        tmp_path, tamper="UPDATE engine_state SET state = json_object('summary', json_merge_patch("
-                         "state->'summary', json_object('last', 'feedfacefeedfacefeedfacefeedface')))")
+        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, json_object('summary', "
+                         "json_object('last', 'feedfacefeedfacefeedfacefeedface')))")
     assert sent_b[0] == sent_a[0]
     notes = _rebuilt_events(db)
     assert len(notes) == 1 and "does not match the stored messages" in notes[0]["reason"]
 
 
+def test_c7_a_state_saved_by_another_release_is_rebuilt(tmp_path):
+    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
+        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, json_object('package', '0.0.1'))")
+    assert sent_b[0] == sent_a[0]
+    notes = _rebuilt_events(db)
+    assert len(notes) == 1 and "saved by mxclaw_nb 0.0.1" in notes[0]["reason"]
+
+
 def test_c7_a_malformed_state_is_rebuilt_never_trusted(tmp_path):
     sent_a, sent_b, _b, db = _never_restarted_and_restarted(
-        tmp_path, tamper="UPDATE engine_state SET state = '{\"summary\": {\"version\": 1, \"n\": \"many\"}}'")
+        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, "
+                         "'{\"summary\": {\"version\": 1, \"n\": \"many\"}}')")
     assert sent_b[0] == sent_a[0]
     notes = _rebuilt_events(db)
     assert len(notes) == 1 and "malformed" in notes[0]["reason"]
