@@ -25,7 +25,7 @@ from IPython.utils.capture import capture_output
 
 from mxclaw_nb.demo.quirks import PROFILES, QUIRKS
 from mxclaw_nb.demo.server import TestServer
-from mxclaw_nb.provider.client import OpenAIProvider, ProviderError
+from mxclaw_nb.provider import OpenAIProvider, ProviderError
 from tests.helpers.shell import agent_shell
 from tests.test_provider_faults import assert_no_dangling_calls, assert_one_paragraph, drive, stored_rows
 
