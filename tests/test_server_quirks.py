@@ -153,6 +153,9 @@ ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk
     "usage_prompt_null": lambda ev, pl: _usages(ev)[-1]["prompt_tokens"] is None and pl["usage"]["prompt_tokens"]
     is None,
     "usage_total_only": lambda ev, pl: set(_usages(ev)[-1]) == {"total_tokens"} == set(pl["usage"]),
+    "usage_x_groq": lambda ev, pl: not _usages(ev) and any(
+        isinstance(e, dict) and e["x_groq"]["usage"]["prompt_tokens"] and e["choices"][0]["finish_reason"]
+        for e in ev if isinstance(e, dict) and "x_groq" in e),
     "tool_whole": lambda ev, pl: [json.loads(tc["function"]["arguments"]) for tc in _calls(ev)] == [a for _, a in
                                                                                                  CALLS],
     "tool_same_index": lambda ev, pl: {tc["index"] for tc in _calls(ev)} == {0} and len(_calls(ev)) == 2,

@@ -86,6 +86,12 @@ def counts_of(raw: Any) -> dict[str, int | None] | None:
             "cache_write_tokens": count(get("cache_creation_input_tokens"))}
 
 
+def _usage_x_groq(report: dict[str, int | None] | None, chunk: Any) -> dict[str, int | None] | None:
+    """No top-level usage, but `x_groq.usage` on the finish chunk (Groq): that report."""
+    extra = getattr(chunk, "x_groq", None)
+    return report if report is not None or not isinstance(extra, dict) else counts_of(extra.get("usage"))
+
+
 def _prompt_from_total(report: dict[str, int | None] | None, _chunk: Any) -> dict[str, int | None] | None:
     """prompt_tokens null, total and completion given: the prompt is their difference."""
     if report is None:
@@ -164,6 +170,7 @@ def _think_apart(message: dict[str, Any], _answer: Any) -> dict[str, Any]:
 NORMALISERS: dict[str, Normaliser] = {
     "usage_every_chunk": Normaliser("none", "the last report wins, field by field (`answer.Answer.add`)"),
     "usage_on_finish_chunk": Normaliser("none", "usage is read from whichever chunk carries it"),
+    "usage_x_groq": Normaliser("report", "the report under x_groq is the usage", _usage_x_groq),
     "usage_prompt_null": Normaliser("report", "prompt = total - completion", _prompt_from_total),
     "usage_zeros": Normaliser("report", "a prompt of 0 tokens is no report (T3)", _zeros_are_no_report),
     "usage_total_only": Normaliser("none", "neither prompt nor completion counted: no report (T3)"),
