@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FIXES", "NORMALISERS", "POINTS", "Normaliser", "count", "normalise", "read_arguments",
+__all__ = ["FIXES", "NORMALISERS", "POINTS", "Normaliser", "count", "field", "normalise", "read_arguments",
            "read_reasoning", "read_report", "read_text"]
 
 Fix = Callable[[Any, Any], Any]  # (the value at its point, the chunk or part it was read from) -> the value
@@ -68,6 +68,16 @@ def count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def field(obj: Any, key: str) -> Any:
+    """`obj.key`, or None. The client's objects are pydantic models that keep the fields OpenAI does not declare
+    (`reasoning_content`, `timings`, `x_groq`, ...) as extras: those are read from the extras directly, as a missed
+    attribute costs a raised and caught AttributeError on every chunk."""
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if isinstance(extra, dict) and key not in getattr(type(obj), "model_fields", ()):
+        return extra.get(key)
+    return getattr(obj, key, None)
+
+
 # -- the fixes -------------------------------------------------------------------------------------------------------
 
 def counts_of(raw: Any) -> dict[str, int | None] | None:
@@ -88,7 +98,7 @@ def counts_of(raw: Any) -> dict[str, int | None] | None:
 
 def _usage_x_groq(report: dict[str, int | None] | None, chunk: Any) -> dict[str, int | None] | None:
     """No top-level usage, but `x_groq.usage` on the finish chunk (Groq): that report."""
-    extra = getattr(chunk, "x_groq", None)
+    extra = field(chunk, "x_groq")
     return report if report is not None or not isinstance(extra, dict) else counts_of(extra.get("usage"))
 
 
@@ -112,7 +122,7 @@ def _zeros_are_no_report(report: dict[str, int | None] | None, _chunk: Any) -> d
 
 def _cache_from_timings(usage: Any, chunk: Any) -> Any:
     """llama.cpp's server reports its prompt cache as `timings.cache_n` beside usage (E1)."""
-    timings = getattr(chunk, "timings", None)
+    timings = field(chunk, "timings")
     if isinstance(timings, dict) and usage is not None:
         cached = count(timings.get("cache_n"))
         if cached is not None:
@@ -136,7 +146,7 @@ def _reasoning_field(reasoning: str, part: Any) -> str:
     """`reasoning` (OpenRouter, vLLM >= 0.10) where `reasoning_content` (DeepSeek, vLLM) is not sent."""
     if reasoning:
         return reasoning
-    value = getattr(part, "reasoning", None)
+    value = field(part, "reasoning")
     return value if isinstance(value, str) else ""
 
 
@@ -233,7 +243,7 @@ def read_text(part: Any) -> str:
 
 
 def read_reasoning(part: Any) -> str:
-    value = getattr(part, "reasoning_content", None)
+    value = field(part, "reasoning_content")
     return normalise("reasoning", value if isinstance(value, str) else "", part)  # type: ignore[no-any-return]
 
 
