@@ -131,8 +131,8 @@ class Agent:
                  shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask",
                  strategy: Any = "article") -> None:
         from mxclaw_nb.connect import resolve_provider
-        from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.provider.limits import Limits as WireLimits
+        from mxclaw_nb.provider.windows import context_window_for
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
