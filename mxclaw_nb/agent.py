@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb import events
+from mxclaw_nb import events, reentry
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
@@ -128,7 +128,7 @@ def _provider(s: Settings, api_key: str | None, env: dict[str, str]) -> Any:
 
 def _window(s: Settings, model: str, env: dict[str, str]) -> int:
     """The context window: the setting, else $MXCLAW_CONTEXT_WINDOW, else the model table (checked alike)."""
-    from mxclaw_nb.provider.client import context_window_for
+    from mxclaw_nb.provider.windows import context_window_for
 
     if s.context_window_tokens is not None:
         return int(s.context_window_tokens)
@@ -332,9 +332,12 @@ class Agent:
         if self._stored_session != self.session_id:  # the session was switched without new_session()
             self._reset_session_state()
             self._stored_session = self.session_id
+        first = not self._stored
         new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
         if new:
             self._stored.extend(new)
+            if first:  # C7: this process's first read of the session: continue the engine state saved with it
+                reentry.resume(self.store, self.session_id, self._cache, self._stored)
             self._users += sum(1 for m in new if isinstance(m, dict) and m.get("role") == "user")
         return self._stored
 
@@ -422,6 +425,7 @@ class Agent:
                               transcript=transcript, prefix=self._prefix, on_summary=on_summary)
             try:
                 result = run_turn(ctx, session_id, user, turn)
+                reentry.save(self.store, session_id, self._cache, self._sync_transcript())  # C7: for a restart
             finally:
                 rest = self._deltas.flush()
                 if rest:
