@@ -68,11 +68,34 @@ def test_s4_call_slider_redraws_only_the_call_and_replay_is_cached(lab: PolicyLa
     assert lab.redraws == {"timeline": timeline, "call": calls + 1}  # timeline untouched, the call redrawn
     assert lab.timeline.value == svg and lab.gauge.value != gauge
     before = lab.current
-    lab.window.value = 24_000  # the policy changed: a new replay, the timeline redrawn
+    lab.window.value = 24_000  # the policy changed: the call redrawn at once from its turn's replay
+    assert lab.redraws["call"] == calls + 2 and lab.data is not None
+    lab.wait()  # and the timeline once the whole replay, run in the background, is done
     assert lab.redraws["timeline"] == timeline + 1 and lab.current is not before
+    assert lab.data.record.after_tokens == lab.current.views[109].after_tokens
     assert lab.current.rows[0]["window"] == 24_000 and "window 24,000" in lab.status.value
     lab.window.value = 16_000  # back: the cached replay, not a new one
     assert lab.current is before
+
+
+@pytest.mark.parametrize("strategy", ["article", "masking", "clearing", "model-summary"])
+def test_s4_a_turn_replayed_alone_gives_the_whole_replays_views(strategy: str) -> None:
+    """C2: the engine rebuilds at each turn's first call, so the lab's live redraw (the chosen call's turn replayed
+    alone) shows the view the whole replay has, for every call."""
+    lab = PolicyLab({"long": long_session(160, per_turn=13)}, datasets=False, window=8_000, keep_recent=1_000,
+                    strategy=strategy, background=False)
+    policy = ContextPolicy(6_000, 0.7, 1_500, strategy=strategy_from(strategy))
+    whole: list[Any] = []
+    replay_messages(long_session(160, per_turn=13), policy, facts=False, views=whole)
+    assert (lab.transcript.value, policy) not in lab._cache
+    for call in range(1, len(whole) + 1):
+        view, _, iteration = lab.view_at(call, policy)
+        assert (view.messages, view.stage, view.after_tokens) == (whole[call - 1].messages, whole[call - 1].stage,
+                                                                   whole[call - 1].after_tokens), call
+        assert iteration == (call - 1) % 13 + 1
+    assert (lab.transcript.value, policy) not in lab._cache  # no whole replay was made
+    with pytest.raises(ValueError, match="must open a turn"):
+        replay_messages(long_session(40, per_turn=13), policy, facts=False, first_call=3)
 
 
 def test_c12_strategy_numbers_get_sliders_and_change_the_views(lab: PolicyLab) -> None:
