@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from mxclaw_nb.messages import Message, content_text, tool_call_args, tool_call_name
@@ -44,7 +45,6 @@ _NUMBER_RE = re.compile(
 _ERROR_RE = re.compile(
     r"Error|Exception|Traceback|(?i:\bfailed\b|tool failed|permission denied|forbidden|\binvalid\b|\berror:)"
 )
-_WS = re.compile(r"\s+")
 SHELL_TOOLS = frozenset({
     "bash", "shell", "sh", "run_shell", "run_command", "execute_command", "exec", "terminal", "run_terminal_cmd",
     "Bash", "local_shell", "container.exec",
@@ -61,7 +61,7 @@ class Fact(NamedTuple):
 
 def normalize(text: str) -> str:
     """Collapse runs of whitespace to one space and strip (how facts and views are compared)."""
-    return _WS.sub(" ", text).strip()
+    return " ".join(text.split())  # = re.sub(r"\s+", " ", text).strip(): `\s` is str.isspace on every code point
 
 
 def _clean_path(raw: str) -> str | None:
@@ -81,9 +81,16 @@ def path_tokens(text: str) -> set[str]:
     return {p for p in found if p}
 
 
+@lru_cache(maxsize=256)
+def _number_matches(text: str) -> frozenset[tuple[str, str, str]]:
+    """(digits, decimals, unit) of each number in `text` ("" for a missing group), each distinct match once; kept
+    for the last texts: a replay asks for a message's facts and for its view text, of the same text."""
+    return frozenset(_NUMBER_RE.findall(text))
+
+
 def number_tokens(text: str, *, facts_only: bool = False) -> set[str]:
     """Number tokens in ``text``; with ``facts_only`` only those that are facts (>= 3 digits, decimals, units)."""
-    found = set(_NUMBER_RE.findall(text))  # (digits, decimals, unit), "" for a missing group; each distinct once
+    found = _number_matches(text)
     if not facts_only:
         return {digits + decimals for digits, decimals, _ in found}
     return {digits + decimals for digits, decimals, unit in found

@@ -5,8 +5,9 @@ In JupyterLab and Debian's chromium a notebook builds a 500-call session (`tests
 the key press to the lab's status line showing the new redraw (gauge, inspector, cursor and status all updated, one
 animation frame later) is measured in the page with `performance.now()`; its median must be under 100 ms. The
 policy sliders (threshold ratio, tail budget) are moved the same way: their median too (the chosen call's turn is
-replayed alone, C2); the timeline follows when the whole replay of 500 calls is done (reported). Light and dark screenshots;
-then the notebook is saved, its kernel shut down and reopened: the snapshot shows the last state (no widget error).
+replayed alone, C2); the timeline follows when the whole replay of 500 calls is done (reported); a masking policy
+is moved too. Light and dark screenshots; then the notebook is saved, its kernel shut down and reopened: the
+snapshot shows the last state (no widget error).
 Screenshots go to $MXCLAW_SHOTS or a new temporary folder (printed).
 """
 
