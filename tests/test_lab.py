@@ -192,3 +192,37 @@ def test_n2_lab_inspector_html_is_the_inspectors_own(lab: PolicyLab) -> None:
     own = CompactionInspector(lab.data, max_rows=lab.max_rows).to_html()
     assert uid(InspectorHTML(lab.data, lab.max_rows).to_html()) == uid(own) == uid(lab.inspector.value)
     assert "placeholder" in own
+
+
+def test_s4_a_newer_policy_cancels_the_background_replay_and_a_failure_is_said() -> None:
+    """S4: moving on before the timeline's replay is done cancels it (only the last policy's timeline is drawn); a
+    replay that fails says so where the timeline was and raises from wait()."""
+    lab = PolicyLab({"long": long_session(300)}, datasets=False, window=16_000, keep_recent=2_000)
+    drawn = lab.redraws["timeline"]
+    with lab._lock:  # both moves before the first replay may draw (a loaded machine could finish it in between)
+        lab.window.value = 20_000
+        first = lab._job
+        lab.window.value = 21_000
+    assert first is not None and first.cancel.is_set() and lab._job is not first
+    lab.wait()
+    first.thread.join()
+    assert first.error is None  # cancelled (or finished unseen), not failed
+    assert lab.redraws["timeline"] == drawn + 1 and lab.current.rows[0]["window"] == 21_000  # only the last drawn
+    assert "window 21,000" in lab.status.value and "replay " in lab.status.value
+
+    # a whole replay that fails (a replay of every call, unlike the turn's): said in place of the timeline
+    import mxclaw_nb.widgets.lab as lab_module
+
+    def whole_fails(*args: Any, first_call: int = 1, **kw: Any) -> Any:
+        if first_call == 1:
+            raise RuntimeError("the store went away")
+        return replay_messages(*args, first_call=first_call, **kw)
+
+    lab.call.value = 250
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lab_module, "replay_messages", whole_fails)
+        lab.window.value = 22_000
+        assert lab.data is not None and "window 22,000" in lab.status.value  # the call was redrawn
+        with pytest.raises(RuntimeError, match="the store went away"):
+            lab.wait()
+    assert "the replay for the timeline failed: RuntimeError: the store went away" in lab.timeline.value

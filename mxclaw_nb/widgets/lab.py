@@ -399,7 +399,17 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
 
     def _background(self, key: tuple[str, ContextPolicy], other: ContextPolicy | None,
                     steps: Callable[..., Iterable[Any]]) -> Replayed:
-        full = self.replayed(key[1], label=key[0], steps=steps)
+        try:
+            full = self.replayed(key[1], label=key[0], steps=steps)
+        except _Cancelled:
+            raise
+        except Exception as exc:  # said where the timeline would be (and raised again by wait())
+            with self._lock:
+                if self._key == key:
+                    self.timeline.value = (f'<div style="{FONT}color:{MUTED}">the replay for the timeline failed: '
+                                           f'{esc(type(exc).__name__)}: {esc(str(exc))}</div>')
+                    self.plot.remove_class("mx-lab-stale")
+            raise
         with self._lock:
             if self._key == key:
                 self._full = full
