@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb import events
+from mxclaw_nb import events, reentry
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
@@ -131,8 +131,8 @@ class Agent:
                  shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask",
                  strategy: Any = "article") -> None:
         from mxclaw_nb.connect import resolve_provider
-        from mxclaw_nb.provider.client import context_window_for
         from mxclaw_nb.provider.limits import Limits as WireLimits
+        from mxclaw_nb.provider.windows import context_window_for
         from mxclaw_nb.store.writer import Store
 
         env = dict(os.environ) if env is None else env
@@ -302,9 +302,12 @@ class Agent:
         if self._stored_session != self.session_id:  # the session was switched without new_session()
             self._reset_session_state()
             self._stored_session = self.session_id
+        first = not self._stored
         new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
         if new:
             self._stored.extend(new)
+            if first:  # C7: this process's first read of the session: continue the engine state saved with it
+                reentry.resume(self.store, self.session_id, self._cache, self._stored)
             self._users += sum(1 for m in new if isinstance(m, dict) and m.get("role") == "user")
         return self._stored
 
@@ -392,6 +395,7 @@ class Agent:
                               transcript=transcript, prefix=self._prefix, on_summary=on_summary)
             try:
                 result = run_turn(ctx, session_id, user, turn)
+                reentry.save(self.store, session_id, self._cache, self._sync_transcript())  # C7: for a restart
             finally:
                 rest = self._deltas.flush()
                 if rest:

@@ -410,6 +410,10 @@ def _call_model(ctx: TurnContext, session_id: str, view_input: list[Message], se
     if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
         view = _model_summary(ctx, session_id, view_input, seqs, turn, it, view, carried)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
+    if getattr(ctx.cache, "resume_note", None):  # C7: a saved engine state did not fit: rebuilt once, said so
+        _emit(ctx, session_id, "context.state_rebuilt", {"reason": ctx.cache.resume_note, "session_id": session_id},
+              turn, it)
+        ctx.cache.resume_note = None
     retry = False
     while True:
         result.views.append(view)

@@ -20,7 +20,7 @@ import pytest
 from mxclaw_nb.connect import demo_provider, resolve_provider
 from mxclaw_nb.demo.model import DEMO_MODEL, MAX_TOOL_CALLS, copy_demo_workspace, next_reply
 from mxclaw_nb.demo.server import TestServer, count_prompt_tokens
-from mxclaw_nb.provider.client import (
+from mxclaw_nb.provider import (
     DEFAULT_CONTEXT_WINDOW,
     OpenAIProvider,
     ProviderError,

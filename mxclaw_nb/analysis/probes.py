@@ -415,7 +415,7 @@ def _provider(spec: Any, **kw: Any) -> Any:
 
 def _ask(provider: Any, messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
     """(reply text, error message): a failed call is recorded, not scored as wrong."""
-    from mxclaw_nb.provider.client import ProviderError
+    from mxclaw_nb.provider.errors import ProviderError
 
     try:
         out = provider.complete(messages, None)

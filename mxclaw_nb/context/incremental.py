@@ -507,3 +507,14 @@ def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[
                      calibration)
     cache.slots = [prefix, *slots][: 2 if append_only else 1]
     cache.prefix, cache.summary = prefix, summary
+
+
+def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
+    """C7: the C6 state of the session cache's longest prefix (the whole stored transcript the first call of a
+    turn builds from) as plain data, for another process to continue (`TokenCache.resume_summary`); None when
+    no summary was built over it."""
+    slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if p.summary is not None]
+    if not slots:
+        return None
+    snapshot: dict[str, Any] | None = max(slots, key=lambda p: p.length).summary.snapshot()
+    return snapshot

@@ -278,19 +278,31 @@ def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: in
     if summarize is build_structured_summary and cache is not None:
         # same text, but only the old messages added since the last call are scanned
         prefix = cache.prefix
-        if cache.summary is None:
-            cache.summary = StructuredSummaryState()
-            if prefix is not None:
-                prefix.summary = cache.summary
         # plan_and_count drops this state whenever the transcript did not just grow (see there)
         old_part = (_From(step_messages, lead, lead + conv.tail) if cache.append_only
                     and isinstance(conv.messages, _From) else _head(conv.messages, conv.tail))
+        if cache.summary is None:
+            cache.summary = _resumed(cache, old_part) or StructuredSummaryState()
+            if prefix is not None:
+                prefix.summary = cache.summary
         text = cache.summary.summary(old_part, unchanged_content=True, trusted=cache.append_only)
     else:
         text = summarize(_head(conv.messages, conv.tail))
     if not isinstance(text, str):
         raise TypeError(f"summariser returned {type(text).__name__}, not str")
     return display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
+
+
+def _resumed(cache: TokenCache, old_part: Sequence[Message]) -> StructuredSummaryState | None:
+    """C7: the C6 state another process saved, continued over `old_part` (None when there is none, or when it
+    does not fit: then `cache.resume_note` says why, and the state is built from scratch, once)."""
+    saved, cache.resume_summary = cache.resume_summary, None
+    if saved is None or not cache.append_only:
+        return None
+    state, why = StructuredSummaryState.resumed(saved, old_part)
+    if state is None:
+        cache.resume_note = why
+    return state
 
 
 def recall_line(recall_of: Callable[[int], int | None], steps: Sequence[int]) -> str:

@@ -180,6 +180,10 @@ class TokenCache:
         self.prefix: Any = None  # the last build's repair plan, reused when the transcript only grew
         self.slots: list[Any] = []  # the prefixes kept (incremental._Prefix): the last build's first
         self.summary: Any = None  # a summary.StructuredSummaryState, made by the first summary build
+        # C7: a C6 state saved by another process (`StructuredSummaryState.snapshot`, plain data), continued by
+        # the first summary build instead of a rescan; `resume_note` says why it could not be (then rebuilt once)
+        self.resume_summary: Any = None
+        self.resume_note: str | None = None
         self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
