@@ -110,6 +110,13 @@ def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(
                 for slider in sliders * 3:  # every move a policy not replayed yet (nothing cached)
                     ms = page.evaluate(MOVE_JS, [slider, key])
                     policy_times.setdefault(f"{strategy}: {slider}", []).append(ms)
+                    if strategy == "masking" and not (shots / "policy-lab-replaying-light.png").exists():
+                        # the state between the redraw and the timeline's replay (shot only if still there)
+                        state = page.locator(f"{PANEL} .mx-lab-state").first
+                        if state.get_attribute("data-timeline") == "0":
+                            state.evaluate("e => e.scrollIntoView({block: 'start'})")
+                            time.sleep(0.1)
+                            page.locator(PANEL).screenshot(path=str(shots / "policy-lab-replaying-light.png"))
                     page.wait_for_function(timeline, timeout=60_000)
                     _idle(page)
 
