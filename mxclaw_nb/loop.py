@@ -38,6 +38,7 @@ from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.events import Subscriber
 from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, content_text, tool_call_name
 from mxclaw_nb.records import SUMMARY_CALL, RequestRecord, record_of_view
+from mxclaw_nb.settings import Settings
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
 COMMIT_AFTER = 0.5  # L4: seconds an iteration's appends may wait for its one commit (Store.deferred)
@@ -113,7 +114,7 @@ class TurnContext:
     on_usage: Callable[[list[Message], int | None], None]
     emit: Subscriber
     cache: TokenCache
-    max_iterations: int = 20
+    settings: Settings = field(default_factory=Settings)  # N1: the session's settings (a new one: read it here)
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
     # the stored transcript when the caller keeps it across turns (Agent: read once, extended); None = load it
     transcript: list[Message] | None = None
@@ -215,11 +216,11 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
         stored = list(view_input) if user_seq == len(transcript) else None
         while True:
-            if result.iterations >= ctx.max_iterations:
+            if result.iterations >= (limit := ctx.settings.max_iterations):
                 result.status = "max_iterations"
-                result.text = (f"Stopped after {ctx.max_iterations} model calls without a final answer "
+                result.text = (f"Stopped after {limit} model calls without a final answer "
                                "(max-iterations bound). Everything so far is stored; send another message to go on.")
-                _emit(ctx, session_id, "turn.max_iterations", {"limit": ctx.max_iterations}, turn, result.iterations)
+                _emit(ctx, session_id, "turn.max_iterations", {"limit": limit}, turn, result.iterations)
                 break
             result.iterations += 1
             it = result.iterations
