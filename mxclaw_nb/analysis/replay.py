@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from itertools import compress
-from operator import not_
+from itertools import compress, count, islice
+from operator import is_not, not_
 from typing import Any
 
 import pandas as pd
@@ -45,6 +45,7 @@ from mxclaw_nb.analysis.facts import (
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.cache_variants import cache_variant, choose
+from mxclaw_nb.context.incremental import continued_input
 from mxclaw_nb.context.micro import is_typed_placeholder
 from mxclaw_nb.context.model_summary import summary_prompt
 from mxclaw_nb.context.prefix import shared_prefix
@@ -128,6 +129,23 @@ class SessionCaches:
         self.facts = ContentCache(extract_facts)
         self.views = ContentCache(message_view)
         self.exact = IdCache(exact.count) if exact is not None else None
+        # typed_count: the last messages counted (kept alive, so compared by identity) and their running counts
+        self._typed_prev: list[Message] = []
+        self._typed_cum: list[int] = [0]
+
+    def typed_count(self, messages: list[Message]) -> int:
+        """K2: how many of `messages` are tool results holding a typed placeholder. Consecutive replayed views share
+        most of their message dicts, in order: the count of the part shared with the last view asked about (found
+        at C speed, by identity) is reused, and only the rest is looked at."""
+        prev, cum = self._typed_prev, self._typed_cum
+        m = next(compress(count(), map(is_not, messages, prev)), min(len(messages), len(prev)))
+        del cum[m + 1:]
+        total = cum[m]
+        for msg in islice(messages, m, None):
+            total += msg.get("role") == "tool" and is_typed_placeholder(msg.get("content"))
+            cum.append(total)
+        self._typed_prev = messages
+        return total
 
     def token_cache(self, policy: ContextPolicy) -> TokenCache:
         """The TokenCache for this policy's counter (a different counter would clear a shared one)."""
@@ -225,8 +243,7 @@ class _Chain:
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
         trace = _trace(view)
-        if (isinstance(trace.sent_sources, range) and isinstance(trace.step_sources, range)
-                and trace.step_sources == range(len(self.pos_map))):  # sent as it came: the map only grows
+        if _as_came(trace, len(self.pos_map)):  # sent as it came: the map only grows
             self.pos_map += range(start, end)
             self.synthetic = set()
             return
@@ -300,8 +317,7 @@ class _ContinuedSeqs(Sequence[Any]):
     def __init__(self, chain: _Chain, view: RequestView, start: int) -> None:
         self.pos_map, self.view, self.start = chain.pos_map, view, start
         t = _trace(view)
-        self.same = (isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
-                     and t.step_sources == range(len(self.pos_map)))
+        self.same = _as_came(t, len(self.pos_map))
         self.n = len(self.pos_map) if self.same else len(view.messages)
         self._sources: list[int | None] | None = None  # view.sources, built on the first lookup (it is O(n))
 
@@ -317,6 +333,14 @@ class _ContinuedSeqs(Sequence[Any]):
             self._sources = self.view.sources
         s = self._sources[p]
         return None if s is None else self.pos_map[s]
+
+
+def _as_came(trace: Trace, n: int) -> bool:
+    """Every one of the `n` input positions is a step sent in place (unchanged, or micro's placeholders in place):
+    the next input's positions are this one's (checked at C speed)."""
+    steps, sent = trace.step_sources, trace.sent_sources
+    return (isinstance(steps, range) and steps == range(n)
+            and (isinstance(sent, range) or (len(sent) == n and sent == list(range(n)))))
 
 
 def _trace(view: RequestView) -> Trace:
@@ -388,17 +412,21 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         if not 1 < first_call <= len(calls) or turns[calls[first_call - 1] - 1] == turns[calls[first_call - 2] - 1]:
             raise ValueError(f"first_call must open a turn among the {len(calls)} calls, got {first_call!r}")
     steps: Any = enumerate(calls[first_call - 1:], first_call)
+    aware, pstate = cache_variant(policy) is not None, None
     if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
         from tqdm.auto import tqdm
 
         bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
         steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
                     leave=False)
-    aware, pstate = cache_variant(policy) is not None, None
     summarized: set[str] = set()  # C11: recorded summaries already sent (their call is counted once)
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
-        continued = None if view is None else view.next_input(msgs[prev:i])
+        continued = None
+        if view is not None and not rebuilt:  # C7: the view's own plan seeds the next build's (O(new) per call)
+            continued = continued_input(view, msgs[prev:i], cache, policy.counter)
+        elif view is not None and aware:
+            continued = view.next_input(msgs[prev:i])
         inputs = msgs[:i] if rebuilt else continued
         # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
         cont_seqs = None if view is None else _ContinuedSeqs(chain, view, prev)
@@ -438,8 +466,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
-            "typed_placeholders": sum(1 for m in view.messages if m.get("role") == "tool"
-                                      and is_typed_placeholder(m.get("content"))),  # K2
+            "typed_placeholders": caches.typed_count(view.messages),  # K2
             "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
             "over_threshold": view.over_threshold,
             "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`

@@ -30,8 +30,10 @@ from itertools import compress, repeat
 from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
-from mxclaw_nb.context.repair import Planned, plan_counted
+from mxclaw_nb.context.micro import FACTS_KEY
+from mxclaw_nb.context.repair import Planned, append_result, plan_counted
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
+from mxclaw_nb.context.view import RequestView, raw
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
 
 _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
@@ -302,6 +304,7 @@ class _Prefix:
     counter_key: Any
     summary: Any = None  # this prefix's summary.StructuredSummaryState (made by the first summary build)
     calibration: _Calibration | None = None  # per-step keys and scaled counts under a calibrated counter
+    continued: bool = False  # planned from a view's own plan (`continued_input`) or grown from one (C7)
 
 
 def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
@@ -504,7 +507,7 @@ def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[
     # the calibrated counting state of this build (plan_and_count leaves it on the cache), else none
     calibration = cache.__dict__.pop("_calibration_made", None) if _is_calibrated(counter_key) else None
     prefix = _Prefix(inputs, len(inputs), contents, calls, planned, resume, resume_step, counter_key, summary,
-                     calibration)
+                     calibration, reuse is not None and reuse.continued)
     cache.slots = [prefix, *slots][: 2 if append_only else 1]
     cache.prefix, cache.summary = prefix, summary
 
@@ -518,3 +521,55 @@ def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
         return None
     snapshot: dict[str, Any] | None = max(slots, key=lambda p: p.length).summary.snapshot()
     return snapshot
+
+
+def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCache | None,
+                    counter_key: Any = None) -> list[Any]:
+    """C7: `view.next_input(appended)`, the next build's input within a turn; with a session cache
+    (`append_only`) whose last build made `view` with placeholders, that input's plan is also kept on the cache,
+    made from the view's own: the next build then plans only `appended` (O(new)) instead of the whole input,
+    whose placeholders break reuse of the prefix the view was built from.
+
+    The seeded plan is the one `plan_counted` would make of `view.next_input()`: the view is C4-repaired (every
+    result right after its call, nothing to drop or add) so the plan is the identity with the view's messages as
+    the sent forms and the view's counts; a placeholder made by this build is a tool result that planning puts
+    through `append_result` again (done here, for it alone: the carried ones already were). Only C1 counts, the
+    micro stage and views without synthetic results; else nothing is seeded (the plain path plans it)."""
+    trace = view.trace
+    if (cache is None or not cache.append_only or counter_key is not None or trace is None or view.stage != "micro"
+            or trace.runs is None or not isinstance(trace.step_sources, range)
+            or any(action != "placeholder" for _a, _b, action in trace.runs)):  # only micro's own placeholders
+        return view.next_input(appended)
+    m = len(view.messages)
+    if len(trace.step_sources) == m and trace.sent_sources == list(range(m)):
+        # every step sent in place (micro): `next_input` at C speed, the originals (and the placeholders carried
+        # as inputs) with this build's placeholders put in; the same list
+        steps = raw(trace.step_messages)
+        out = list(steps[:m])
+        for a, b, _action in trace.runs:
+            for k in range(a, b):
+                out[k] = view.messages[k] if FACTS_KEY not in steps[k] else {**view.messages[k],
+                                                                              FACTS_KEY: steps[k][FACTS_KEY]}
+        out += appended
+    else:
+        out = view.next_input(appended)
+    mine = out[:m]
+    sent = list(view.messages)
+    tokens = list(trace.sent_tokens)
+    step_of = raw(trace.sent_of_step)
+    for a, b, _action in trace.runs:
+        for k in range(a, b):
+            p = step_of[k]
+            if p is None:
+                return out
+            msg = mine[p]
+            one: list[Any] = []
+            counts: list[int] = []
+            append_result(msg, str(msg.get("tool_call_id")), one, counts)
+            sent[p], tokens[p] = one[0], counts[0]
+    planned = Planned(range(m), mine, {}, sent, tokens, None)
+    planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout_of(planned))
+    resume, resume_step = _resume_point(mine, planned.sources)
+    seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True)
+    cache.slots = [seeded, *(p for p in cache.slots if not p.continued)][:2]
+    return out

@@ -185,6 +185,12 @@ class TokenCache:
         self.resume_summary: Any = None
         self.resume_note: str | None = None
         self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
+        # C5/C7: messages (by identity, kept alive here) that never get a placeholder (`micro.stays`): a turn's
+        # carried placeholders are not looked at again by every later build (append-only caches only)
+        self.stays: dict[int, Message] = {}
+        # C5: placeholders made before, by the original's identity: (original, its sent form, seq named,
+        # placeholder, its C1 count, characters replaced); a turn's rebuild reuses them (`pipeline.placeholders`)
+        self.placeholders: dict[int, tuple[Message, Message, int | None, Message, int, int]] = {}
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
                ) -> tuple[int, Message]:
