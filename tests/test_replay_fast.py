@@ -49,7 +49,7 @@ def _both(messages: list[Any], policy: ContextPolicy, monkeypatch: pytest.Monkey
     plain_views: list[Any] = []
     caches = SessionCaches()
     token_cache = caches.token_cache(policy)
-    token_cache.stays, token_cache.placeholders = _Forget(), _Forget()
+    token_cache.stays, token_cache.placeholders, token_cache.replanned = _Forget(), _Forget(), _Forget()
     with monkeypatch.context() as m:
         m.setattr(replay_mod, "continued_input", lambda view, appended, cache, counter=None:
                   view.next_input(appended))

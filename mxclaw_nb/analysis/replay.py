@@ -204,6 +204,7 @@ class _Chain:
         # R2: the same for the compacted messages a placeholder or a summary's range names (recallable)
         self.named, self.named_counts = set[int](), dict[Fact, int]()
         self.action_counts: dict[str, int] = {}  # action -> transcript messages in that state (kept: the rest)
+        self.settled = 0  # pos_map[:settled] all hold a kept or placeholder message (or an engine-made one)
         self._resync = False
         if previous is not None and previous.facts_of is facts_of:  # a new turn: start from the last turn's facts
             self.members, self.fact_counts, self._resync = previous.members, previous.fact_counts, True
@@ -247,6 +248,7 @@ class _Chain:
             self.pos_map += range(start, end)
             self.synthetic = set()
             return
+        self.settled = 0
         self.pos_map = [None if s is None else self.pos_map[s] for s in view.sources] + list(range(start, end))
         self.synthetic = {p for p, k in enumerate(trace.sent_sources)
                           if k is not None and trace.step_sources[k] is None}
@@ -273,7 +275,9 @@ class _Chain:
         unchanged view costs what its new messages cost)."""
         sources = trace.step_sources
         assert isinstance(sources, range)
-        ts = self.pos_map[sources.start:sources.stop]
+        # the settled prefix of the map is kept or placeholder already (only appended positions are new, C7)
+        lo = min(self.settled, sources.stop) if sources.start == 0 else sources.start
+        ts = self.pos_map[lo:sources.stop]
         # a kept step keeps a placeholder state (the C7 input carries the placeholder) and leaves "kept" as is
         changed = compress(ts, map(not_, map(_STAYING.__contains__, map(self.state.get, ts))))
         for t in changed:
@@ -287,8 +291,11 @@ class _Chain:
                 if action == "kept" and self.state.get(t) == "placeholder":
                     continue
                 self._set(t, action, touched)
+        settled = sources.start == 0 and all(action in _STAYING for _a, _b, action in trace.runs or ())
+        self.settled = sources.stop if settled else 0
 
     def _record_steps(self, trace: Trace, touched: list[int]) -> int:
+        self.settled = 0
         synthetic = 0
         for k, src in enumerate(trace.step_sources):
             action = trace.actions[k]

@@ -16,7 +16,9 @@ messages it sees are values that are never edited in place (stored rows, SPEC S2
 that the previous input is a prefix of the new one (one list comparison at C speed, by identity first),
 not every content object, so a rebuild after one new message is O(new) plus a few whole-list copies.
 It keeps two prefixes: the whole stored transcript (the first call of each turn) and the turn's own
-C7 input (later calls), so neither evicts the other.
+C7 input (later calls), so neither evicts the other. A view with placeholders makes a C7 input that extends
+no planned prefix; `continued_input` plans it from the view itself (the view is already repaired), so the
+turn's later builds stay O(new) under masking and clearing too.
 """
 
 from __future__ import annotations
@@ -557,16 +559,24 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
     sent = list(view.messages)
     tokens = list(trace.sent_tokens)
     step_of = raw(trace.sent_of_step)
+    replanned = cache.replanned
     for a, b, _action in trace.runs:
         for k in range(a, b):
             p = step_of[k]
             if p is None:
                 return out
             msg = mine[p]
+            hit = replanned.get(id(msg))
+            if hit is not None and hit[0] is msg:  # the same placeholder as an earlier turn's (pipeline.placeholders)
+                sent[p], tokens[p] = hit[1], hit[2]
+                continue
             one: list[Any] = []
             counts: list[int] = []
             append_result(msg, str(msg.get("tool_call_id")), one, counts)
             sent[p], tokens[p] = one[0], counts[0]
+            if len(replanned) > cache.max_entries:
+                replanned.clear()
+            replanned[id(msg)] = (msg, one[0], counts[0])
     planned = Planned(range(m), mine, {}, sent, tokens, None)
     planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout_of(planned))
     resume, resume_step = _resume_point(mine, planned.sources)

@@ -272,16 +272,16 @@ def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: S
     made = cache.placeholders if known is not None and policy.counter is None else None  # type: ignore[union-attr]
     for k in steps:
         msg = step_messages[k]
-        if known is not None and stays(msg):
-            known[id(msg)] = msg
-            continue
-        seq = None if recall is None else recall(k)
         hit = None if made is None else made.get(id(msg))
+        seq = None if recall is None else recall(k)
         if hit is not None and hit[0] is msg and hit[1] is sent[k] and hit[2] == seq:
             # the same original, sent form and seq as a build before (a later turn's rebuild, C2): the same
             # placeholder (message dicts are values; C1 counts only)
             out[k], counts[k] = hit[3], hit[4]
             chars += hit[5]
+            continue
+        if known is not None and stays(msg):
+            known[id(msg)] = msg
             continue
         text = placeholder_for(msg, seq)
         if text is not None:

@@ -191,6 +191,8 @@ class TokenCache:
         # C5: placeholders made before, by the original's identity: (original, its sent form, seq named,
         # placeholder, its C1 count, characters replaced); a turn's rebuild reuses them (`pipeline.placeholders`)
         self.placeholders: dict[int, tuple[Message, Message, int | None, Message, int, int]] = {}
+        # C7: a placeholder's form when planned again as the next input (`incremental.continued_input`), by identity
+        self.replanned: dict[int, tuple[Message, Message, int]] = {}
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
                ) -> tuple[int, Message]:
