@@ -543,7 +543,8 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
             or any(action != "placeholder" for _a, _b, action in trace.runs)):  # only micro's own placeholders
         return view.next_input(appended)
     m = len(view.messages)
-    if len(trace.step_sources) == m and trace.sent_sources == list(range(m)):
+    in_place = len(trace.step_sources) == m and trace.sent_sources == list(range(m))
+    if in_place:
         # every step sent in place (micro): `next_input` at C speed, the originals (and the placeholders carried
         # as inputs) with this build's placeholders put in; the same list
         steps = raw(trace.step_messages)
@@ -578,8 +579,27 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
                 replanned.clear()
             replanned[id(msg)] = (msg, one[0], counts[0])
     planned = Planned(range(m), mine, {}, sent, tokens, None)
-    planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout_of(planned))
+    layout = _continued_layout(cache, trace, planned) if in_place else layout_of(planned)
+    planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout)
     resume, resume_step = _resume_point(mine, planned.sources)
     seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True)
     cache.slots = [seeded, *(p for p in cache.slots if not p.continued)][:2]
     return out
+
+
+def _continued_layout(cache: TokenCache, trace: Any, planned: Planned) -> Layout:
+    """The layout of a plan seeded from a micro view that sent every step in place: the layout of the build
+    that made the view (the same steps and roles, in the same order), its totals moved by this build's
+    placeholders only (O(new)); made afresh when that build's plan is not the cache's last one."""
+    last = cache.prefix
+    m = len(planned.sources)
+    if (last is None or last.planned.layout is None or last.planned.messages is not raw(trace.step_messages)
+            or len(last.planned.layout.roles) != m or last.planned.estimates is not None):
+        return layout_of(planned)
+    old, before = last.planned.layout, raw(trace.tokens)
+    total, tool_total = old.total, old.tool_total
+    for a, b, _action in trace.runs:
+        for k in range(a, b):  # a placeholder replaces a tool step (a C5 placeholder is a tool result)
+            total += planned.tokens[k] - before[k]
+            tool_total += max(planned.tokens[k], 0) - max(before[k], 0)
+    return Layout(old.roles[:m], list(old.systems), total, tool_total)
