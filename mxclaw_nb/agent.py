@@ -11,7 +11,6 @@ estimate until the provider reports usage in the session, then the calibrated co
 from __future__ import annotations
 
 import base64
-import difflib
 import inspect
 import os
 import sys
@@ -47,6 +46,7 @@ from mxclaw_nb.settings import (
     Settings,
     check_setting,
     human_bytes,
+    unknown_keyword,
 )
 from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
@@ -178,11 +178,7 @@ def _unknown_keyword(name: str) -> str:
     if name in SETTING:
         return (f"Agent() has no argument {name!r}: it is a notebook setting (%agent config {name}=..., "
                 f"%config AgentMagics.{name})")
-    known = (*AGENT_KEYS, *_OBJECTS)
-    near = [*difflib.get_close_matches(name, known, n=3, cutoff=0.6)]
-    near += [k for k in known if len(name) >= 3 and name.lower() in k and k not in near][:3]
-    hint = f"; did you mean {' or '.join(near)}?" if near else f"; the settings are {', '.join(AGENT_KEYS)}"
-    return f"Agent() got an unexpected keyword argument {name!r}{hint}"
+    return unknown_keyword("Agent()", name, (*AGENT_KEYS, *_OBJECTS), AGENT_KEYS)
 
 
 class Agent:
