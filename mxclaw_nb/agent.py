@@ -117,13 +117,9 @@ def _live_strategy(spec: Any) -> Any:
 def _provider(s: Settings, api_key: str | None, env: dict[str, str]) -> Any:
     """The provider the settings name (the demo when none is configured; L2, L7, L10)."""
     from mxclaw_nb.connect import resolve_provider
-    from mxclaw_nb.provider.limits import Limits as WireLimits
 
-    return resolve_provider(model=s.model, base_url=s.base_url, api_key=api_key, env=env,
-                            call_deadline=s.call_deadline,
-                            limits=WireLimits(s.max_tool_args_bytes, s.max_answer_bytes, s.max_stream_line_bytes),
-                            max_tokens=s.max_tokens, stream=bool(s.stream),
-                            text_calls=None if s.text_calls == "auto" else s.text_calls == "on")
+    # the provider reads its own settings (stream, deadline, bounds, ...) from the one object (N1)
+    return resolve_provider(model=s.model, base_url=s.base_url, api_key=api_key, env=env, settings=s)
 
 
 def _window(s: Settings, model: str, env: dict[str, str]) -> int:
