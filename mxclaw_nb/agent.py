@@ -183,6 +183,8 @@ class Agent:
     Its settings are one frozen `Settings` (`agent.settings`): `Agent(settings=Settings(...))`, keyword
     overrides of its fields (`Agent(approval="allow")`), or both; `db` may also be an open `Store`."""
 
+    _policy: ContextPolicy
+
     def __init__(self, workspace: str | Path | None = None, db: Any = None, *, settings: Settings | None = None,
                  session_id: str | None = None, provider: Any = None,
                  approver: Callable[[str], bool | None] | None = console_approver, home: str | Path | None = None,
@@ -200,6 +202,7 @@ class Agent:
         self.provider = _provider(s, api_key, env) if provider is None else provider
         self.store = store or Store(s.db)
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
+        self._tools_seen: tuple[object, int] | None = None  # the registry and its version `policy` was made from
         self.policy = ContextPolicy(_window(s, self.provider.model, env), s.threshold_ratio, s.keep_recent_tokens,
                                     strategy=None if strategy.name == "article" else strategy)
         self.calibrated, self._exact = CalibratedCounter(), _exact_counter(s.counter)
@@ -210,14 +213,29 @@ class Agent:
         self._deltas, self.home = StreamRedactor(), None if home is None else Path(home)
         self.workspace = self._resolve_workspace(s.workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
-        # T1-T3/N2: the tool definitions every request carries, counted as their own layer (data for the engine)
-        self.policy = replace(self.policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
         self._subscribers: list[Subscriber] = []
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
         # never leaves empty sessions behind; whether it is stored is checked on the first turn.
         self.session_id, self._session_stored = session_id or uuid.uuid4().hex, False
         self._tool_context()  # validate approval, workspace and the shell settings early
+
+    @property
+    def policy(self) -> ContextPolicy:
+        """The session's context policy; its tool-definitions layer (T1-T3, N2) is the tools registered now, so a
+        tool registered after construction (`agent.tools.register(...)`) is counted in the estimate it is sent
+        with. Derived again only when the registry (or its version counter) changed."""
+        seen = (self.tools, self.tools.version)
+        if self._tools_seen is None or self._tools_seen[0] is not seen[0] or self._tools_seen[1] != seen[1]:
+            self._tools_seen = seen
+            self._policy = replace(self._policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: ContextPolicy) -> None:
+        if value.tool_definitions is not getattr(self, "_policy", value).tool_definitions:
+            self._tools_seen = None  # a policy made afresh: its tool definitions are derived from the registry
+        self._policy = value
 
     @property
     def approval(self) -> str:
