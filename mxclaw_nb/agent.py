@@ -225,7 +225,7 @@ class Agent:
         """The session's context policy; its tool-definitions layer (T1-T3, N2) is the tools registered now, so a
         tool registered after construction (`agent.tools.register(...)`) is counted in the estimate it is sent
         with. Derived again only when the registry (or its version counter) changed."""
-        seen = (self.tools, self.tools.version)
+        seen = (self.tools, getattr(self.tools, "version", 0))  # a registry of one's own may not count
         if self._tools_seen is None or self._tools_seen[0] is not seen[0] or self._tools_seen[1] != seen[1]:
             self._tools_seen = seen
             self._policy = replace(self._policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
