@@ -303,6 +303,7 @@ class _ContinuedSeqs(Sequence[Any]):
         self.same = (isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
                      and t.step_sources == range(len(self.pos_map)))
         self.n = len(self.pos_map) if self.same else len(view.messages)
+        self._sources: list[int | None] | None = None  # view.sources, built on the first lookup (it is O(n))
 
     def __len__(self) -> int:  # only the carried part is bounded; new positions map past it
         return 1 << 62
@@ -312,7 +313,9 @@ class _ContinuedSeqs(Sequence[Any]):
             return self.start + (p - self.n)
         if self.same:
             return self.pos_map[p]
-        s = self.view.sources[p]
+        if self._sources is None:
+            self._sources = self.view.sources
+        s = self._sources[p]
         return None if s is None else self.pos_map[s]
 
 
@@ -349,9 +352,14 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
                     progress: bool | Callable[..., Any] = False,
-                    views: list[RequestView] | None = None) -> list[dict[str, Any]]:
+                    views: list[RequestView] | None = None, first_call: int = 1) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
-    every simulated call's RequestView (e.g. to compare them with what a live run sent)."""
+    every simulated call's RequestView (e.g. to compare them with what a live run sent).
+
+    ``first_call``: simulate only the calls from this one on, which must open a turn (C2: the engine rebuilds
+    there from the stored transcript, so its views and the rest of its turn are those of the whole replay; what
+    carries over turns is not: the facts columns (refused) and the E2 shared-prefix columns of that first call).
+    The cache-aware variants may carry a view over a turn boundary (E4): refused for them."""
     msgs = list(messages)
     caches = caches or SessionCaches()
     cache = caches.token_cache(policy)
@@ -373,7 +381,13 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     view: RequestView | None = None
     chain, prev = _Chain(0), 0
     calls = call_positions(msgs)
-    steps: Any = enumerate(calls, 1)
+    if first_call != 1:
+        if facts or cache_variant(policy) is not None:
+            raise ValueError("first_call > 1 needs facts=False and a policy that rebuilds at each turn "
+                             "(not a -cache variant)")
+        if not 1 < first_call <= len(calls) or turns[calls[first_call - 1] - 1] == turns[calls[first_call - 2] - 1]:
+            raise ValueError(f"first_call must open a turn among the {len(calls)} calls, got {first_call!r}")
+    steps: Any = enumerate(calls[first_call - 1:], first_call)
     if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
         from tqdm.auto import tqdm
 

@@ -383,28 +383,38 @@ CELLS = [
         structured summary), `masking` (observation masking: the last `keep_last` tool results verbatim, older
         ones as placeholders on **every** call, whatever the threshold) and `clearing` (age-based clearing over a
         trigger: every old tool result but the last `keep_last`, at least `clear_at_least` tokens a step, never
-        the `exclude_tools`). All keep the C4 repair, the C3 safe tail and the C8 fallback. One table, same base
+        the `exclude_tools`), and `model-summary` (SPEC C11: the article's ladder with the summary written by a
+        model call). All keep the C4 repair, the C3 safe tail and the C8 fallback. One table, same base
         policy, same conversations: *calls compacted* are the simulated calls whose view was compacted; of the facts
         of the compacted messages (paths, errors, numbers, commands), *visible* are still in the view, *recallable*
         are not but sit in a message a placeholder (`recall #41`) or a summary's range names (SPEC C13, R2: the
-        `recall` tool fetches it), *lost* are neither (a fallback window dropped them).
+        `recall` tool fetches it), *lost* are neither (a fallback window dropped them). *summary calls* are the model
+        summary calls the strategy makes and *summary call tokens* their prompt tokens; *summary source* says where
+        the summaries came from. These shipped transcripts have no recorded model summaries and a replay makes no
+        model call, so `model-summary` is replayed with the **C6 stand-in**: the structured summary is sent where the
+        model's would be (its other columns equal `article`'s), and its summary calls are the calls it *would*
+        make, their tokens the C1 estimate of each request (not a reported figure). A session whose summaries were
+        recorded live replays them instead (`summary source` "recorded").
         """
     ),
     code(
         """
         STRATEGIES = [{**BASE, "strategy": "article"}, {**BASE, "strategy": "masking", "keep_last": 3},
-                      {**BASE, "strategy": "clearing", "keep_last": 3}]
+                      {**BASE, "strategy": "clearing", "keep_last": 3}, {**BASE, "strategy": "model-summary"}]
         side = compare(real, STRATEGIES, progress=False)
         table = side.groupby("policy", sort=False).agg(
             calls=("call", "size"), calls_compacted=("compacted", "sum"), saved_tokens=("saved_tokens", "sum"),
             full_tokens=("full_tokens", "sum"), facts_total=("facts_total", "sum"),
             facts_visible=("facts_visible", "sum"), facts_recallable=("facts_recallable", "sum"),
-            facts_lost=("facts_lost", "sum"))
+            facts_lost=("facts_lost", "sum"), summary_calls=("summary_calls", "sum"),
+            summary_call_tokens=("summary_call_tokens", "sum"),
+            summary_source=("summary_source", lambda s: ", ".join(sorted(set(s.dropna()))) or "-"))
         table["tokens_saved_share"] = table["saved_tokens"] / table["full_tokens"]
         for kind in ("visible", "recallable", "lost"):
             table[f"facts_{kind}_share"] = table[f"facts_{kind}"] / table["facts_total"]
         table[["calls", "calls_compacted", "saved_tokens", "tokens_saved_share", "facts_visible_share",
-               "facts_recallable_share", "facts_lost_share"]]
+               "facts_recallable_share", "facts_lost_share", "summary_calls", "summary_call_tokens",
+               "summary_source"]]
         """,
         CHECK,
     ),
