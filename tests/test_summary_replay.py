@@ -161,3 +161,16 @@ def test_c11_the_demo_summary_merges_the_earlier_one_and_keeps_the_c6_facts():
         assert fact in text
     assert text.index("src/a.py") < text.index("src/b.py")  # the earlier summary's items first: not rewritten
     assert "x" * 150 not in text and write_summary(question) == text  # clipped, and deterministic
+
+
+def test_c11_the_cache_variant_writes_its_inner_strategys_summaries(shipped):
+    server = _server(demo=True)
+    try:
+        pol = {"window": 8_000, "tail": 2_000, "strategy": "model-summary-cache", "clear_at_least": 2_000}
+        df = compare(shipped[:30], [pol], progress=False, summary_provider=_provider(server))
+        row = summarize_policies(df).iloc[0]
+        made = row["summary_calls_model"] + row["summary_calls_rejected"]
+        assert made == len(_summary_requests(server)) > 0  # E4's alternative builds that plan one stand in (C6)
+        assert row["summary_calls"] == made + row["summary_calls_stand_in"]
+    finally:
+        server.close()

@@ -472,11 +472,16 @@ def _write_summary(writer: Any, session_id: str, policy: ContextPolicy, view: Re
                    rebuild: Callable[[ContextPolicy], RequestView]) -> tuple[ContextPolicy, RequestView, Any]:
     """C11 in a replay: the writer asks for the planned summary; an accepted one joins the strategy's recorded
     summaries (as `Agent` does with `on_summary`) and the view is rebuilt with it."""
-    assert view.plan is not None
-    written = writer.write(session_id, view.plan, float(getattr(policy.strategy, "deadline", 60.0)))
+    strategy = policy.strategy
+    inner = getattr(strategy, "inner", None)  # a `-cache` variant (E4) of `model-summary`: its inner strategy's
+    target = strategy if hasattr(strategy, "with_summary") else inner if hasattr(inner, "with_summary") else None
+    if view.plan is None or target is None:
+        return policy, view, None
+    written = writer.write(session_id, view.plan, float(getattr(target, "deadline", 60.0)))
     if written.summary is None:
         return policy, view, written
-    policy = replace(policy, strategy=policy.strategy.with_summary(written.summary))
+    kept = target.with_summary(written.summary)
+    policy = replace(policy, strategy=kept if target is strategy else replace(strategy, inner=kept))
     return policy, rebuild(policy), written
 
 
