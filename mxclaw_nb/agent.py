@@ -11,7 +11,6 @@ estimate until the provider reports usage in the session, then the calibrated co
 from __future__ import annotations
 
 import base64
-import difflib
 import inspect
 import os
 import sys
@@ -47,6 +46,7 @@ from mxclaw_nb.settings import (
     Settings,
     check_setting,
     human_bytes,
+    unknown_keyword,
 )
 from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
@@ -117,13 +117,9 @@ def _live_strategy(spec: Any) -> Any:
 def _provider(s: Settings, api_key: str | None, env: dict[str, str]) -> Any:
     """The provider the settings name (the demo when none is configured; L2, L7, L10)."""
     from mxclaw_nb.connect import resolve_provider
-    from mxclaw_nb.provider.limits import Limits as WireLimits
 
-    return resolve_provider(model=s.model, base_url=s.base_url, api_key=api_key, env=env,
-                            call_deadline=s.call_deadline,
-                            limits=WireLimits(s.max_tool_args_bytes, s.max_answer_bytes, s.max_stream_line_bytes),
-                            max_tokens=s.max_tokens, stream=bool(s.stream),
-                            text_calls=None if s.text_calls == "auto" else s.text_calls == "on")
+    # the provider reads its own settings (stream, deadline, bounds, ...) from the one object (N1)
+    return resolve_provider(model=s.model, base_url=s.base_url, api_key=api_key, env=env, settings=s)
 
 
 def _window(s: Settings, model: str, env: dict[str, str]) -> int:
@@ -178,11 +174,7 @@ def _unknown_keyword(name: str) -> str:
     if name in SETTING:
         return (f"Agent() has no argument {name!r}: it is a notebook setting (%agent config {name}=..., "
                 f"%config AgentMagics.{name})")
-    known = (*AGENT_KEYS, *_OBJECTS)
-    near = [*difflib.get_close_matches(name, known, n=3, cutoff=0.6)]
-    near += [k for k in known if len(name) >= 3 and name.lower() in k and k not in near][:3]
-    hint = f"; did you mean {' or '.join(near)}?" if near else f"; the settings are {', '.join(AGENT_KEYS)}"
-    return f"Agent() got an unexpected keyword argument {name!r}{hint}"
+    return unknown_keyword("Agent()", name, (*AGENT_KEYS, *_OBJECTS), AGENT_KEYS)
 
 
 class Agent:
@@ -190,6 +182,8 @@ class Agent:
 
     Its settings are one frozen `Settings` (`agent.settings`): `Agent(settings=Settings(...))`, keyword
     overrides of its fields (`Agent(approval="allow")`), or both; `db` may also be an open `Store`."""
+
+    _policy: ContextPolicy
 
     def __init__(self, workspace: str | Path | None = None, db: Any = None, *, settings: Settings | None = None,
                  session_id: str | None = None, provider: Any = None,
@@ -208,6 +202,7 @@ class Agent:
         self.provider = _provider(s, api_key, env) if provider is None else provider
         self.store = store or Store(s.db)
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
+        self._tools_seen: tuple[object, int] | None = None  # the registry and its version `policy` was made from
         self.policy = ContextPolicy(_window(s, self.provider.model, env), s.threshold_ratio, s.keep_recent_tokens,
                                     strategy=None if strategy.name == "article" else strategy)
         self.calibrated, self._exact = CalibratedCounter(), _exact_counter(s.counter)
@@ -218,14 +213,29 @@ class Agent:
         self._deltas, self.home = StreamRedactor(), None if home is None else Path(home)
         self.workspace = self._resolve_workspace(s.workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
-        # T1-T3/N2: the tool definitions every request carries, counted as their own layer (data for the engine)
-        self.policy = replace(self.policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
         self._subscribers: list[Subscriber] = []
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
         # never leaves empty sessions behind; whether it is stored is checked on the first turn.
         self.session_id, self._session_stored = session_id or uuid.uuid4().hex, False
         self._tool_context()  # validate approval, workspace and the shell settings early
+
+    @property
+    def policy(self) -> ContextPolicy:
+        """The session's context policy; its tool-definitions layer (T1-T3, N2) is the tools registered now, so a
+        tool registered after construction (`agent.tools.register(...)`) is counted in the estimate it is sent
+        with. Derived again only when the registry (or its version counter) changed."""
+        seen = (self.tools, getattr(self.tools, "version", 0))  # a registry of one's own may not count
+        if self._tools_seen is None or self._tools_seen[0] is not seen[0] or self._tools_seen[1] != seen[1]:
+            self._tools_seen = seen
+            self._policy = replace(self._policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: ContextPolicy) -> None:
+        if value.tool_definitions is not getattr(self, "_policy", value).tool_definitions:
+            self._tools_seen = None  # a policy made afresh: its tool definitions are derived from the registry
+        self._policy = value
 
     @property
     def approval(self) -> str:

@@ -20,6 +20,9 @@ import it.
 
 from __future__ import annotations
 
+import difflib
+import functools
+from collections.abc import Iterable
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, get_args, get_type_hints
 
@@ -193,6 +196,42 @@ def _setting(f: Field[Any], hint: Any) -> Setting:
     return Setting(f.name, kind, f.default, allow_none=type(None) in get_args(hint), **meta)
 
 
+def near_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The names in `known` close to a misspelt `name`, closest first: like the whole name or like one of its
+    words (`windw` -> `context_window_tokens`), or containing it (`window`)."""
+    def score(candidate: str) -> float:
+        whole = difflib.SequenceMatcher(None, name, candidate).ratio()
+        words = [difflib.SequenceMatcher(None, name, w).ratio() for w in candidate.split("_") if len(w) >= 4]
+        inside = 0.7 if len(name) >= 3 and name.lower() in candidate else 0.0
+        return max(whole, max(words, default=0.0) - 0.05, inside)  # a whole-name match ranks first
+
+    scored = sorted(((score(k), k) for k in known), key=lambda sk: -sk[0])
+    return [k for s, k in scored if s >= 0.7][:n]
+
+
+def unknown_keyword(callee: str, name: str, known: tuple[str, ...], settings: tuple[str, ...] = ()) -> str:
+    """The TypeError text for an unknown keyword of `callee`: the near names among `known`, else every setting
+    (`settings`, default `known`) (N1)."""
+    near = near_names(name, known)
+    hint = f"; did you mean {' or '.join(near)}?" if near else f"; the settings are {', '.join(settings or known)}"
+    return f"{callee} got an unexpected keyword argument {name!r}{hint}"
+
+
+_NAMES = tuple(f.name for f in fields(Settings))
+_dataclass_init = Settings.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _checked_init(self: Settings, *args: Any, **values: Any) -> None:
+    """N1: a misspelt name is refused naming the near ones, as `Agent(...)` does (the dataclass's own TypeError
+    names none). `Settings(...)` keeps the dataclass's typing (mypy) and signature (`help`, Shift-Tab)."""
+    for name in values:
+        if name not in _NAMES:
+            raise TypeError(unknown_keyword("Settings()", name, _NAMES))
+    _dataclass_init(self, *args, **values)
+
+
+Settings.__init__ = _checked_init  # type: ignore[method-assign]
 _HINTS = get_type_hints(Settings)
 SETTINGS: tuple[Setting, ...] = tuple(_setting(f, _HINTS[f.name]) for f in fields(Settings))
 SETTING = {s.name: s for s in SETTINGS}

@@ -111,8 +111,19 @@ def test_n1_unknown_keywords_are_refused_with_the_near_names(tmp_path, monkeypat
         with pytest.raises(TypeError, match="Agent\\(\\)") as err:
             Agent(db=str(db), **{keyword: 1})
         assert needle in str(err.value), str(err.value)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'windw'"):
+    # the Settings dataclass itself names the near fields too (N1), keeping its signature (help(), Shift-Tab)
+    for keyword, needle in (("windw", "did you mean context_window_tokens?"), ("max_iteration", "max_iterations"),
+                            ("strem", "did you mean stream or max_stream_line_bytes?"),
+                            ("zzz", "the settings are model, base_url, api_key_env,")):
+        with pytest.raises(TypeError, match=f"^Settings\\(\\) got an unexpected keyword argument '{keyword}'; "):
+            Settings(**{keyword: 1})
+        with pytest.raises(TypeError, match=needle.replace("?", "\\?")):
+            Settings(**{keyword: 1})
+        with pytest.raises(TypeError, match=needle.replace("?", "\\?")):
+            dataclasses.replace(Settings(), **{keyword: 1})
+    with pytest.raises(TypeError, match="did you mean context_window_tokens"):
         Settings(windw=1)  # type: ignore[call-arg]
+    assert list(inspect.signature(Settings).parameters) == [f.name for f in dataclasses.fields(Settings)]
     assert not db.exists(), "a refused keyword opens nothing"
 
 

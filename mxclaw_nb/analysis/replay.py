@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from itertools import compress, count, islice
 from operator import is_not, not_
 from typing import Any
@@ -383,9 +384,14 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
                     progress: bool | Callable[..., Any] = False,
-                    views: list[RequestView] | None = None, first_call: int = 1) -> list[dict[str, Any]]:
+                    views: list[RequestView] | None = None, first_call: int = 1,
+                    summary_writer: Any = None) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
     every simulated call's RequestView (e.g. to compare them with what a live run sent).
+
+    ``summary_writer`` (C11, a ``summary_call.ModelSummarizer``): where the engine plans a model summary, ask it as
+    the live loop does (same prompt, provider adapter and gates); an accepted summary is then the strategy's for
+    the rest of the replay (merged into by later ones), a rejected one leaves the C6 text. None: the C6 stand-in.
 
     ``first_call``: simulate only the calls from this one on, which must open a turn (C2: the engine rebuilds
     there from the stored transcript, so its views and the rest of its turn are those of the whole replay; what
@@ -439,6 +445,10 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         cont_seqs = None if view is None else _ContinuedSeqs(chain, view, prev)
         seqs = None if rebuilt else cont_seqs
         built = build_request_view(inputs, policy, summarize, cache=cache, seqs=seqs)
+        written = None
+        if built.plan is not None and summary_writer is not None:  # C11: the summary call, as the loop makes it
+            policy, built, written = _write_summary(summary_writer, session_id, policy, built, lambda p, i=inputs,
+                                                    s=seqs: build_request_view(i, p, summarize, cache=cache, seqs=s))
         decision: dict[str, Any] = {}
         if aware and view is not None:  # E4 (C12 `<name>-cache`): keep a warm prefix, or break it for enough
 
@@ -479,6 +489,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
             "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
             **_summary_call(view, policy, summarized),
+            **(written.columns() if written is not None else {}),  # C11: what the writer really did
         }
         if facts:
             row.update(_fact_columns(chain, view, caches))
@@ -489,6 +500,23 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         rows.append(row)
         prev = i
     return rows
+
+
+def _write_summary(writer: Any, session_id: str, policy: ContextPolicy, view: RequestView,
+                   rebuild: Callable[[ContextPolicy], RequestView]) -> tuple[ContextPolicy, RequestView, Any]:
+    """C11 in a replay: the writer asks for the planned summary; an accepted one joins the strategy's recorded
+    summaries (as `Agent` does with `on_summary`) and the view is rebuilt with it."""
+    strategy = policy.strategy
+    inner = getattr(strategy, "inner", None)  # a `-cache` variant (E4) of `model-summary`: its inner strategy's
+    target = strategy if hasattr(strategy, "with_summary") else inner if hasattr(inner, "with_summary") else None
+    if view.plan is None or target is None:
+        return policy, view, None
+    written = writer.write(session_id, view.plan, float(getattr(target, "deadline", 60.0)))
+    if written.summary is None:
+        return policy, view, written
+    kept = target.with_summary(written.summary)
+    policy = replace(policy, strategy=kept if target is strategy else replace(strategy, inner=kept))
+    return policy, rebuild(policy), written
 
 
 def _summary_call(view: RequestView, policy: ContextPolicy, seen: set[str]) -> dict[str, Any]:
@@ -518,21 +546,26 @@ def frame(rows: list[dict[str, Any]], *, facts: bool, exact: bool, extra: Sequen
 
 def replay(session_or_messages: Any, policy: ContextPolicy | dict[str, Any], *, store: Any = None,
            summarize: Callable[[list[Message]], str] | None = build_structured_summary, exact: bool = False,
-           facts: bool = True, progress: bool | Callable[..., Any] = False) -> pd.DataFrame:
+           facts: bool = True, progress: bool | Callable[..., Any] = False,
+           summary_provider: Any = None) -> pd.DataFrame:
     """One row per simulated model call as the transcript grew (see module doc for the columns).
 
     ``session_or_messages``: a list of messages, an ``(id, messages)`` pair, a ``Conversation``, or a
     session id (needs ``store``). ``exact=True`` adds exact o200k_base counts of each view. ``progress=True``
     shows a progress bar (tqdm) when the replay takes longer than ``PROGRESS_DELAY`` seconds; a tqdm class
     instead of ``True`` draws it (the notebook's, whose saved output is the finished bar).
+    ``summary_provider`` (C11): a provider (e.g. ``OpenAIProvider``) or a ``summary_call.ModelSummarizer``: the
+    summaries a ``model-summary`` policy plans are then written by real model calls (``summary_source`` "model",
+    "C6 (model summary rejected)", or "... reused"); without one, the C6 text stands in ("C6 stand-in").
     """
     from mxclaw_nb.analysis.sources import one_conversation
+    from mxclaw_nb.summary_call import as_writer
 
     sid, messages = one_conversation(session_or_messages, store)
     _, pol = as_policy(policy)
     caches = SessionCaches(exact_o200k() if exact else None)
     rows = replay_messages(messages, pol, session_id=sid, summarize=summarize, facts=facts, caches=caches,
-                           progress=progress)
+                           progress=progress, summary_writer=as_writer(summary_provider))
     return frame(rows, facts=facts, exact=exact)
 
 

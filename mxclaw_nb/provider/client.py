@@ -21,12 +21,14 @@ turn forever.
 from __future__ import annotations
 
 import contextlib
+import enum
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 from urllib.parse import urlparse
 from weakref import WeakSet
 
@@ -53,7 +55,7 @@ from mxclaw_nb.provider.errors import (
 from mxclaw_nb.provider.limits import Limits, ProviderRefusal, guard_request, guard_response
 from mxclaw_nb.provider.textcalls import apply_text_calls
 from mxclaw_nb.secrets import display_url, register
-from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, DEFAULT_MAX_TOKENS  # one owner: the settings table
+from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, Settings  # one owner: the settings table
 
 __all__ = ["DEFAULT_CALL_DEADLINE", "DEMO_LABEL", "OpenAIProvider"]
 
@@ -125,33 +127,66 @@ def _watch_done(stream: Any) -> list[bool]:
     return seen
 
 
-class OpenAIProvider:
-    """A model behind any OpenAI-compatible Chat Completions endpoint."""
+class _Unset(enum.Enum):
+    FROM_SETTINGS = "from settings"
 
-    def __init__(self, *, base_url: str | None, api_key: str | None, model: str, timeout: float = DEFAULT_TIMEOUT,
-                 max_retries: int = 2, stream: bool = True, label: str | None = None, is_demo: bool = False,
-                 call_deadline: float = DEFAULT_CALL_DEADLINE, limits: Limits | None = None,
-                 max_tokens: int | None = DEFAULT_MAX_TOKENS, text_calls: bool | None = None) -> None:
+
+FROM_SETTINGS = _Unset.FROM_SETTINGS  # a keyword left out: its value is the `settings` object's
+_From = Literal[_Unset.FROM_SETTINGS]
+
+
+def _with_keywords(settings: Settings | None, *, stream: bool | _From, call_deadline: float | _From,
+                   limits: Limits | None | _From, max_tokens: int | None | _From,
+                   text_calls: bool | None | _From) -> Settings:
+    """`settings` (default: the table's defaults) with the keywords callers pass (`stream=False`, `limits=...`,
+    `text_calls=True`), in their `Settings` form and checked by it (N1)."""
+    given: dict[str, Any] = {k: v for k, v in (("stream", stream), ("call_deadline", call_deadline),
+                                               ("max_tokens", max_tokens)) if v is not FROM_SETTINGS}
+    if isinstance(limits, Limits):
+        given.update(limits.as_settings())
+    if text_calls is not FROM_SETTINGS:
+        given["text_calls"] = "auto" if text_calls is None else "on" if text_calls else "off"
+    return replace(settings, **given) if settings is not None and given else settings or Settings(**given)
+
+
+class OpenAIProvider:
+    """A model behind any OpenAI-compatible Chat Completions endpoint.
+
+    Its settings are the settings table's (N1): `OpenAIProvider(..., settings=agent.settings)` reads `stream`,
+    `call_deadline`, `max_tokens`, `text_calls` and the L10 byte bounds from it (`self.settings`); the keywords of
+    the same names (and `limits=`) override them. A new provider setting is a `Settings` field, its README line
+    and the line here that reads `self.settings.<name>`."""
+
+    def __init__(self, *, base_url: str | None, api_key: str | None, model: str, settings: Settings | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, max_retries: int = 2, label: str | None = None,
+                 is_demo: bool = False, stream: bool | _From = FROM_SETTINGS,
+                 call_deadline: float | _From = FROM_SETTINGS, limits: Limits | None | _From = FROM_SETTINGS,
+                 max_tokens: int | None | _From = FROM_SETTINGS, text_calls: bool | None | _From = FROM_SETTINGS
+                 ) -> None:
         for name, value in (("timeout", timeout), ("call_deadline", call_deadline)):
+            if value is FROM_SETTINGS:
+                continue
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
                 raise ValueError(f"{name} must be a number of seconds > 0 (got {value!r})")
+        s = self.settings = _with_keywords(settings, stream=stream, call_deadline=call_deadline, limits=limits,
+                                           max_tokens=max_tokens, text_calls=text_calls)
         register(api_key)  # L6: never stored, shown or sent beyond the Authorization header
         real_url = (base_url or OPENAI_URL).rstrip("/")
         self.base_url = display_url(real_url)  # what is stored and shown: no URL password (L6)
-        self.model, self.timeout, self.max_retries, self.stream = model, timeout, max_retries, stream
-        self.call_deadline = float(call_deadline)
+        self.model, self.timeout, self.max_retries, self.stream = model, timeout, max_retries, bool(s.stream)
+        self.call_deadline = float(s.call_deadline)
         self.is_demo = is_demo
         # L2: at most this many tokens per answer (None: the server's own limit); text calls read unless off
-        # (default: on for every endpoint but OpenAI's own, whose tool calls always come in `tool_calls`)
-        self.max_tokens = max_tokens
-        self.text_calls = (urlparse(real_url).hostname or "") != "api.openai.com" if text_calls is None \
-            else bool(text_calls)
+        # (auto: on for every endpoint but OpenAI's own, whose tool calls always come in `tool_calls`)
+        self.max_tokens = s.max_tokens
+        self.text_calls = (urlparse(real_url).hostname or "") != "api.openai.com" if s.text_calls == "auto" \
+            else s.text_calls == "on"
         self._text_calls_shown = False
         self.label = label or f"{model or '(server default model)'} @ {self.base_url}"
         self._stream_options = True
         self._sockets: WeakSet[socket.socket] = WeakSet()  # every connection this client opened (for the watchdog)
         self._watch: _Watchdog | None = None
-        self.limits = limits or Limits()  # L10: byte bounds on what the provider sends back
+        self.limits = Limits.of(s)  # L10: byte bounds on what the provider sends back
         self._attempts = 0  # requests sent by the current create() (the client's retries included)
         # Loopback servers (demo, vLLM, llama.cpp, Ollama) must not be sent through an HTTP(S)_PROXY.
         http_client = openai.DefaultHttpxClient(trust_env=not _is_loopback(self.base_url),

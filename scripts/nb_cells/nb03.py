@@ -389,19 +389,38 @@ CELLS = [
         of the compacted messages (paths, errors, numbers, commands), *visible* are still in the view, *recallable*
         are not but sit in a message a placeholder (`recall #41`) or a summary's range names (SPEC C13, R2: the
         `recall` tool fetches it), *lost* are neither (a fallback window dropped them). *summary calls* are the model
-        summary calls the strategy makes and *summary call tokens* their prompt tokens; *summary source* says where
-        the summaries came from. These shipped transcripts have no recorded model summaries and a replay makes no
-        model call, so `model-summary` is replayed with the **C6 stand-in**: the structured summary is sent where the
-        model's would be (its other columns equal `article`'s), and its summary calls are the calls it *would*
-        make, their tokens the C1 estimate of each request (not a reported figure). A session whose summaries were
-        recorded live replays them instead (`summary source` "recorded").
+        summary calls the strategy made and *summary call tokens* their tokens; *summary source* says where the
+        summaries came from. A replay makes no model call of its own, so `model-summary` is given a **summary
+        writer** (`compare(..., summary_provider=...)`, SPEC C11): the shipped test server, started here in this
+        process on 127.0.0.1 (no network, no key), whose demo model answers each summary request the engine plans,
+        through the real `openai` client and the same code path as the live loop (`summary_call.ask_summary`: the
+        engine's prompt with the C6 scaffold and the previous summary to merge into, the deadline, the must-shrink and
+        keep-C6's-facts gates; a rejected summary leaves the C6 text and is counted as rejected). *summary call
+        tokens* are the usage the server reported (prompt + completion). Each outcome is kept per (session, coverage,
+        prompt) by the writer: the same request again (another policy, a second `compare` with the same writer) asks
+        nothing and is counted as reused. Without a writer, C6 stands in
+        (*summary source* "C6 stand-in", the calls it *would* make counted at their C1-estimated size); a session whose
+        summaries were recorded live replays them ("recorded").
         """
     ),
     code(
         """
+        from mxclaw_nb.demo.server import TestServer
+        from mxclaw_nb.provider import OpenAIProvider
+        from mxclaw_nb.summary_call import ModelSummarizer
+
         STRATEGIES = [{**BASE, "strategy": "article"}, {**BASE, "strategy": "masking", "keep_last": 3},
                       {**BASE, "strategy": "clearing", "keep_last": 3}, {**BASE, "strategy": "model-summary"}]
-        side = compare(real, STRATEGIES, progress=False)
+        with TestServer(demo=True, keep_requests=100_000) as summary_server:  # 127.0.0.1, in this process
+            summary_server.stream_delay = 0.0  # no typing pace: nobody watches these answers stream
+            writer = ModelSummarizer(OpenAIProvider(base_url=summary_server.base_url, api_key="demo",
+                                                    model=summary_server.model))
+            side = compare(real, STRATEGIES, progress=False, summary_provider=writer)
+            heard = len(summary_server.requests)
+        written = pd.DataFrame(writer.log)
+        print(f"summary calls: {side.attrs['summary_calls']['made']} made ({heard} requests the server saw), "
+              f"{side.attrs['summary_calls']['reused']} reused; {int(written['merged'].sum())} merged into an "
+              f"earlier summary; tokens {', '.join(sorted(set(written['tokens_are'].dropna())))}")
         table = side.groupby("policy", sort=False).agg(
             calls=("call", "size"), calls_compacted=("compacted", "sum"), saved_tokens=("saved_tokens", "sum"),
             full_tokens=("full_tokens", "sum"), facts_total=("facts_total", "sum"),
@@ -422,7 +441,10 @@ CELLS = [
         """
         Masking compacts more calls (it does not wait for the threshold) and saves more tokens on these short
         conversations; what any of them hides is still in the store, where the `recall` tool reads it back
-        (SPEC R1), so facts move from *visible* to *recallable*, not to *lost*.
+        (SPEC R1), so facts move from *visible* to *recallable*, not to *lost*. The demo model's summaries are
+        shorter than the C6 text they replace (it merges into its earlier summary and clips long items, keeping the
+        paths and the start of every failure and of the latest goal, which the gates check), so `model-summary`
+        leaves more room after each summary and reaches one less often than `article`.
         """
     ),
     md(
