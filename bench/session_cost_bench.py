@@ -38,7 +38,7 @@ else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mxclaw_nb import Agent  # noqa: E402
-from mxclaw_nb.provider.client import Completion, Usage  # noqa: E402
+from mxclaw_nb.provider.answer import Completion, Usage  # noqa: E402
 from mxclaw_nb.store.writer import Store  # noqa: E402
 
 

@@ -32,4 +32,8 @@ def __getattr__(name: str) -> Any:
         from mxclaw_nb.agent import Agent
 
         return Agent
+    if name == "Settings":  # N1: the one settings table, `Agent(settings=Settings(...))`
+        from mxclaw_nb.settings import Settings
+
+        return Settings
     raise AttributeError(name)

@@ -11,6 +11,7 @@ estimate until the provider reports usage in the session, then the calibrated co
 from __future__ import annotations
 
 import base64
+import inspect
 import os
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb import events
+from mxclaw_nb import events, reentry
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
@@ -36,23 +37,19 @@ from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
 from mxclaw_nb.messages import Message
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
-from mxclaw_nb.settings import (  # noqa: E402,F401 - the settings table
-    COUNTER_MODES,
-    DEFAULT_CALL_DEADLINE,
-    DEFAULT_MAX_TOKENS,
-    MAX_ANSWER_BYTES,
+from mxclaw_nb.settings import (
+    AGENT_KEYS,
     MAX_IMAGE_BYTES,
     MAX_PROMPT_BYTES,
-    MAX_STREAM_LINE_BYTES,
-    MAX_TOOL_ARGS_BYTES,
-    TEXT_CALL_MODES,
+    SETTING,
+    SETTINGS,
+    Settings,
     check_setting,
-    check_settings,
     human_bytes,
+    unknown_keyword,
 )
 from mxclaw_nb.text_policy import display_value
 from mxclaw_nb.tools import ToolContext, default_registry
-from mxclaw_nb.tools.base import MAX_TOOL_CALLS
 from mxclaw_nb.tools.policy import shown_command
 from mxclaw_nb.tools.sandbox import Limits, Sandbox, check_placement, resolve_sandbox, store_files
 
@@ -108,104 +105,147 @@ def check_prompt_size(prompt: str, limit: int = MAX_PROMPT_BYTES) -> None:
                          "ask the agent to read it, or raise max_prompt_bytes")
 
 
-class Agent:
-    """A coding agent bound to a workspace, a store, a provider and one current session."""
+def _live_strategy(spec: Any) -> Any:
+    """The strategy a live session runs (C12); E4's cache-aware ones need the previous call (replay has it)."""
+    chosen = parse_strategy(spec)
+    if chosen.name.endswith("-cache"):
+        raise ValueError(f"strategy {chosen.name!r} runs in replay and compare only for now; live, use "
+                         f"{chosen.name.removesuffix('-cache')!r}")
+    return chosen
 
-    def __init__(self, workspace: str | Path | None = None, db: Any = None, model: str | None = None,
-                 base_url: str | None = None, api_key: str | None = None,
-                 context_window_tokens: int | None = None, threshold_ratio: float = 0.8,
-                 keep_recent_tokens: int = 8000, approval: str = "ask", *, counter: str = "auto",
-                 max_iterations: int = 20, session_id: str | None = None, provider: Any = None,
+
+def _provider(s: Settings, api_key: str | None, env: dict[str, str]) -> Any:
+    """The provider the settings name (the demo when none is configured; L2, L7, L10)."""
+    from mxclaw_nb.connect import resolve_provider
+
+    # the provider reads its own settings (stream, deadline, bounds, ...) from the one object (N1)
+    return resolve_provider(model=s.model, base_url=s.base_url, api_key=api_key, env=env, settings=s)
+
+
+def _window(s: Settings, model: str, env: dict[str, str]) -> int:
+    """The context window: the setting, else $MXCLAW_CONTEXT_WINDOW, else the model table (checked alike)."""
+    from mxclaw_nb.provider.windows import context_window_for
+
+    if s.context_window_tokens is not None:
+        return int(s.context_window_tokens)
+    try:
+        return int(check_setting("context_window_tokens", context_window_for(model, env=env)))
+    except ValueError as exc:
+        raise ValueError(f"{exc}; it came from MXCLAW_CONTEXT_WINDOW={env.get('MXCLAW_CONTEXT_WINDOW')!r}"
+                         if env.get("MXCLAW_CONTEXT_WINDOW") else str(exc)) from None
+
+
+def _shell(s: Settings, env: dict[str, str]) -> tuple[str, str, tuple[str, ...], Limits]:
+    """L5/L6/L8: the shell's sandbox, its network, the extra variables it may see and what it may use (a setting
+    left unset: $MXCLAW_SANDBOX, $MXCLAW_NETWORK, $MXCLAW_SHELL_ENV, then the stated default)."""
+    names = s.shell_env or env.get("MXCLAW_SHELL_ENV", "")
+    return (s.sandbox or env.get("MXCLAW_SANDBOX") or "auto", s.network or env.get("MXCLAW_NETWORK") or "off",
+            tuple(n.strip() for n in names.split(",") if n.strip()),
+            Limits(s.shell_memory_mb, s.shell_processes, s.shell_file_mb, s.shell_tmp_mb))
+
+
+def _exact_counter(mode: str) -> Any:
+    """T2: the named tokenizer's counter for `o200k_base` / `cl100k_base`, else None."""
+    if mode not in ("o200k_base", "cl100k_base"):
+        return None
+    from mxclaw_nb.tokenizers import counter_by_name
+
+    return counter_by_name(mode)
+
+
+# `Agent(...)` keywords that are not settings: objects and per-call wiring (the settings are `Settings`' fields).
+_OBJECTS = ("settings", "session_id", "provider", "approver", "home", "env", "summarize", "api_key", "namespace")
+
+
+def agent_settings(settings: Settings | None, overrides: dict[str, Any]) -> Settings:
+    """`settings` (default: the table's defaults) with `Agent(...)` keyword overrides, checked (N1).
+
+    The keywords keep their Python forms: a `Path` for `workspace` or `db`, a list of names for `shell_env`
+    (None: none given). An unknown or notebook-only keyword is a TypeError naming the near matches."""
+    for name in overrides:
+        if name not in AGENT_KEYS:
+            raise TypeError(_unknown_keyword(name))
+    forms: dict[str, Any] = {k: ",".join(v or ()) if k == "shell_env" and not isinstance(v, str)
+             else os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in overrides.items()}
+    return replace(settings or Settings(), **forms)
+
+
+def _unknown_keyword(name: str) -> str:
+    if name in SETTING:
+        return (f"Agent() has no argument {name!r}: it is a notebook setting (%agent config {name}=..., "
+                f"%config AgentMagics.{name})")
+    return unknown_keyword("Agent()", name, (*AGENT_KEYS, *_OBJECTS), AGENT_KEYS)
+
+
+class Agent:
+    """A coding agent bound to a workspace, a store, a provider and one current session.
+
+    Its settings are one frozen `Settings` (`agent.settings`): `Agent(settings=Settings(...))`, keyword
+    overrides of its fields (`Agent(approval="allow")`), or both; `db` may also be an open `Store`."""
+
+    _policy: ContextPolicy
+
+    def __init__(self, workspace: str | Path | None = None, db: Any = None, *, settings: Settings | None = None,
+                 session_id: str | None = None, provider: Any = None,
                  approver: Callable[[str], bool | None] | None = console_approver, home: str | Path | None = None,
-                 shell_timeout: float = 60.0, env: dict[str, str] | None = None,
-                 summarize: Callable[[list[Message]], str] | None = None, sandbox: str | None = None,
-                 network: str | None = None, shell_env: Sequence[str] | None = None,
-                 max_tool_calls: int = MAX_TOOL_CALLS,
-                 call_deadline: float = DEFAULT_CALL_DEADLINE,
-                 max_prompt_bytes: int = MAX_PROMPT_BYTES,
-                 max_tool_args_bytes: int = MAX_TOOL_ARGS_BYTES, max_answer_bytes: int = MAX_ANSWER_BYTES,
-                 max_stream_line_bytes: int = MAX_STREAM_LINE_BYTES,
-                 max_tokens: int | None = DEFAULT_MAX_TOKENS, stream: bool = True, text_calls: str = "auto",
-                 namespace: Callable[[], dict[str, Any]] | None = None,
-                 shell_memory_mb: int = 4096, shell_processes: int = 512, shell_file_mb: int = 2048,
-                 shell_tmp_mb: int = 1024, allow_broad_workspace: bool = False, python_approval: str = "ask",
-                 strategy: Any = "article") -> None:
-        from mxclaw_nb.connect import resolve_provider
-        from mxclaw_nb.provider.client import context_window_for
-        from mxclaw_nb.provider.limits import Limits as WireLimits
+                 env: dict[str, str] | None = None, summarize: Callable[[list[Message]], str] | None = None,
+                 api_key: str | None = None, namespace: Callable[[], dict[str, Any]] | None = None,
+                 **overrides: Any) -> None:
         from mxclaw_nb.store.writer import Store
 
+        store = db if isinstance(db, Store) else None
+        given = {k: v for k, v in (("workspace", workspace), ("db", db)) if v is not None and v is not store}
+        s = self.settings = agent_settings(settings, {**given, **overrides})
         env = dict(os.environ) if env is None else env
-        if counter not in COUNTER_MODES:
-            raise ValueError(f"counter must be one of {', '.join(COUNTER_MODES)} (got {counter!r})")
-        chosen = parse_strategy(strategy)  # C12: a bad name or number is refused before anything opens
-        if chosen.name.endswith("-cache"):  # E4: the choice needs the previous call and its age (replay does it)
-            raise ValueError(f"strategy {chosen.name!r} runs in replay and compare only for now; live, use "
-                             f"{chosen.name.removesuffix('-cache')!r}")
-        check_settings(context_window_tokens=context_window_tokens, threshold_ratio=threshold_ratio,
-                       keep_recent_tokens=keep_recent_tokens, max_iterations=max_iterations,
-                       shell_timeout=shell_timeout, max_prompt_bytes=max_prompt_bytes, call_deadline=call_deadline,
-                       max_tool_calls=max_tool_calls, max_tool_args_bytes=max_tool_args_bytes,
-                       max_answer_bytes=max_answer_bytes, max_stream_line_bytes=max_stream_line_bytes,
-                       shell_memory_mb=shell_memory_mb, shell_processes=shell_processes,
-                       shell_file_mb=shell_file_mb, shell_tmp_mb=shell_tmp_mb, max_tokens=max_tokens)
-        if text_calls not in TEXT_CALL_MODES:
-            raise ValueError(f"text_calls must be one of {', '.join(TEXT_CALL_MODES)} (got {text_calls!r})")
-        # L8: what one sandboxed command may use; L11: where the workspace may be.
-        self.limits = Limits(shell_memory_mb, shell_processes, shell_file_mb, shell_tmp_mb)
-        self.allow_broad_workspace = bool(allow_broad_workspace)
-        if provider is None:  # validate before the store opens: a bad value leaves nothing behind
-            provider = resolve_provider(model=model, base_url=base_url, api_key=api_key, env=env,
-                                        call_deadline=call_deadline,
-                                        limits=WireLimits(max_tool_args_bytes, max_answer_bytes, max_stream_line_bytes),
-                                        max_tokens=max_tokens, stream=bool(stream),
-                                        text_calls=None if text_calls == "auto" else text_calls == "on")
-        self.store = db if isinstance(db, Store) else Store(db)
-        self.provider = provider
+        strategy = _live_strategy(s.strategy)
+        # validate before the store opens: a bad value leaves nothing behind
+        self.provider = _provider(s, api_key, env) if provider is None else provider
+        self.store = store or Store(s.db)
         self.is_demo = bool(getattr(self.provider, "is_demo", False))
-        window = context_window_tokens
-        if window is None:
-            try:
-                window = check_setting("context_window_tokens", context_window_for(self.provider.model, env=env))
-            except ValueError as exc:
-                raise ValueError(f"{exc}; it came from MXCLAW_CONTEXT_WINDOW={env.get('MXCLAW_CONTEXT_WINDOW')!r}"
-                                 if env.get("MXCLAW_CONTEXT_WINDOW") else str(exc)) from None
-        self.policy = ContextPolicy(int(window), threshold_ratio, keep_recent_tokens,
-                                    strategy=None if chosen.name == "article" else chosen)
-        self.counter_mode = counter
-        self.calibrated = CalibratedCounter()
-        self._exact = None
-        if counter in ("o200k_base", "cl100k_base"):
-            from mxclaw_nb.tokenizers import counter_by_name
-
-            self._exact = counter_by_name(counter)
-        self.max_iterations, self.max_prompt_bytes = max_iterations, max_prompt_bytes
-        self.summarize = summarize or build_structured_summary
-        self.approval, self.approver, self.shell_timeout = approval, approver, shell_timeout
-        self.python_approval = python_approval  # L5: kernel code has its own setting: `approval` is the shell's
-        # L5/L6: the shell's sandbox, its network and the extra variables it may see (env: MXCLAW_SANDBOX,
-        # MXCLAW_NETWORK, MXCLAW_SHELL_ENV as a comma-separated list).
-        self.sandbox_mode = sandbox or env.get("MXCLAW_SANDBOX") or "auto"
-        self.network = network or env.get("MXCLAW_NETWORK") or "off"
-        if shell_env is None:
-            shell_env = [n.strip() for n in env.get("MXCLAW_SHELL_ENV", "").split(",") if n.strip()]
-        self.shell_env = tuple(shell_env)
-        self.max_tool_calls = max_tool_calls
+        self._tools_seen: tuple[object, int] | None = None  # the registry and its version `policy` was made from
+        self.policy = ContextPolicy(_window(s, self.provider.model, env), s.threshold_ratio, s.keep_recent_tokens,
+                                    strategy=None if strategy.name == "article" else strategy)
+        self.calibrated, self._exact = CalibratedCounter(), _exact_counter(s.counter)
+        self.summarize, self.approver = summarize or build_structured_summary, approver
+        self.sandbox_mode, self.network, self.shell_env, self.limits = _shell(s, env)
         self._warned_unconfined = False
         self._frozen_notes: list[dict[str, str]] = []  # L9: refused project files, shown when the turn starts
-        self._deltas = StreamRedactor()
-        self.home = None if home is None else Path(home)
-        self.workspace = self._resolve_workspace(workspace)
+        self._deltas, self.home = StreamRedactor(), None if home is None else Path(home)
+        self.workspace = self._resolve_workspace(s.workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
-        # T1-T3/N2: the tool definitions every request carries, counted as their own layer (data for the engine)
-        self.policy = replace(self.policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
         self._subscribers: list[Subscriber] = []
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
-        # never leaves empty sessions behind.
-        self.session_id = session_id or uuid.uuid4().hex
-        self._session_stored = False  # checked against the store on the first turn
+        # never leaves empty sessions behind; whether it is stored is checked on the first turn.
+        self.session_id, self._session_stored = session_id or uuid.uuid4().hex, False
         self._tool_context()  # validate approval, workspace and the shell settings early
+
+    @property
+    def policy(self) -> ContextPolicy:
+        """The session's context policy; its tool-definitions layer (T1-T3, N2) is the tools registered now, so a
+        tool registered after construction (`agent.tools.register(...)`) is counted in the estimate it is sent
+        with. Derived again only when the registry (or its version counter) changed."""
+        seen = (self.tools, getattr(self.tools, "version", 0))  # a registry of one's own may not count
+        if self._tools_seen is None or self._tools_seen[0] is not seen[0] or self._tools_seen[1] != seen[1]:
+            self._tools_seen = seen
+            self._policy = replace(self._policy, tool_definitions=tool_definitions_text(self.tools.schemas()))
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: ContextPolicy) -> None:
+        if value.tool_definitions is not getattr(self, "_policy", value).tool_definitions:
+            self._tools_seen = None  # a policy made afresh: its tool definitions are derived from the registry
+        self._policy = value
+
+    @property
+    def approval(self) -> str:
+        """The shell's approval mode (L5; `settings.approval`)."""
+        return self.settings.approval
+
+    @property
+    def max_iterations(self) -> int:
+        """Model calls per turn before the loop stops (`settings.max_iterations`)."""
+        return self.settings.max_iterations
 
     # -- configuration -------------------------------------------------------------------------
     def _resolve_workspace(self, workspace: str | Path | None) -> Path:
@@ -213,9 +253,9 @@ class Agent:
             path = Path(workspace).expanduser().resolve()
             if not path.is_dir():
                 raise ValueError(f"workspace is not a folder: {path}")
-            return check_placement(path, allow=self.allow_broad_workspace, given=True)
+            return check_placement(path, allow=self.settings.allow_broad_workspace, given=True)
         if not self.is_demo:
-            return check_placement(Path.cwd().resolve(), allow=self.allow_broad_workspace, given=False)
+            return check_placement(Path.cwd().resolve(), allow=self.settings.allow_broad_workspace, given=False)
         from mxclaw_nb.demo.model import copy_demo_workspace
 
         # The demo plays a coding agent on the sample project: give it a fresh, writable copy (beside the
@@ -240,7 +280,7 @@ class Agent:
         """The policy with the counter T3 prescribes right now (estimate until usage was reported)."""
         if self._exact is not None:
             return replace(self.policy, counter=self._exact)
-        if self.counter_mode == "estimate" or not self.calibrated.calibrated:
+        if self.settings.counter == "estimate" or not self.calibrated.calibrated:
             return self.policy
         return replace(self.policy, counter=self.calibrated)
 
@@ -302,9 +342,12 @@ class Agent:
         if self._stored_session != self.session_id:  # the session was switched without new_session()
             self._reset_session_state()
             self._stored_session = self.session_id
+        first = not self._stored
         new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
         if new:
             self._stored.extend(new)
+            if first:  # C7: this process's first read of the session: continue the engine state saved with it
+                reentry.resume(self.store, self.session_id, self._cache, self._stored)
             self._users += sum(1 for m in new if isinstance(m, dict) and m.get("role") == "user")
         return self._stored
 
@@ -347,7 +390,7 @@ class Agent:
     def _user_message(self, prompt: str, images: Sequence[str | Path] | None) -> Message:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: say what the agent should do")
-        check_prompt_size(prompt, self.max_prompt_bytes)
+        check_prompt_size(prompt, self.settings.max_prompt_bytes)
         if not images:
             return {"role": "user", "content": prompt}
         parts, attachments = zip(*(image_part(p) for p in images), strict=True)
@@ -388,10 +431,11 @@ class Agent:
             tool_ctx = self._tool_context(on_event=lambda kind, payload: self._tool_event(kind, payload, turn))
             on_summary = self._model_summaries(session_id)
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
-                              self._observe_usage, self._emit, self._cache, self.max_iterations, self.summarize,
+                              self._observe_usage, self._emit, self._cache, self.settings, self.summarize,
                               transcript=transcript, prefix=self._prefix, on_summary=on_summary)
             try:
                 result = run_turn(ctx, session_id, user, turn)
+                reentry.save(self.store, session_id, self._cache, self._sync_transcript())  # C7: for a restart
             finally:
                 rest = self._deltas.flush()
                 if rest:
@@ -400,11 +444,12 @@ class Agent:
         return result
 
     def _tool_context(self, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> ToolContext:
-        return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.approval,
-                           python_approval=self.python_approval, approver=self.approver,
-                           shell_timeout=self.shell_timeout, on_event=on_event,
+        return ToolContext(self.workspace, self.session_id, artifacts=self.store, approval=self.settings.approval,
+                           python_approval=self.settings.python_approval, approver=self.approver,
+                           shell_timeout=self.settings.shell_timeout, on_event=on_event,
                            sandbox=self.sandbox_mode, network=self.network, shell_env=self.shell_env,
-                           secrets=known_secrets(), max_tool_calls=self.max_tool_calls, limits=self.limits,
+                           secrets=known_secrets(), max_tool_calls=self.settings.max_tool_calls, limits=self.limits,
+                           settings=self.settings,
                            protected=store_files(self.store.path))
 
     @property
@@ -454,3 +499,17 @@ class Agent:
     def __repr__(self) -> str:
         return (f"Agent(session={self.session_id[:8]}, model={self.label!r}, "
                 f"window={self.policy.context_window_tokens}, workspace={str(self.workspace)!r})")
+
+
+def _signature() -> inspect.Signature:
+    """`Agent(...)`'s signature as `help()`, `inspect` and a notebook's Shift-Tab show it: every setting a keyword
+    with the table's default and type (N1), made from `Settings`, so it is never written twice."""
+    sig = inspect.signature(Agent.__init__)
+    objects = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    types = Settings.__annotations__
+    rows = [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default, annotation=types[s.name])
+            for s in SETTINGS if s.agent and s.name not in sig.parameters]
+    return sig.replace(parameters=[*objects, *rows])
+
+
+Agent.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

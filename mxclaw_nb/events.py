@@ -25,6 +25,7 @@ STORED: frozenset[str] = frozenset({
     "context.compacted",  # C10
     "context.nothing_to_gain",  # C5/C6: a compaction tried and not applied: it would not have shrunk the view
     "context.summary", "context.summary_rejected",  # C11: a recorded model summary, or why one was rejected
+    "context.state_rebuilt",  # C7: a saved engine state did not fit the stored rows: rebuilt from them, once
     "provider.note",  # L2: what the adapter did about this server (e.g. stream_options refused: asked again without)
     "frozen.note",  # L9: a project file of the frozen context refused (a link out, a FIFO, a device, ...)
     "harness.compaction",  # S4: a compaction another harness (Claude Code, Codex) made, imported from its log
@@ -225,6 +226,14 @@ class TurnMaxIterations(Event):
 
 
 @dataclass(frozen=True)
+class ContextStateRebuilt(Event):
+    """C7: the engine state saved by an earlier process did not fit (reason); it was rebuilt from the rows."""
+
+    reason: str = ""
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
 class HarnessCompaction(Event):
     stage: str = ""
 
@@ -239,7 +248,7 @@ TYPES: dict[str, type[Event]] = {
     "tool.skipped": ToolSkipped, "approval.pending": ApprovalPending, "approval.decided": ApprovalDecided,
     "artifact.fallback": ArtifactFallback, "turn.finished": TurnFinished, "turn.failed": TurnFailed,
     "turn.interrupted": TurnInterrupted, "turn.max_iterations": TurnMaxIterations,
-    "harness.compaction": HarnessCompaction,
+    "harness.compaction": HarnessCompaction, "context.state_rebuilt": ContextStateRebuilt,
 }
 _FIELDS: dict[type[Event], dict[str, Any]] = {cls: {f.name: f.type for f in fields(cls)} for cls in TYPES.values()}
 

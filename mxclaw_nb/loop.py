@@ -29,14 +29,14 @@ from mxclaw_nb.context import (
     build_fallback_view,
     build_request_view,
     build_structured_summary,
-    estimate_messages,
     shared_prefix,
 )
-from mxclaw_nb.context import model_summary as c11  # C11: plan, prompt, gates (pure)
 from mxclaw_nb.context.lineage import NextCall, first_call, next_call
 from mxclaw_nb.events import Subscriber
-from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, content_text, tool_call_name
-from mxclaw_nb.records import SUMMARY_CALL, RequestRecord, record_of_view
+from mxclaw_nb.messages import REFUSED_CALLS_KEY, Message, tool_call_name
+from mxclaw_nb.records import RequestRecord, record_of_view
+from mxclaw_nb.settings import Settings
+from mxclaw_nb.summary_call import ask_summary  # C11: the summary call (replay's writer makes the same one)
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
 
 COMMIT_AFTER = 0.5  # L4: seconds an iteration's appends may wait for its one commit (Store.deferred)
@@ -112,7 +112,7 @@ class TurnContext:
     on_usage: Callable[[list[Message], int | None], None]
     emit: Subscriber
     cache: TokenCache
-    max_iterations: int = 20
+    settings: Settings = field(default_factory=Settings)  # N1: the session's settings (a new one: read it here)
     summarize: Any = build_structured_summary  # pluggable (C6); if it raises, the view is the C8 fallback
     # the stored transcript when the caller keeps it across turns (Agent: read once, extended); None = load it
     transcript: list[Message] | None = None
@@ -212,11 +212,11 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         nxt = first_call(view_input, range(user_seq + 1), list(view_input)) if user_seq == len(transcript) \
             else first_call(view_input, [*range(len(transcript)), user_seq], None)
         while True:
-            if result.iterations >= ctx.max_iterations:
+            if result.iterations >= (limit := ctx.settings.max_iterations):
                 result.status = "max_iterations"
-                result.text = (f"Stopped after {ctx.max_iterations} model calls without a final answer "
+                result.text = (f"Stopped after {limit} model calls without a final answer "
                                "(max-iterations bound). Everything so far is stored; send another message to go on.")
-                _emit(ctx, session_id, "turn.max_iterations", {"limit": ctx.max_iterations}, turn, result.iterations)
+                _emit(ctx, session_id, "turn.max_iterations", {"limit": limit}, turn, result.iterations)
                 break
             result.iterations += 1
             it = result.iterations
@@ -293,66 +293,11 @@ def _fail(ctx: TurnContext, result: TurnResult, reason: str, kind: str, user_seq
     return reason
 
 
-def _ask_model(provider: Any, plan: c11.SummaryPlan, deadline: float, record: Any,
-               store_call: Callable[[RequestRecord], None] | None = None) -> c11.RecordedSummary | None:
-    """C11, the loop's half: one summary call through the session's provider (no tools), its deadline and the
-    engine's gates; the outcome stored as `context.summary` (source, coverage, invalidation, merge, text, usage) or
-    `context.summary_rejected` (the reason; the view keeps the C6 text). `record(kind, payload)` stores an event;
-    `store_call(rec)` stores the call's request record (`purpose='summary'`: a model call like any other, with its
-    usage and latency, for the timeline and the cost). Returns the summary when every gate passed."""
-    coverage = [plan.start, plan.stop]
-    source = {"model": getattr(provider, "model", None), "endpoint": getattr(provider, "base_url", None),
-              "prompt_version": c11.PROMPT_VERSION}
-    prompt = c11.summary_prompt(plan)
-
-    def call_record(usage: Any = None, latency_ms: float | None = None, error: str | None = None,
-                    outcome: str = "accepted") -> None:
-        if store_call is None:
-            return
-        sent = estimate_messages(prompt)
-        store_call(RequestRecord(
-            model=source["model"], base_url=source["endpoint"], estimate_tokens=sent, before_tokens=sent,
-            after_tokens=sent, prompt_tokens_reported=getattr(usage, "prompt_tokens", None) if usage else None,
-            completion_tokens_reported=getattr(usage, "completion_tokens", None) if usage else None,
-            cached_tokens_reported=getattr(usage, "cached_tokens", None) if usage else None,
-            latency_ms=latency_ms, error=error, purpose=SUMMARY_CALL,
-            extra={"coverage": coverage, "outcome": outcome}))
-
-    started = time.perf_counter()
-    try:
-        completion = provider.complete(prompt, None)
-    except Exception as exc:  # noqa: BLE001 - any failure: C6 stands in, and the reason is stored
-        reason = f"the model call failed: {type(exc).__name__}: {exc}"
-        call_record(latency_ms=(time.perf_counter() - started) * 1000, error=reason, outcome="failed")
-        record(c11.REJECTED_EVENT, {"reason": reason, "coverage": coverage, "source": source})
-        return None
-    seconds = time.perf_counter() - started
-    usage = getattr(completion, "usage", None)
-    used = None if usage is None else {"prompt_tokens": usage.prompt_tokens,
-                                       "completion_tokens": usage.completion_tokens}
-    text = c11.compose(content_text((getattr(completion, "message", None) or {}).get("content")))
-    reason = (f"passed its deadline ({seconds:.2f} s > {deadline:g} s)" if seconds > deadline
-              else c11.gate(plan, text))
-    call_record(usage, round(seconds * 1000, 1), outcome="accepted" if reason is None else "rejected")
-    if reason is not None:
-        record(c11.REJECTED_EVENT, {"reason": reason, "coverage": coverage, "source": source, "usage": used,
-                                    "latency_ms": round(seconds * 1000, 1), "chars": len(text)})
-        return None
-    merge = None if plan.previous is None else {"extends": [plan.previous.start, plan.previous.stop]}
-    record(c11.SUMMARY_EVENT, {
-        "text": text, "coverage": coverage, "source": source, "merge": merge, "usage": used,
-        "latency_ms": round(seconds * 1000, 1),
-        "invalidation": f"valid only for seqs #{plan.start}-#{plan.stop}, model {source['model']} and prompt "
-                        f"{c11.PROMPT_VERSION}", "free_form": plan.free_form})
-    return c11.RecordedSummary(plan.start, plan.stop, text,
-                               f"{source['model']}@{source['endpoint']}/{c11.PROMPT_VERSION}")
-
-
 def _model_summary(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it: int, view: RequestView
                    ) -> RequestView:
     """C11: ask the model for the planned summary; when it passes the gates, rebuild the view with it."""
     strategy = ctx.policy_for().strategy
-    summary = _ask_model(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
+    summary = ask_summary(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
                         lambda kind, payload: _emit(ctx, session_id, kind, payload, turn, it),
                         lambda rec: ctx.store.append_request(session_id, replace(rec, turn=turn, iteration=it)))
     if summary is None:
@@ -376,6 +321,10 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
     if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
         view = _model_summary(ctx, session_id, nxt, turn, it, view)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
+    if getattr(ctx.cache, "resume_note", None):  # C7: a saved engine state did not fit: rebuilt once, said so
+        _emit(ctx, session_id, "context.state_rebuilt", {"reason": ctx.cache.resume_note, "session_id": session_id},
+              turn, it)
+        ctx.cache.resume_note = None
     retry = False
     while True:
         result.views.append(view)

@@ -171,6 +171,27 @@ def test_fact_survival_matches_whole_tokens_and_summary_text() -> None:
     assert result.share == 1.0 and result.total == 3
 
 
+_TEXT = st.text(alphabet=st.sampled_from(list("ab./_-0123456789, \t\n\u00a0\u3000xyz.py%ms:")), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=4), _TEXT)
+def test_fact_visibility_needs_no_path_token_set(texts: list[str], compacted: str) -> None:
+    """S4: a path fact is a whitespace-free token of one message, so "a path token of the view" is implied by "in
+    the view's normalised text": the view keeps the text and the number tokens only, with the same survival."""
+    import re
+
+    from mxclaw_nb.analysis.facts import combine_views, is_visible, message_view, normalize
+
+    view = combine_views(message_view({"role": "tool", "content": t}) for t in texts)
+    paths = set().union(*(path_tokens(t) for t in texts))
+    for fact in extract_facts({"role": "tool", "content": compacted}):
+        before = (fact.text in paths or fact.text in view.text) if fact.kind == "path" else is_visible(fact, view)
+        assert is_visible(fact, view) == before
+    for t in [*texts, compacted]:
+        assert normalize(t) == re.sub(r"\s+", " ", t).strip()
+
+
 def test_fact_survival_in_replay_keeps_summary_facts_and_loses_old_numbers() -> None:
     """Worked example under C6: the edited path and the forbidden-command failure stay visible."""
     df = replay(worked_example(), TIGHT)

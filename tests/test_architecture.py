@@ -203,7 +203,7 @@ def test_s1_sql_lives_only_in_the_store() -> None:
 
 def test_l1_the_loop_depends_on_protocols_not_on_adapters() -> None:
     """loop.py names the store, provider and tool registry only through Protocols (StoreLike, ProviderLike,
-    ToolsLike, ClassifiedFailure); it imports the engine, messages and the tools' data carriers."""
+    ToolsLike, ClassifiedFailure); it imports the engine, messages, the tables and the tools' data carriers."""
     import ast
 
     tree = ast.parse((PACKAGE / "loop.py").read_text(encoding="utf-8"))
@@ -217,8 +217,12 @@ def test_l1_the_loop_depends_on_protocols_not_on_adapters() -> None:
             imported |= {a.name for a in node.names}
     ours = {m for m in imported if m.startswith("mxclaw_nb")}
     allowed = {"mxclaw_nb.events", "mxclaw_nb.context", "mxclaw_nb.context.lineage", "mxclaw_nb.messages",
-               "mxclaw_nb.tools.base", "mxclaw_nb.records"}
+               "mxclaw_nb.tools.base", "mxclaw_nb.records",
+               "mxclaw_nb.settings",  # a table, not an adapter (N1: TurnContext.settings)
+               "mxclaw_nb.summary_call"}  # C11: the loop's summary call, shared with replay (core + records only)
     assert ours <= allowed, f"loop.py imports adapters: {sorted(ours - allowed)}"
+    shared = {i.target for i in imports_of(PACKAGE / "summary_call.py") if i.target.startswith("mxclaw_nb")}
+    assert all(t.startswith(("mxclaw_nb.context", "mxclaw_nb.messages", "mxclaw_nb.records")) for t in shared), shared
 
 
 # The tables every layer may read: the settings table, event names, the request record, the colour palette,

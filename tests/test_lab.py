@@ -68,11 +68,34 @@ def test_s4_call_slider_redraws_only_the_call_and_replay_is_cached(lab: PolicyLa
     assert lab.redraws == {"timeline": timeline, "call": calls + 1}  # timeline untouched, the call redrawn
     assert lab.timeline.value == svg and lab.gauge.value != gauge
     before = lab.current
-    lab.window.value = 24_000  # the policy changed: a new replay, the timeline redrawn
+    lab.window.value = 24_000  # the policy changed: the call redrawn at once from its turn's replay
+    assert lab.redraws["call"] == calls + 2 and lab.data is not None
+    lab.wait()  # and the timeline once the whole replay, run in the background, is done
     assert lab.redraws["timeline"] == timeline + 1 and lab.current is not before
+    assert lab.data.record.after_tokens == lab.current.views[109].after_tokens
     assert lab.current.rows[0]["window"] == 24_000 and "window 24,000" in lab.status.value
     lab.window.value = 16_000  # back: the cached replay, not a new one
     assert lab.current is before
+
+
+@pytest.mark.parametrize("strategy", ["article", "masking", "clearing", "model-summary"])
+def test_s4_a_turn_replayed_alone_gives_the_whole_replays_views(strategy: str) -> None:
+    """C2: the engine rebuilds at each turn's first call, so the lab's live redraw (the chosen call's turn replayed
+    alone) shows the view the whole replay has, for every call."""
+    lab = PolicyLab({"long": long_session(160, per_turn=13)}, datasets=False, window=8_000, keep_recent=1_000,
+                    strategy=strategy, background=False)
+    policy = ContextPolicy(6_000, 0.7, 1_500, strategy=strategy_from(strategy))
+    whole: list[Any] = []
+    replay_messages(long_session(160, per_turn=13), policy, facts=False, views=whole)
+    assert (lab.transcript.value, policy) not in lab._cache
+    for call in range(1, len(whole) + 1):
+        view, _, iteration = lab.view_at(call, policy)
+        assert (view.messages, view.stage, view.after_tokens) == (whole[call - 1].messages, whole[call - 1].stage,
+                                                                   whole[call - 1].after_tokens), call
+        assert iteration == (call - 1) % 13 + 1
+    assert (lab.transcript.value, policy) not in lab._cache  # no whole replay was made
+    with pytest.raises(ValueError, match="must open a turn"):
+        replay_messages(long_session(40, per_turn=13), policy, facts=False, first_call=3)
 
 
 def test_c12_strategy_numbers_get_sliders_and_change_the_views(lab: PolicyLab) -> None:
@@ -169,3 +192,37 @@ def test_n2_lab_inspector_html_is_the_inspectors_own(lab: PolicyLab) -> None:
     own = CompactionInspector(lab.data, max_rows=lab.max_rows).to_html()
     assert uid(InspectorHTML(lab.data, lab.max_rows).to_html()) == uid(own) == uid(lab.inspector.value)
     assert "placeholder" in own
+
+
+def test_s4_a_newer_policy_cancels_the_background_replay_and_a_failure_is_said() -> None:
+    """S4: moving on before the timeline's replay is done cancels it (only the last policy's timeline is drawn); a
+    replay that fails says so where the timeline was and raises from wait()."""
+    lab = PolicyLab({"long": long_session(300)}, datasets=False, window=16_000, keep_recent=2_000)
+    drawn = lab.redraws["timeline"]
+    with lab._lock:  # both moves before the first replay may draw (a loaded machine could finish it in between)
+        lab.window.value = 20_000
+        first = lab._job
+        lab.window.value = 21_000
+    assert first is not None and first.cancel.is_set() and lab._job is not first
+    lab.wait()
+    first.thread.join()
+    assert first.error is None  # cancelled (or finished unseen), not failed
+    assert lab.redraws["timeline"] == drawn + 1 and lab.current.rows[0]["window"] == 21_000  # only the last drawn
+    assert "window 21,000" in lab.status.value and "replay " in lab.status.value
+
+    # a whole replay that fails (a replay of every call, unlike the turn's): said in place of the timeline
+    import mxclaw_nb.widgets.lab as lab_module
+
+    def whole_fails(*args: Any, first_call: int = 1, **kw: Any) -> Any:
+        if first_call == 1:
+            raise RuntimeError("the store went away")
+        return replay_messages(*args, first_call=first_call, **kw)
+
+    lab.call.value = 250
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lab_module, "replay_messages", whole_fails)
+        lab.window.value = 22_000
+        assert lab.data is not None and "window 22,000" in lab.status.value  # the call was redrawn
+        with pytest.raises(RuntimeError, match="the store went away"):
+            lab.wait()
+    assert "the replay for the timeline failed: RuntimeError: the store went away" in lab.timeline.value

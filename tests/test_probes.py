@@ -249,3 +249,32 @@ def test_s4_probe_tables_are_dataframes() -> None:
 
     t = probe_table(derive_probes(TRANSCRIPT))
     assert isinstance(t, pd.DataFrame) and list(t["type"]).count("recall") == 2
+
+
+def test_r2_c13_probe_evaluation_can_count_what_the_recall_tool_reaches() -> None:
+    """R2: with recall=True a probe whose answer is gone from the view but whose source message a placeholder names
+    (`recall #seq`, C13) is answerable; without the option the columns and figures are those of before."""
+    with TestServer(answers=ANSWERS) as srv:
+        plain = evaluate_probes([("fixture", TRANSCRIPT)], [SMALL], base_url=srv.base_url, model="test-model",
+                                api_key="k")
+        with_recall = evaluate_probes([("fixture", TRANSCRIPT)], [SMALL], base_url=srv.base_url, model="test-model",
+                                      api_key="k", recall=True)
+    assert "recallable" not in plain and "answerable" not in summarize_probes(plain)
+    pd.testing.assert_frame_equal(with_recall.drop(columns=["recallable", "answerable", "reply", "correct"]),
+                                  plain.drop(columns=["reply", "correct"]))
+    got = with_recall.set_index(["policy", "kind"])
+    # the 3k view replaced the benchmark output (message 3) and the traceback (message 5) by placeholders that
+    # name them: the number and the error are not present but recallable
+    for kind, source in (("number", 3), ("last_error", 5)):
+        assert got.loc[("3k", kind), "source"] == source
+        assert not got.loc[("3k", kind), "present"] and got.loc[("3k", kind), "recallable"], kind
+        assert got.loc[("3k", kind), "answerable"]
+        assert not got.loc[(FULL, kind), "recallable"] and got.loc[(FULL, kind), "answerable"]  # present there
+    # a probe present nowhere and named by nothing stays unanswerable (the next step is after the view)
+    assert not got.loc[("3k", "next_step"), "answerable"]
+    view = policy_view(TRANSCRIPT, SMALL, 12)
+    assert sum("recall #" in str(m.get("content")) for m in view.messages) == 2
+    table = summarize_probes(with_recall).set_index(["policy", "type"])
+    assert table.loc[("3k", "artifact"), "presence"] == 0.5 and table.loc[("3k", "artifact"), "answerable"] == 1.0
+    assert table.loc[("3k", "decision"), "answerable"] == 1.0
+    assert table.loc[(FULL, "all"), "answerable"] == table.loc[(FULL, "all"), "presence"] == 7 / 8

@@ -20,7 +20,7 @@ import pytest
 from mxclaw_nb.connect import demo_provider, resolve_provider
 from mxclaw_nb.demo.model import DEMO_MODEL, MAX_TOOL_CALLS, copy_demo_workspace, next_reply
 from mxclaw_nb.demo.server import TestServer, count_prompt_tokens
-from mxclaw_nb.provider.client import (
+from mxclaw_nb.provider import (
     DEFAULT_CONTEXT_WINDOW,
     OpenAIProvider,
     ProviderError,
@@ -429,3 +429,46 @@ def test_l7_error_remedy_names_settings_as_the_caller_says():
     assert err.value.worded({"base_url": "B"}).endswith("Check that the server is running and B is right.")
     plain = ProviderError("server", "Provider failed {base_url}.")  # no remedy: braces in server text stay
     assert plain.worded({"base_url": "B"}) == plain.message == "Provider failed {base_url}."
+
+
+def test_n1_the_provider_reads_the_settings_object_and_keywords_override_it(test_server, tmp_path):
+    """N1: the provider takes the one `Settings` and reads its own settings from it (a new provider setting is
+    read there, never copied by the Agent); the keyword forms callers used before still work and override it."""
+    from mxclaw_nb import Agent
+    from mxclaw_nb.provider.limits import Limits
+    from mxclaw_nb.settings import Settings
+
+    s = Settings(stream=False, max_tokens=77, text_calls="off", max_answer_bytes=5000, call_deadline=30)
+    p = provider(test_server, settings=s)
+    assert p.settings is s
+    assert (p.stream, p.max_tokens, p.text_calls, p.call_deadline) == (False, 77, False, 30.0)
+    assert p.limits == Limits(answer=5000)
+    test_server.enqueue_text("ok")
+    p.complete(USER, None)
+    assert test_server.requests[-1]["max_tokens"] == 77 and "stream" not in test_server.requests[-1]
+
+    # keywords override the object (which is never changed), in the table's form and under its checks
+    q = provider(test_server, settings=s, stream=True, max_tokens=None, text_calls=True, limits=Limits(line=4096))
+    assert (q.settings.stream, q.settings.max_tokens, q.settings.text_calls) == (True, None, "on")
+    assert q.limits == Limits(line=4096) and q.settings.max_answer_bytes == Limits().answer
+    assert (s.stream, s.max_tokens) == (False, 77)
+    test_server.enqueue_text("ok")
+    q.complete(USER, None)
+    assert test_server.requests[-1]["stream"] is True and "max_tokens" not in test_server.requests[-1]
+    # keywords alone: as before, over the table's defaults
+    assert provider(test_server, stream=False, call_deadline=20).settings == Settings(stream=False, call_deadline=20)
+    assert provider(test_server).settings == Settings()
+    with pytest.raises(ValueError, match=r"max_tokens must be an integer >= 1 \(or unset\) \(got 0\)"):
+        provider(test_server, max_tokens=0)
+
+    # the Agent hands its own object over: the provider's settings are the agent's, not a hand-made copy
+    agent = Agent(tmp_path, db=str(tmp_path / "p.duckdb"), base_url=test_server.base_url, api_key="k",
+                  model="test-model", max_tokens=55, stream=False, max_stream_line_bytes=9999)
+    try:
+        assert agent.provider.settings is agent.settings
+        assert agent.provider.limits == Limits(line=9999) and not agent.provider.stream
+        test_server.enqueue_text("ok")
+        agent.run("hello")
+        assert test_server.requests[-1]["max_tokens"] == 55 and "stream" not in test_server.requests[-1]
+    finally:
+        agent.close()

@@ -211,7 +211,7 @@ def test_l7_a_429_reports_the_retries_really_made(srv: TestServer, tmp_path: Pat
 
 _CHILD = r'''
 import sys
-from mxclaw_nb.provider.client import OpenAIProvider, ProviderError
+from mxclaw_nb.provider import OpenAIProvider, ProviderError
 provider = OpenAIProvider(base_url=sys.argv[1], api_key="k", model="test-model", stream=sys.argv[2] == "1",
                           max_retries=0)
 try:

@@ -17,6 +17,7 @@ import json
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -25,7 +26,8 @@ from IPython.utils.capture import capture_output
 
 from mxclaw_nb.demo.quirks import PROFILES, QUIRKS
 from mxclaw_nb.demo.server import TestServer
-from mxclaw_nb.provider.client import OpenAIProvider, ProviderError
+from mxclaw_nb.provider import OpenAIProvider, ProviderError
+from mxclaw_nb.provider.quirks import NORMALISERS, Normaliser, read_report
 from tests.helpers.shell import agent_shell
 from tests.test_provider_faults import assert_no_dangling_calls, assert_one_paragraph, drive, stored_rows
 
@@ -151,6 +153,9 @@ ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk
     "usage_prompt_null": lambda ev, pl: _usages(ev)[-1]["prompt_tokens"] is None and pl["usage"]["prompt_tokens"]
     is None,
     "usage_total_only": lambda ev, pl: set(_usages(ev)[-1]) == {"total_tokens"} == set(pl["usage"]),
+    "usage_x_groq": lambda ev, pl: not _usages(ev) and any(
+        isinstance(e, dict) and e["x_groq"]["usage"]["prompt_tokens"] and e["choices"][0]["finish_reason"]
+        for e in ev if isinstance(e, dict) and "x_groq" in e),
     "tool_whole": lambda ev, pl: [json.loads(tc["function"]["arguments"]) for tc in _calls(ev)] == [a for _, a in
                                                                                                  CALLS],
     "tool_same_index": lambda ev, pl: {tc["index"] for tc in _calls(ev)} == {0} and len(_calls(ev)) == 2,
@@ -195,6 +200,23 @@ def test_the_wire_table_covers_every_quirk() -> None:
     assert set().union(*PROFILES.values()) <= set(QUIRKS)
     with pytest.raises(ValueError, match="unknown server quirk"):
         TestServer(quirks={"tool_no_idnex"})
+
+
+def test_every_server_quirk_has_a_normaliser() -> None:
+    """L2: the adapter's table of normalisers mirrors the test server's table of quirks, name for name, so a quirk
+    the server learns to play cannot go without the adapter saying how it reads it back."""
+    assert set(NORMALISERS) == set(QUIRKS)
+    assert all(n.how for n in NORMALISERS.values()), "every normaliser says what the adapter does"
+    # the fixes of a point run in the table's order: a null prompt is first derived (total - completion), and a
+    # derived 0 is then no count (T3), exactly as for a reported 0
+    derived = read_report(SimpleNamespace(usage={"prompt_tokens": None, "completion_tokens": 5, "total_tokens": 5}))
+    assert derived is not None and (derived["prompt_tokens"], derived["completion_tokens"]) == (None, 5)
+    assert list(NORMALISERS).index("usage_prompt_null") < list(NORMALISERS).index("usage_zeros")
+    assert read_report(SimpleNamespace(usage={"prompt_tokens": 0, "completion_tokens": 0})) is None
+    with pytest.raises(ValueError, match="needs a fix"):
+        Normaliser("text", "a value point without its fix")
+    with pytest.raises(ValueError, match="needs a fix"):
+        Normaliser("calls", "handled in code, yet given a fix", lambda value, _source: value)
 
 
 @pytest.mark.parametrize("name", list(QUIRKS))

@@ -62,7 +62,8 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
             summarize: Callable[[list[Message]], str] | None = build_structured_summary,
             executor: Executor | str | None = None, chunk_size: int | None = None,
             max_pending: int | None = None,
-            reduce: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> pd.DataFrame:
+            reduce: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+            summary_provider: Any = None) -> pd.DataFrame:
     """Replay every session under every policy: one row per (policy, session, simulated call).
 
     Sessions: a JSONL path or folder, a Store (all sessions), session ids with ``store=``, a dict
@@ -84,12 +85,20 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
     The result is the same whatever the executor (chunks are stacked in input order). ``df.attrs["timing"]``
     adds ``executor``, ``worker_seconds``/``worker_cpu_seconds`` (summed over chunks) and ``worker_peak_rss_mb``
     (the highest ``ru_maxrss`` a worker process reported after a chunk).
+
+    ``summary_provider`` (SPEC C11): a provider (e.g. ``OpenAIProvider``) or a ``summary_call.ModelSummarizer``:
+    the summaries ``model-summary`` policies plan are written by real model calls through it, as the live loop
+    makes them (the engine's prompt, the deadline and the gates; a rejected one leaves the C6 text), once per
+    (session, coverage, prompt) and then reused; the rows' ``summary_calls``, ``summary_call_tokens`` (reported
+    usage, prompt + completion) and ``summary_source`` say what happened, ``df.attrs["summary_calls"]`` the
+    totals (made, reused). It runs inline (the calls go from this process). Without it, the C6 text stands in.
     """
     from mxclaw_nb.analysis.dispatch import run_compare  # chunks on any executor (SPEC S4); see its module doc
 
     return run_compare(sessions_or_transcripts, _policies(policies), store=store, progress=progress, exact=exact,
                        facts=facts, summarize=summarize, executor=executor, chunk_size=chunk_size,
-                       max_pending=max_pending, reduce=reduce, progress_min=PROGRESS_MIN_SESSIONS)
+                       max_pending=max_pending, reduce=reduce, progress_min=PROGRESS_MIN_SESSIONS,
+                       summary_provider=summary_provider)
 
 
 def _share(num: pd.Series, den: pd.Series) -> float:
@@ -186,16 +195,26 @@ def summarize_policies(df: pd.DataFrame, price: str | Price | None = None) -> pd
 
 
 def _summary_call_columns(d: pd.DataFrame) -> dict[str, Any]:
-    """C11 per policy: summary calls, the C1 estimate of their requests, and how many of them a replay could only
-    stand in for (`summary_calls_stand_in`: no summary recorded for that coverage, so the C6 text was sent and the
-    tokens are what the call *would* have read). `summary_call_tokens` counts planned calls only: a recorded
-    summary's call was made live and its reported usage is in the session's `requests` (`purpose = 'summary'`)."""
+    """C11 per policy: summary calls and their tokens, and where the summaries came from.
+    `summary_calls_stand_in`: no summary recorded for that coverage and no writer, so the C6 text was sent and the
+    tokens are the C1 estimate of the request the call *would* have sent. `summary_calls_recorded`: recorded
+    live (their reported usage is in the session's `requests`, `purpose = 'summary'`). With a summary writer
+    (`compare(..., summary_provider=...)`): `summary_calls_model` accepted and `summary_calls_rejected` rejected
+    calls made now (tokens: the reported usage, prompt + completion), `summary_calls_reused` requests answered
+    from the writer's earlier outcome (no call)."""
+    from mxclaw_nb.summary_call import MODEL, MODEL_REUSED, REJECTED, REJECTED_REUSED
+
     calls = pd.to_numeric(d["summary_calls"], errors="coerce").fillna(0)
     source = d["summary_source"] if "summary_source" in d else pd.Series(None, index=d.index, dtype=object)
-    return {"summary_calls": int(calls.sum()),
-            "summary_call_tokens": int(pd.to_numeric(d["summary_call_tokens"], errors="coerce").fillna(0).sum()),
-            "summary_calls_stand_in": int(calls[source == STAND_IN].sum()),
-            "summary_calls_recorded": int(calls[source == RECORDED].sum())}
+    out = {"summary_calls": int(calls.sum()),
+           "summary_call_tokens": int(pd.to_numeric(d["summary_call_tokens"], errors="coerce").fillna(0).sum()),
+           "summary_calls_stand_in": int(calls[source == STAND_IN].sum()),
+           "summary_calls_recorded": int(calls[source == RECORDED].sum())}
+    if source.isin([MODEL, MODEL_REUSED, REJECTED, REJECTED_REUSED]).any():
+        out.update(summary_calls_model=int(calls[source == MODEL].sum()),
+                   summary_calls_rejected=int(calls[source == REJECTED].sum()),
+                   summary_calls_reused=int(source.isin([MODEL_REUSED, REJECTED_REUSED]).sum()))
+    return out
 
 
 # -- the harness's own compactions beside replayed policies (SPEC S4) ---------------------------------------------

@@ -45,8 +45,18 @@ CHUNK_SESSIONS = 25  # sessions per submitted task: ~0.1 s of work, small enough
 def run_compare(source: Any, pols: list[tuple[str, ContextPolicy]], *, store: Any, progress: bool, exact: bool,
                 facts: bool, summarize: Callable[[list[Message]], str] | None, executor: Executor | str | None,
                 chunk_size: int | None, max_pending: int | None,
-                reduce: Callable[[pd.DataFrame], pd.DataFrame] | None, progress_min: int) -> pd.DataFrame:
+                reduce: Callable[[pd.DataFrame], pd.DataFrame] | None, progress_min: int,
+                summary_provider: Any = None) -> pd.DataFrame:
     """``compare``'s work once its policies are resolved (see ``compare`` for the arguments)."""
+    from mxclaw_nb.summary_call import as_writer
+
+    writer = as_writer(summary_provider)  # C11: real summary calls go from this process
+    if writer is not None:
+        if executor not in (None, "auto", "inline"):
+            raise ValueError("summary_provider makes model calls from this process: use executor='inline' "
+                             f"(got {executor!r})")
+        executor = "inline"
+        made, reused = writer.calls_made, writer.calls_reused
     chunk_size = CHUNK_SESSIONS if chunk_size is None else chunk_size
     items, known = _sessions(source, store)
     if executor is None or executor == "auto":
@@ -64,7 +74,8 @@ def run_compare(source: Any, pols: list[tuple[str, ContextPolicy]], *, store: An
         from tqdm.auto import tqdm
 
         bar = tqdm(total=known, desc=f"replay x{len(pols)} policies", unit="session")
-    job = _Job(pols if executor == "inline" else _shippable(pols, summarize, reduce), summarize, facts, exact, reduce)
+    job = _Job(pols if executor == "inline" else _shippable(pols, summarize, reduce), summarize, facts, exact, reduce,
+               writer)
     chunks = _chunks(items, chunk_size)
     parts: list[pd.DataFrame] = []
     n_sessions = n_calls = 0
@@ -107,6 +118,8 @@ def run_compare(source: Any, pols: list[tuple[str, ContextPolicy]], *, store: An
         "exact": exact, "facts": facts, "executor": label, "chunk_size": chunk_size,
         "worker_seconds": worker_seconds, "worker_cpu_seconds": worker_cpu, "worker_peak_rss_mb": worker_peak,
     }
+    if writer is not None:  # C11: the summary calls this compare made, and those it reused
+        df.attrs["summary_calls"] = {"made": writer.calls_made - made, "reused": writer.calls_reused - reused}
     return df
 
 
@@ -174,6 +187,7 @@ class _Job:
     facts: bool
     exact: bool
     reduce: Callable[[pd.DataFrame], pd.DataFrame] | None
+    summary_writer: Any = None  # C11: a ModelSummarizer (inline only)
 
 
 @dataclass(frozen=True)
@@ -260,7 +274,7 @@ def _replay_chunk(job: _Job, chunk: list[Pair]) -> _Chunk:
         caches = SessionCaches(exact_counter)
         for label, pol in pols:
             out = replay_messages(messages, pol, session_id=sid, summarize=job.summarize, facts=job.facts,
-                                  caches=caches)
+                                  caches=caches, summary_writer=job.summary_writer)
             for row in out:
                 row["policy"] = label
                 row["threshold_ratio"] = pol.threshold_ratio

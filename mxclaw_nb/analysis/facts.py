@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from mxclaw_nb.messages import Message, content_text, tool_call_args, tool_call_name
@@ -44,7 +45,6 @@ _NUMBER_RE = re.compile(
 _ERROR_RE = re.compile(
     r"Error|Exception|Traceback|(?i:\bfailed\b|tool failed|permission denied|forbidden|\binvalid\b|\berror:)"
 )
-_WS = re.compile(r"\s+")
 SHELL_TOOLS = frozenset({
     "bash", "shell", "sh", "run_shell", "run_command", "execute_command", "exec", "terminal", "run_terminal_cmd",
     "Bash", "local_shell", "container.exec",
@@ -61,7 +61,7 @@ class Fact(NamedTuple):
 
 def normalize(text: str) -> str:
     """Collapse runs of whitespace to one space and strip (how facts and views are compared)."""
-    return _WS.sub(" ", text).strip()
+    return " ".join(text.split())  # = re.sub(r"\s+", " ", text).strip(): `\s` is str.isspace on every code point
 
 
 def _clean_path(raw: str) -> str | None:
@@ -76,20 +76,25 @@ def _clean_path(raw: str) -> str | None:
 
 def path_tokens(text: str) -> set[str]:
     """Every path-like token in ``text`` (see module doc)."""
-    found = (_clean_path(m.group(0)) for m in _PATH_RE.finditer(text))
+    # the matches are collected at C speed and each distinct one is cleaned once (a log repeats its paths)
+    found = map(_clean_path, set(_PATH_RE.findall(text)))
     return {p for p in found if p}
+
+
+@lru_cache(maxsize=256)
+def _number_matches(text: str) -> frozenset[tuple[str, str, str]]:
+    """(digits, decimals, unit) of each number in `text` ("" for a missing group), each distinct match once; kept
+    for the last texts: a replay asks for a message's facts and for its view text, of the same text."""
+    return frozenset(_NUMBER_RE.findall(text))
 
 
 def number_tokens(text: str, *, facts_only: bool = False) -> set[str]:
     """Number tokens in ``text``; with ``facts_only`` only those that are facts (>= 3 digits, decimals, units)."""
-    out: set[str] = set()
-    for m in _NUMBER_RE.finditer(text):
-        digits, decimals, unit = m.group(1), m.group(2) or "", m.group(3)
-        value = digits + decimals
-        if facts_only and not (sum(c.isdigit() for c in digits) >= 3 or decimals or unit):
-            continue
-        out.add(value)
-    return out
+    found = _number_matches(text)
+    if not facts_only:
+        return {digits + decimals for digits, decimals, _ in found}
+    return {digits + decimals for digits, decimals, unit in found
+            if decimals or unit or sum(c.isdigit() for c in digits) >= 3}
 
 
 def error_lines(text: str) -> list[str]:
@@ -172,13 +177,12 @@ class ViewText(NamedTuple):
     """What a request view shows, in the forms facts are matched against."""
 
     text: str  # whitespace-normalised, messages joined by newlines
-    paths: frozenset[str]
-    numbers: frozenset[str]
+    numbers: frozenset[str]  # number tokens (a number fact is a whole token, not a substring: "12" is not in "123")
 
 
 def text_view(text: str) -> ViewText:
     """The matchable form of a message's text (``message_text``)."""
-    return ViewText(normalize(text), frozenset(path_tokens(text)), frozenset(number_tokens(text)))
+    return ViewText(normalize(text), frozenset(number_tokens(text)))
 
 
 def message_view(message: Message) -> ViewText:
@@ -189,14 +193,13 @@ def message_view(message: Message) -> ViewText:
 def combine_views(parts: Iterable[ViewText]) -> ViewText:
     """One ViewText for a whole request view from its per-message parts."""
     parts = list(parts)
-    return ViewText("\n".join(p.text for p in parts), frozenset().union(*(p.paths for p in parts)),
-                    frozenset().union(*(p.numbers for p in parts)))
+    return ViewText("\n".join(p.text for p in parts), frozenset().union(*(p.numbers for p in parts)))
 
 
 def is_visible(fact: Fact, view: ViewText) -> bool:
-    """True when ``fact`` can be found in the view (tokens for paths/numbers, substrings otherwise)."""
-    if fact.kind == "path":
-        return fact.text in view.paths or fact.text in view.text
+    """True when ``fact`` can be found in the view (numbers as tokens, the rest as substrings)."""
+    # a path fact is a token without whitespace of one message's text, so it is in the text whenever a view's
+    # message holds it as a token (normalising only collapses whitespace): the substring test covers both
     if fact.kind == "number":
         return fact.text in view.numbers
     return fact.text in view.text

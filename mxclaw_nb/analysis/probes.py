@@ -25,7 +25,11 @@ Scoring (``score_answer``): the expected answer must occur in the reply as a who
 case- and whitespace-insensitively ("normalised exact match"). ``present`` applies the same test to
 the view's text: was the answer there to be found. With ``judge=...`` a second model also grades each
 reply; its figures are in separate ``judge_*`` columns, labelled as a judge's opinion, never mixed
-into ``recall``. ``runs=N`` asks everything N times; ``summarize_probes`` reports the mean and the
+into ``recall``. ``recall=True`` (R2, C13) also counts a probe as answerable when the agent could recall its
+answer: its source message is one a placeholder of the view names (``recall #seq``) or inside the range a
+summary names (``Recall: #a-#b``), which the recall tool reads from this session (columns ``recallable`` and
+``answerable`` = present or recallable; ``summarize_probes`` adds the share ``answerable``). ``runs=N`` asks
+everything N times; ``summarize_probes`` reports the mean and the
 sample standard deviation (ddof=1) of the per-run recall, per policy and probe type.
 """
 
@@ -65,6 +69,10 @@ PATH_KEYS = ("path", "file_path", "filepath", "filename", "file_name", "file", "
 SHELL_KEYS = ("command", "cmd", "script")
 MAX_LINE = 120  # characters of a quoted output line in an artifact/number question
 MAX_COMMAND = 80  # a shell command longer than this is not used as an expected answer
+# C13: what a view names for the recall tool (the replay's seqs are transcript indices): a placeholder's original
+# and a summary's range
+_NAMED_ONE = re.compile(r"\[old tool output compacted: [\d,]+ characters;[^\n]*?recall #(\d+)\]")
+_NAMED_RANGE = re.compile(r"^Recall: #(\d+)(?:-#(\d+))? (?:is|are) in the transcript", re.MULTILINE)
 
 _CREATE = re.compile(r"create|write", re.IGNORECASE)
 _EDIT = re.compile(r"edit|replace|insert|patch", re.IGNORECASE)
@@ -407,7 +415,7 @@ def _provider(spec: Any, **kw: Any) -> Any:
 
 def _ask(provider: Any, messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
     """(reply text, error message): a failed call is recorded, not scored as wrong."""
-    from mxclaw_nb.provider.client import ProviderError
+    from mxclaw_nb.provider.errors import ProviderError
 
     try:
         out = provider.complete(messages, None)
@@ -425,6 +433,26 @@ class _View:
     after_tokens: int
     compacted: int  # transcript messages summarized, replaced by a placeholder or dropped in this view
     fact_survival: float
+    named: tuple[frozenset[int], tuple[tuple[int, int], ...]] = (frozenset(), ())  # C13: seqs, seq ranges
+
+    def recallable(self, seq: int) -> bool:
+        """R2: the recall tool can read transcript message `seq` from this view (named by a placeholder or
+        inside a summary's range)."""
+        one, ranges = self.named
+        return seq in one or any(a <= seq <= b for a, b in ranges)
+
+
+def named_seqs(messages: Sequence[Message]) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
+    """C13: the seqs a view's placeholders name and the seq ranges its summaries name."""
+    one: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    for m in messages:
+        text = content_text(m.get("content")) if isinstance(m, dict) else ""
+        if m.get("role") == "tool":
+            one.update(int(g) for g in _NAMED_ONE.findall(text))
+        elif m.get("role") == "system":
+            ranges += [(int(a), int(b or a)) for a, b in _NAMED_RANGE.findall(text)]
+    return frozenset(one), tuple(ranges)
 
 
 def _views(sid: str, msgs: list[Message], pols: list[tuple[str, ContextPolicy]], at: int, full: bool,
@@ -437,12 +465,14 @@ def _views(sid: str, msgs: list[Message], pols: list[tuple[str, ContextPolicy]],
     caches = SessionCaches()
     for label, pol in pols:
         view = policy_view(msgs, pol, at, summarize=summarize, cache=caches.token_cache(pol))
-        row = replay_messages(msgs[:at + 1], pol, session_id=sid, summarize=summarize, caches=caches)[-1]
+        replayed: list[RequestView] = []  # its placeholders name transcript indices (C13), the probes' sources
+        row = replay_messages(msgs[:at + 1], pol, session_id=sid, summarize=summarize, caches=caches,
+                              views=replayed)[-1]
         total = row.get("facts_total") or 0
         survival = row["facts_visible"] / total if total else 1.0  # nothing compacted held a fact: nothing lost
         compacted = sum(int(row[k]) for k in ("summarized", "placeholder", "dropped"))
         out.append(_View(label, view.messages, _norm(view_text(view.messages)), view.stage, view.after_tokens,
-                         compacted, survival))
+                         compacted, survival, named_seqs(replayed[-1].messages)))
     return out
 
 
@@ -454,6 +484,7 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
                     model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                     provider: Any = None, runs: int = 1, judge: Any = None, full: bool = True,
                     at: int | None = None, store: Any = None, workers: int = 1, as_text: bool = False,
+                    recall: bool = False,
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary) -> pd.DataFrame:
     """Ask every probe of every transcript against every policy's view; one row per answer.
 
@@ -465,7 +496,8 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
     ``judge_reply`` and ``judge_correct``. ``as_text=True`` sends each view as one user message of plain
     text (``transcript_text``), for endpoints that refuse tool-call history without tool definitions.
     ``workers > 1`` asks in parallel threads (scripted answers that vary per ask then arrive in no fixed
-    order). A failed call leaves ``correct`` empty (NaN) and its message in ``error``.
+    order). A failed call leaves ``correct`` empty (NaN) and its message in ``error``. ``recall=True`` (R2):
+    columns ``recallable`` (not present, but its source is named for the recall tool) and ``answerable``.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -504,6 +536,9 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
                "correct": math.nan if error else float(score_answer(reply, probe.expected)), "error": error,
                "stage": view.stage, "after_tokens": view.after_tokens, "compacted": view.compacted,
                "fact_survival": view.fact_survival}
+        if recall:
+            row["recallable"] = not row["present"] and view.recallable(probe.source)
+            row["answerable"] = row["present"] or row["recallable"]
         if grader is not None:
             verdict, jerr = (None, "no reply to grade") if reply is None else _ask(grader, [{
                 "role": "user", "content": JUDGE_PROMPT.format(question=probe.question, expected=probe.expected,
@@ -517,7 +552,8 @@ def evaluate_probes(transcripts: Any, policies: Sequence[ContextPolicy | dict[st
             rows = list(pool.map(one, tasks))
     else:
         rows = [one(t) for t in tasks]
-    columns = ANSWER_COLUMNS + (["judge_reply", "judge_correct"] if grader is not None else [])
+    columns = (ANSWER_COLUMNS + (["recallable", "answerable"] if recall else [])
+               + (["judge_reply", "judge_correct"] if grader is not None else []))
     df = pd.DataFrame(rows, columns=columns)
     df["policy"] = pd.Categorical(df["policy"], [*([FULL] if full else []), *labels], ordered=True)
     df.attrs["model"] = getattr(asker, "label", repr(asker))
@@ -540,8 +576,9 @@ def summarize_probes(answers: pd.DataFrame) -> pd.DataFrame:
     1.0 when nothing with a fact was compacted, and for the ``full`` view). ``presence``: share of the
     probes whose answer is in the view's text. ``recall``: mean over runs of the share answered
     correctly (normalised exact match); ``recall_std``: its sample standard deviation over runs (NaN
-    with one run). ``judge_recall``/``judge_recall_std`` likewise from the judge's verdicts (a judge's
-    opinion, not exact match). ``errors``: calls that failed (not counted as wrong).
+    with one run). ``answerable`` (answers evaluated with ``recall=True``): share of the probes present or
+    recallable through the recall tool (R2). ``judge_recall``/``judge_recall_std`` likewise from the judge's
+    verdicts (a judge's opinion, not exact match). ``errors``: calls that failed (not counted as wrong).
     """
     rows = []
     judged = "judge_correct" in answers
@@ -557,6 +594,8 @@ def summarize_probes(answers: pd.DataFrame) -> pd.DataFrame:
             row: dict[str, Any] = {"policy": policy, "type": type_, "probes": len(first), "runs": t["run"].nunique(),
                                    "fact_survival": survival, "presence": float(first["present"].mean()),
                                    "recall": recall, "recall_std": std}
+            if "answerable" in first:
+                row["answerable"] = float(first["answerable"].mean())
             if judged:
                 row["judge_recall"], row["judge_recall_std"] = _run_stats(t, "judge_correct")
             row["errors"] = int(t["error"].notna().sum())

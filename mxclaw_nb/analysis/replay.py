@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from itertools import compress
-from operator import not_
+from dataclasses import replace
+from itertools import compress, count, islice
+from operator import is_not, not_
 from typing import Any
 
 import pandas as pd
@@ -45,6 +46,7 @@ from mxclaw_nb.analysis.facts import (
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.cache_variants import cache_variant, choose
+from mxclaw_nb.context.incremental import continued_input
 from mxclaw_nb.context.micro import is_typed_placeholder
 from mxclaw_nb.context.model_summary import summary_prompt
 from mxclaw_nb.context.prefix import shared_prefix
@@ -128,6 +130,23 @@ class SessionCaches:
         self.facts = ContentCache(extract_facts)
         self.views = ContentCache(message_view)
         self.exact = IdCache(exact.count) if exact is not None else None
+        # typed_count: the last messages counted (kept alive, so compared by identity) and their running counts
+        self._typed_prev: list[Message] = []
+        self._typed_cum: list[int] = [0]
+
+    def typed_count(self, messages: list[Message]) -> int:
+        """K2: how many of `messages` are tool results holding a typed placeholder. Consecutive replayed views share
+        most of their message dicts, in order: the count of the part shared with the last view asked about (found
+        at C speed, by identity) is reused, and only the rest is looked at."""
+        prev, cum = self._typed_prev, self._typed_cum
+        m = next(compress(count(), map(is_not, messages, prev)), min(len(messages), len(prev)))
+        del cum[m + 1:]
+        total = cum[m]
+        for msg in islice(messages, m, None):
+            total += msg.get("role") == "tool" and is_typed_placeholder(msg.get("content"))
+            cum.append(total)
+        self._typed_prev = messages
+        return total
 
     def token_cache(self, policy: ContextPolicy) -> TokenCache:
         """The TokenCache for this policy's counter (a different counter would clear a shared one)."""
@@ -186,6 +205,7 @@ class _Chain:
         # R2: the same for the compacted messages a placeholder or a summary's range names (recallable)
         self.named, self.named_counts = set[int](), dict[Fact, int]()
         self.action_counts: dict[str, int] = {}  # action -> transcript messages in that state (kept: the rest)
+        self.settled = 0  # pos_map[:settled] all hold a kept or placeholder message (or an engine-made one)
         self._resync = False
         if previous is not None and previous.facts_of is facts_of:  # a new turn: start from the last turn's facts
             self.members, self.fact_counts, self._resync = previous.members, previous.fact_counts, True
@@ -225,11 +245,11 @@ class _Chain:
     def advance(self, view: RequestView, start: int, end: int) -> None:
         """Map the next input (``view.next_input(messages[start:end])``) back to transcript indices."""
         trace = _trace(view)
-        if (isinstance(trace.sent_sources, range) and isinstance(trace.step_sources, range)
-                and trace.step_sources == range(len(self.pos_map))):  # sent as it came: the map only grows
+        if _as_came(trace, len(self.pos_map)):  # sent as it came: the map only grows
             self.pos_map += range(start, end)
             self.synthetic = set()
             return
+        self.settled = 0
         self.pos_map = [None if s is None else self.pos_map[s] for s in view.sources] + list(range(start, end))
         self.synthetic = {p for p, k in enumerate(trace.sent_sources)
                           if k is not None and trace.step_sources[k] is None}
@@ -256,7 +276,9 @@ class _Chain:
         unchanged view costs what its new messages cost)."""
         sources = trace.step_sources
         assert isinstance(sources, range)
-        ts = self.pos_map[sources.start:sources.stop]
+        # the settled prefix of the map is kept or placeholder already (only appended positions are new, C7)
+        lo = min(self.settled, sources.stop) if sources.start == 0 else sources.start
+        ts = self.pos_map[lo:sources.stop]
         # a kept step keeps a placeholder state (the C7 input carries the placeholder) and leaves "kept" as is
         changed = compress(ts, map(not_, map(_STAYING.__contains__, map(self.state.get, ts))))
         for t in changed:
@@ -270,8 +292,11 @@ class _Chain:
                 if action == "kept" and self.state.get(t) == "placeholder":
                     continue
                 self._set(t, action, touched)
+        settled = sources.start == 0 and all(action in _STAYING for _a, _b, action in trace.runs or ())
+        self.settled = sources.stop if settled else 0
 
     def _record_steps(self, trace: Trace, touched: list[int]) -> int:
+        self.settled = 0
         synthetic = 0
         for k, src in enumerate(trace.step_sources):
             action = trace.actions[k]
@@ -300,9 +325,9 @@ class _ContinuedSeqs(Sequence[Any]):
     def __init__(self, chain: _Chain, view: RequestView, start: int) -> None:
         self.pos_map, self.view, self.start = chain.pos_map, view, start
         t = _trace(view)
-        self.same = (isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
-                     and t.step_sources == range(len(self.pos_map)))
+        self.same = _as_came(t, len(self.pos_map))
         self.n = len(self.pos_map) if self.same else len(view.messages)
+        self._sources: list[int | None] | None = None  # view.sources, built on the first lookup (it is O(n))
 
     def __len__(self) -> int:  # only the carried part is bounded; new positions map past it
         return 1 << 62
@@ -312,8 +337,18 @@ class _ContinuedSeqs(Sequence[Any]):
             return self.start + (p - self.n)
         if self.same:
             return self.pos_map[p]
-        s = self.view.sources[p]
+        if self._sources is None:
+            self._sources = self.view.sources
+        s = self._sources[p]
         return None if s is None else self.pos_map[s]
+
+
+def _as_came(trace: Trace, n: int) -> bool:
+    """Every one of the `n` input positions is a step sent in place (unchanged, or micro's placeholders in place):
+    the next input's positions are this one's (checked at C speed)."""
+    steps, sent = trace.step_sources, trace.sent_sources
+    return (isinstance(steps, range) and steps == range(n)
+            and (isinstance(sent, range) or (len(sent) == n and sent == list(range(n)))))
 
 
 def _trace(view: RequestView) -> Trace:
@@ -349,9 +384,19 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
                     progress: bool | Callable[..., Any] = False,
-                    views: list[RequestView] | None = None) -> list[dict[str, Any]]:
+                    views: list[RequestView] | None = None, first_call: int = 1,
+                    summary_writer: Any = None) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
-    every simulated call's RequestView (e.g. to compare them with what a live run sent)."""
+    every simulated call's RequestView (e.g. to compare them with what a live run sent).
+
+    ``summary_writer`` (C11, a ``summary_call.ModelSummarizer``): where the engine plans a model summary, ask it as
+    the live loop does (same prompt, provider adapter and gates); an accepted summary is then the strategy's for
+    the rest of the replay (merged into by later ones), a rejected one leaves the C6 text. None: the C6 stand-in.
+
+    ``first_call``: simulate only the calls from this one on, which must open a turn (C2: the engine rebuilds
+    there from the stored transcript, so its views and the rest of its turn are those of the whole replay; what
+    carries over turns is not: the facts columns (refused) and the E2 shared-prefix columns of that first call).
+    The cache-aware variants may carry a view over a turn boundary (E4): refused for them."""
     msgs = list(messages)
     caches = caches or SessionCaches()
     cache = caches.token_cache(policy)
@@ -373,23 +418,37 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     view: RequestView | None = None
     chain, prev = _Chain(0), 0
     calls = call_positions(msgs)
-    steps: Any = enumerate(calls, 1)
+    if first_call != 1:
+        if facts or cache_variant(policy) is not None:
+            raise ValueError("first_call > 1 needs facts=False and a policy that rebuilds at each turn "
+                             "(not a -cache variant)")
+        if not 1 < first_call <= len(calls) or turns[calls[first_call - 1] - 1] == turns[calls[first_call - 2] - 1]:
+            raise ValueError(f"first_call must open a turn among the {len(calls)} calls, got {first_call!r}")
+    steps: Any = enumerate(calls[first_call - 1:], first_call)
+    aware, pstate = cache_variant(policy) is not None, None
     if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
         from tqdm.auto import tqdm
 
         bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
         steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
                     leave=False)
-    aware, pstate = cache_variant(policy) is not None, None
     summarized: set[str] = set()  # C11: recorded summaries already sent (their call is counted once)
     for call_no, i in steps:
         rebuilt = view is None or turns[i - 1] != turns[prev - 1]
-        continued = None if view is None else view.next_input(msgs[prev:i])
+        continued = None
+        if view is not None and not rebuilt:  # C7: the view's own plan seeds the next build's (O(new) per call)
+            continued = continued_input(view, msgs[prev:i], cache, policy.counter)
+        elif view is not None and aware:
+            continued = view.next_input(msgs[prev:i])
         inputs = msgs[:i] if rebuilt else continued
         # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
         cont_seqs = None if view is None else _ContinuedSeqs(chain, view, prev)
         seqs = None if rebuilt else cont_seqs
         built = build_request_view(inputs, policy, summarize, cache=cache, seqs=seqs)
+        written = None
+        if built.plan is not None and summary_writer is not None:  # C11: the summary call, as the loop makes it
+            policy, built, written = _write_summary(summary_writer, session_id, policy, built, lambda p, i=inputs,
+                                                    s=seqs: build_request_view(i, p, summarize, cache=cache, seqs=s))
         decision: dict[str, Any] = {}
         if aware and view is not None:  # E4 (C12 `<name>-cache`): keep a warm prefix, or break it for enough
 
@@ -424,13 +483,13 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
-            "typed_placeholders": sum(1 for m in view.messages if m.get("role") == "tool"
-                                      and is_typed_placeholder(m.get("content"))),  # K2
+            "typed_placeholders": caches.typed_count(view.messages),  # K2
             "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
             "over_threshold": view.over_threshold,
             "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
             "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
             **_summary_call(view, policy, summarized),
+            **(written.columns() if written is not None else {}),  # C11: what the writer really did
         }
         if facts:
             row.update(_fact_columns(chain, view, caches))
@@ -441,6 +500,23 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         rows.append(row)
         prev = i
     return rows
+
+
+def _write_summary(writer: Any, session_id: str, policy: ContextPolicy, view: RequestView,
+                   rebuild: Callable[[ContextPolicy], RequestView]) -> tuple[ContextPolicy, RequestView, Any]:
+    """C11 in a replay: the writer asks for the planned summary; an accepted one joins the strategy's recorded
+    summaries (as `Agent` does with `on_summary`) and the view is rebuilt with it."""
+    strategy = policy.strategy
+    inner = getattr(strategy, "inner", None)  # a `-cache` variant (E4) of `model-summary`: its inner strategy's
+    target = strategy if hasattr(strategy, "with_summary") else inner if hasattr(inner, "with_summary") else None
+    if view.plan is None or target is None:
+        return policy, view, None
+    written = writer.write(session_id, view.plan, float(getattr(target, "deadline", 60.0)))
+    if written.summary is None:
+        return policy, view, written
+    kept = target.with_summary(written.summary)
+    policy = replace(policy, strategy=kept if target is strategy else replace(strategy, inner=kept))
+    return policy, rebuild(policy), written
 
 
 def _summary_call(view: RequestView, policy: ContextPolicy, seen: set[str]) -> dict[str, Any]:
@@ -470,21 +546,26 @@ def frame(rows: list[dict[str, Any]], *, facts: bool, exact: bool, extra: Sequen
 
 def replay(session_or_messages: Any, policy: ContextPolicy | dict[str, Any], *, store: Any = None,
            summarize: Callable[[list[Message]], str] | None = build_structured_summary, exact: bool = False,
-           facts: bool = True, progress: bool | Callable[..., Any] = False) -> pd.DataFrame:
+           facts: bool = True, progress: bool | Callable[..., Any] = False,
+           summary_provider: Any = None) -> pd.DataFrame:
     """One row per simulated model call as the transcript grew (see module doc for the columns).
 
     ``session_or_messages``: a list of messages, an ``(id, messages)`` pair, a ``Conversation``, or a
     session id (needs ``store``). ``exact=True`` adds exact o200k_base counts of each view. ``progress=True``
     shows a progress bar (tqdm) when the replay takes longer than ``PROGRESS_DELAY`` seconds; a tqdm class
     instead of ``True`` draws it (the notebook's, whose saved output is the finished bar).
+    ``summary_provider`` (C11): a provider (e.g. ``OpenAIProvider``) or a ``summary_call.ModelSummarizer``: the
+    summaries a ``model-summary`` policy plans are then written by real model calls (``summary_source`` "model",
+    "C6 (model summary rejected)", or "... reused"); without one, the C6 text stands in ("C6 stand-in").
     """
     from mxclaw_nb.analysis.sources import one_conversation
+    from mxclaw_nb.summary_call import as_writer
 
     sid, messages = one_conversation(session_or_messages, store)
     _, pol = as_policy(policy)
     caches = SessionCaches(exact_o200k() if exact else None)
     rows = replay_messages(messages, pol, session_id=sid, summarize=summarize, facts=facts, caches=caches,
-                           progress=progress)
+                           progress=progress, summary_writer=as_writer(summary_provider))
     return frame(rows, facts=facts, exact=exact)
 
 

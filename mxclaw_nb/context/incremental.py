@@ -16,7 +16,9 @@ messages it sees are values that are never edited in place (stored rows, SPEC S2
 that the previous input is a prefix of the new one (one list comparison at C speed, by identity first),
 not every content object, so a rebuild after one new message is O(new) plus a few whole-list copies.
 It keeps two prefixes: the whole stored transcript (the first call of each turn) and the turn's own
-C7 input (later calls), so neither evicts the other.
+C7 input (later calls), so neither evicts the other. A view with placeholders makes a C7 input that extends
+no planned prefix; `continued_input` plans it from the view itself (the view is already repaired), so the
+turn's later builds stay O(new) under masking and clearing too.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from itertools import compress, repeat
 from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
-from mxclaw_nb.context.repair import Planned, plan_counted
+from mxclaw_nb.context.micro import FACTS_KEY
+from mxclaw_nb.context.repair import Planned, append_result, plan_counted
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
+from mxclaw_nb.context.view import RequestView, raw
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
 
 _TOP_LEVEL_ROLES = (frozenset(ROLES) | SYSTEM_ROLES) - {"tool"}
@@ -302,6 +306,7 @@ class _Prefix:
     counter_key: Any
     summary: Any = None  # this prefix's summary.StructuredSummaryState (made by the first summary build)
     calibration: _Calibration | None = None  # per-step keys and scaled counts under a calibrated counter
+    continued: bool = False  # planned from a view's own plan (`continued_input`) or grown from one (C7)
 
 
 def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
@@ -504,6 +509,97 @@ def _remember(cache: TokenCache, inputs: list[Any], snap: tuple[list[Any], list[
     # the calibrated counting state of this build (plan_and_count leaves it on the cache), else none
     calibration = cache.__dict__.pop("_calibration_made", None) if _is_calibrated(counter_key) else None
     prefix = _Prefix(inputs, len(inputs), contents, calls, planned, resume, resume_step, counter_key, summary,
-                     calibration)
+                     calibration, reuse is not None and reuse.continued)
     cache.slots = [prefix, *slots][: 2 if append_only else 1]
     cache.prefix, cache.summary = prefix, summary
+
+
+def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
+    """C7: the C6 state of the session cache's longest prefix (the whole stored transcript the first call of a
+    turn builds from) as plain data, for another process to continue (`TokenCache.resume_summary`); None when
+    no summary was built over it."""
+    slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if p.summary is not None]
+    if not slots:
+        return None
+    snapshot: dict[str, Any] | None = max(slots, key=lambda p: p.length).summary.snapshot()
+    return snapshot
+
+
+def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCache | None,
+                    counter_key: Any = None) -> list[Any]:
+    """C7: `view.next_input(appended)`, the next build's input within a turn; with a session cache
+    (`append_only`) whose last build made `view` with placeholders, that input's plan is also kept on the cache,
+    made from the view's own: the next build then plans only `appended` (O(new)) instead of the whole input,
+    whose placeholders break reuse of the prefix the view was built from.
+
+    The seeded plan is the one `plan_counted` would make of `view.next_input()`: the view is C4-repaired (every
+    result right after its call, nothing to drop or add) so the plan is the identity with the view's messages as
+    the sent forms and the view's counts; a placeholder made by this build is a tool result that planning puts
+    through `append_result` again (done here, for it alone: the carried ones already were). Only C1 counts, the
+    micro stage and views without synthetic results; else nothing is seeded (the plain path plans it)."""
+    trace = view.trace
+    if (cache is None or not cache.append_only or counter_key is not None or trace is None or view.stage != "micro"
+            or trace.runs is None or not isinstance(trace.step_sources, range)
+            or any(action != "placeholder" for _a, _b, action in trace.runs)):  # only micro's own placeholders
+        return view.next_input(appended)
+    m = len(view.messages)
+    in_place = len(trace.step_sources) == m and trace.sent_sources == list(range(m))
+    if in_place:
+        # every step sent in place (micro): `next_input` at C speed, the originals (and the placeholders carried
+        # as inputs) with this build's placeholders put in; the same list
+        steps = raw(trace.step_messages)
+        out = list(steps[:m])
+        for a, b, _action in trace.runs:
+            for k in range(a, b):
+                out[k] = view.messages[k] if FACTS_KEY not in steps[k] else {**view.messages[k],
+                                                                              FACTS_KEY: steps[k][FACTS_KEY]}
+        out += appended
+    else:
+        out = view.next_input(appended)
+    mine = out[:m]
+    sent = list(view.messages)
+    tokens = list(trace.sent_tokens)
+    step_of = raw(trace.sent_of_step)
+    replanned = cache.replanned
+    for a, b, _action in trace.runs:
+        for k in range(a, b):
+            p = step_of[k]
+            if p is None:
+                return out
+            msg = mine[p]
+            hit = replanned.get(id(msg))
+            if hit is not None and hit[0] is msg:  # the same placeholder as an earlier turn's (pipeline.placeholders)
+                sent[p], tokens[p] = hit[1], hit[2]
+                continue
+            one: list[Any] = []
+            counts: list[int] = []
+            append_result(msg, str(msg.get("tool_call_id")), one, counts)
+            sent[p], tokens[p] = one[0], counts[0]
+            if len(replanned) > cache.max_entries:
+                replanned.clear()
+            replanned[id(msg)] = (msg, one[0], counts[0])
+    planned = Planned(range(m), mine, {}, sent, tokens, None)
+    layout = _continued_layout(cache, trace, planned) if in_place else layout_of(planned)
+    planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout)
+    resume, resume_step = _resume_point(mine, planned.sources)
+    seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True)
+    cache.slots = [seeded, *(p for p in cache.slots if not p.continued)][:2]
+    return out
+
+
+def _continued_layout(cache: TokenCache, trace: Any, planned: Planned) -> Layout:
+    """The layout of a plan seeded from a micro view that sent every step in place: the layout of the build
+    that made the view (the same steps and roles, in the same order), its totals moved by this build's
+    placeholders only (O(new)); made afresh when that build's plan is not the cache's last one."""
+    last = cache.prefix
+    m = len(planned.sources)
+    if (last is None or last.planned.layout is None or last.planned.messages is not raw(trace.step_messages)
+            or len(last.planned.layout.roles) != m or last.planned.estimates is not None):
+        return layout_of(planned)
+    old, before = last.planned.layout, raw(trace.tokens)
+    total, tool_total = old.total, old.tool_total
+    for a, b, _action in trace.runs:
+        for k in range(a, b):  # a placeholder replaces a tool step (a C5 placeholder is a tool result)
+            total += planned.tokens[k] - before[k]
+            tool_total += max(planned.tokens[k], 0) - max(before[k], 0)
+    return Layout(old.roles[:m], list(old.systems), total, tool_total)

@@ -70,15 +70,20 @@ def is_typed_placeholder(text: Any) -> bool:
     return isinstance(text, str) and _TYPED_RE.fullmatch(text) is not None
 
 
+def stays(message: Message) -> bool:
+    """True when a message never gets a C5 placeholder, whatever seq it would name: not a tool result, a failure,
+    or a placeholder already (`placeholder_for` returns None for it)."""
+    return (message.get("role") != "tool" or is_failure(message)
+            or _PLACEHOLDER_RE.fullmatch(content_text(message.get("content"))) is not None)
+
+
 def placeholder_for(message: Message, recall: int | None = None) -> str | None:
     """The placeholder text for a tool result, or None when it must stay (not a tool, failure, not shorter).
 
     `recall`: the stored seq it replaces, named at the end (C13, `; recall #41`); None gives the version 1 text."""
-    if message.get("role") != "tool" or is_failure(message):
+    if stays(message):
         return None
     original = content_text(message.get("content"))
-    if _PLACEHOLDER_RE.fullmatch(original):
-        return None
     facts = message.get(FACTS_KEY)
     typed = type_facts(facts) if isinstance(facts, Mapping) else ""
     tail = "" if recall is None else RECALL.format(seq=recall)

@@ -38,7 +38,7 @@ from mxclaw_nb.context.counters import TokenCounter
 from mxclaw_nb.context.fallback import fallback_indices, fallback_message
 from mxclaw_nb.context.incremental import Layout, layout_of, own_inputs, plan_and_count
 from mxclaw_nb.context.lineage import Lineage, compose_lineage
-from mxclaw_nb.context.micro import micro_summary, placeholder_for
+from mxclaw_nb.context.micro import micro_summary, placeholder_for, stays
 from mxclaw_nb.context.overhead import tool_definitions_tokens
 from mxclaw_nb.context.repair import Planned
 from mxclaw_nb.context.summary import StructuredSummaryState, build_structured_summary
@@ -263,7 +263,7 @@ class Micro:
 
 def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Sequence[Message],
                  tokens: Sequence[int], layout: Layout, policy: ContextPolicy, before: int,
-                 recall: Callable[[int], int | None] | None = None) -> Micro:
+                 recall: Callable[[int], int | None] | None = None, cache: TokenCache | None = None) -> Micro:
     """Pass 4 (C5): a placeholder for each old successful tool output (typed when its tool recorded facts).
 
     Placeholders cost >= 0, so this pass can at best remove every old tool result; when even that leaves
@@ -275,26 +275,52 @@ def microcompact(conv: Conversation, step_messages: Sequence[Message], sent: Seq
     if before - layout.tool_tokens_before(tokens, tail_step) > policy.threshold:
         return Micro({}, {}, 0, before)
     return placeholders(compress(old, map("tool".__eq__, map(layout.roles.__getitem__, old))), step_messages, sent,
-                        policy, before, tokens, recall)
+                        policy, before, tokens, recall, cache)
 
 
 def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: Sequence[Message],
                  policy: ContextPolicy, before: int, tokens: Sequence[int],
-                 recall: Callable[[int], int | None] | None = None) -> Micro:
+                 recall: Callable[[int], int | None] | None = None, cache: TokenCache | None = None) -> Micro:
     """C5's placeholder for each of `steps` that has one (a successful tool result longer than it), not applied;
     `recall(step)` is the stored seq each names (C13; None: the version 1 text).
 
-    Shared by pass 4 and the C12 strategies that choose their own steps (masking, clearing)."""
+    Shared by pass 4 and the C12 strategies that choose their own steps (masking, clearing). With a session
+    cache (append-only: message dicts are values), the steps whose message is known to stay (`micro.stays`, e.g.
+    placeholders carried from the turn's earlier calls, C7) are skipped at C speed: a build looks at new ones."""
     out: dict[int, Message] = {}
     counts: dict[int, int] = {}
     chars = 0
+    known = cache.stays if cache is not None and cache.append_only else None
+    if known is not None:
+        steps = list(steps)
+        steps = list(compress(steps, map(not_, map(known.__contains__, map(id, map(step_messages.__getitem__,
+                                                                                   steps))))))
+        if len(known) > cache.max_entries:  # type: ignore[union-attr]
+            known.clear()
+    made = cache.placeholders if known is not None and policy.counter is None else None  # type: ignore[union-attr]
     for k in steps:
         msg = step_messages[k]
-        text = placeholder_for(msg, None if recall is None else recall(k))
+        hit = None if made is None else made.get(id(msg))
+        seq = None if recall is None else recall(k)
+        if hit is not None and hit[0] is msg and hit[1] is sent[k] and hit[2] == seq:
+            # the same original, sent form and seq as a build before (a later turn's rebuild, C2): the same
+            # placeholder (message dicts are values; C1 counts only)
+            out[k], counts[k] = hit[3], hit[4]
+            chars += hit[5]
+            continue
+        if known is not None and stays(msg):
+            known[id(msg)] = msg
+            continue
+        text = placeholder_for(msg, seq)
         if text is not None:
-            chars += len(content_text(msg.get("content")))
+            n = len(content_text(msg.get("content")))
+            chars += n
             out[k] = {**sent[k], "content": text}
             counts[k] = policy.count(out[k])
+            if made is not None:
+                if len(made) > cache.max_entries:  # type: ignore[union-attr]
+                    made.clear()
+                made[id(msg)] = (msg, sent[k], seq, out[k], counts[k], n)
     return Micro(out, counts, chars, before + sum(c - tokens[k] for k, c in counts.items()))
 
 
@@ -306,19 +332,31 @@ def summarize_old(conv: Conversation, step_messages: Sequence[Message], lead: in
     if summarize is build_structured_summary and cache is not None:
         # same text, but only the old messages added since the last call are scanned
         prefix = cache.prefix
-        if cache.summary is None:
-            cache.summary = StructuredSummaryState()
-            if prefix is not None:
-                prefix.summary = cache.summary
         # plan_and_count drops this state whenever the transcript did not just grow (see there)
         old_part = (_From(step_messages, lead, lead + conv.tail) if cache.append_only
                     and isinstance(conv.messages, _From) else _head(conv.messages, conv.tail))
+        if cache.summary is None:
+            cache.summary = _resumed(cache, old_part) or StructuredSummaryState()
+            if prefix is not None:
+                prefix.summary = cache.summary
         text = cache.summary.summary(old_part, unchanged_content=True, trusted=cache.append_only)
     else:
         text = summarize(_head(conv.messages, conv.tail))
     if not isinstance(text, str):
         raise TypeError(f"summariser returned {type(text).__name__}, not str")
     return display(text)  # SPEC L7: quoted goals/failures may hold text that is not valid Unicode
+
+
+def _resumed(cache: TokenCache, old_part: Sequence[Message]) -> StructuredSummaryState | None:
+    """C7: the C6 state another process saved, continued over `old_part` (None when there is none, or when it
+    does not fit: then `cache.resume_note` says why, and the state is built from scratch, once)."""
+    saved, cache.resume_summary = cache.resume_summary, None
+    if saved is None or not cache.append_only:
+        return None
+    state, why = StructuredSummaryState.resumed(saved, old_part)
+    if state is None:
+        cache.resume_note = why
+    return state
 
 
 def recall_line(recall_of: Callable[[int], int | None], steps: Sequence[int]) -> str:
@@ -361,7 +399,7 @@ class _Builder:
         """Passes 3-6 (see the module docstring) on a view over the threshold."""
         conv = self.split()
         micro = microcompact(conv, self.step_messages, self.sent, self.tokens, self.layout_now, self.policy,
-                             self.before, self.recall_of)
+                             self.before, self.recall_of, self.cache)
         if micro.after <= self.policy.threshold or not conv.old:
             return self.finish_micro(conv, micro)
         return self.summarize(conv, summarize)
@@ -483,6 +521,13 @@ class _Builder:
 
     def _arrange(self, order: Sequence[int | None], override: dict[int, int], extra: Message | None
                  ) -> tuple[list[Message], list[int], list[int | None]]:
+        n = len(self.sources)
+        if extra is None and len(order) == n and order == list(range(n)):  # every step in order (micro): C speed
+            counts = list(self.tokens)
+            for step, count in override.items():
+                counts[step] = count
+            in_place: list[int | None] = list(range(n))
+            return list(self.sent), counts, in_place
         out: list[Message] = []
         sent_tokens: list[int] = []
         sent_of_step: list[int | None] = [None] * len(self.sources)

@@ -165,7 +165,7 @@ def plan_counted(messages: list[Any], start: int = 0) -> Planned:
                     result = messages[i] if i < n else None
                     tcid = result.get("tool_call_id") if result.__class__ is dict else None
                     if tcid.__class__ is str and tcid == cid and result.get("role") == "tool":
-                        _append_result(result, cid, sent, tokens)
+                        append_result(result, cid, sent, tokens)
                         i += 1
                         following = messages[i] if i < n else None
                         if not isinstance(following, dict) or following.get("role") != "tool":
@@ -201,7 +201,7 @@ def _pair_results(messages: list[Any], i: int, raw_calls: Any, sent: list[Messag
         tcid = None if tcid is None else str(tcid)
         if tcid in wanted and tcid not in seen:
             seen.add(tcid)
-            _append_result(result, tcid, sent, tokens)
+            append_result(result, tcid, sent, tokens)
         else:
             dropped[i] = "duplicate tool result" if tcid in seen else "orphan tool result (id not issued)"
         i += 1
@@ -232,7 +232,7 @@ def _with_steps(messages: list[Any], start: int, dropped: dict[int, str], insert
     return Planned(sources, step_messages, dropped, sent, tokens)
 
 
-def _append_result(result: Message, call_id: str, sent: list[Message], tokens: list[int]) -> None:
+def append_result(result: Message, call_id: str, sent: list[Message], tokens: list[int]) -> None:
     """Sent form and C1 estimate of a paired tool result (`call_id`: its id as a string)."""
     content, name = result.get("content"), result.get("name")
     if ((content.__class__ is str and (content.isascii() or is_valid(content))) or content is None) and (

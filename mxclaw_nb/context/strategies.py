@@ -43,9 +43,10 @@ and parameters); a wrapper can read `b.before`, `b.policy`, `b.split()` and call
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from itertools import compress
+from itertools import compress, filterfalse
 from typing import Any
 
 from mxclaw_nb.context.pipeline import Conversation, Micro, Summarizer, _Builder, placeholders
@@ -113,9 +114,11 @@ class Masking(Strategy):
 
     def build(self, b: _Builder, summarize: Summarizer | None) -> RequestView:
         conv = b.split()
-        keep = _recent(b, conv, self.keep_last)
-        micro = placeholders((k for k in _tool_steps(b, conv.old) if k not in keep), b.step_messages, b.sent,
-                             b.policy, b.before, b.tokens, b.recall_of)
+        tools = _tool_steps(b, conv.steps)  # ascending, as the steps: the old ones are a prefix (one pass)
+        keep = set(tools[-self.keep_last:]) if self.keep_last > 0 else set()
+        old = tools if conv.tail >= len(conv.steps) else tools[:bisect_left(tools, conv.steps[conv.tail])]
+        micro = placeholders(filterfalse(keep.__contains__, old), b.step_messages, b.sent,
+                             b.policy, b.before, b.tokens, b.recall_of, b.cache)
         if micro.after <= b.policy.threshold or not conv.old:
             if not micro.sent:
                 return b.finish("unchanged", None, None)
@@ -149,7 +152,7 @@ class Clearing(Strategy):
         keep = _recent(b, conv, self.keep_last)
         names = _tool_names(b) if self.exclude_tools else {}
         chosen = [k for k in _tool_steps(b, conv.old) if k not in keep and names.get(k) not in self.exclude_tools]
-        micro = placeholders(chosen, b.step_messages, b.sent, b.policy, b.before, b.tokens, b.recall_of)
+        micro = placeholders(chosen, b.step_messages, b.sent, b.policy, b.before, b.tokens, b.recall_of, b.cache)
         if b.before - micro.after < self.clear_at_least:
             micro = Micro({}, {}, 0, b.before)  # a step smaller than clear_at_least is not worth breaking the cache
         if micro.after <= b.policy.threshold or not conv.old:

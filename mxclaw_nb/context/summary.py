@@ -9,6 +9,8 @@ not a replacement for the transcript: audit and search read the stored messages.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
@@ -162,6 +164,21 @@ def _snapshot(messages: Sequence[Message], keys: tuple[str, ...]) -> tuple[list[
     return tuple(list(map(dict.get, messages, repeat(key))) for key in keys)
 
 
+# C7/T3: the version of the persisted C6 state (`StructuredSummaryState.snapshot`). Bump it whenever the C6 text,
+# what the state keeps, or how steps are derived from stored rows changes: a state of another version is rebuilt.
+SUMMARY_STATE_VERSION = 1
+
+
+def fingerprint(message: Any) -> str:
+    """A short digest of one message's value (sorted-key JSON), which a resumed state is checked against."""
+    data = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 class StructuredSummaryState:
     """`build_structured_summary` for a list of old messages that only grows between calls (same text).
 
@@ -179,6 +196,49 @@ class StructuredSummaryState:
         self._failures: list[str] = []
         self._kernel: dict[str, str] = {}
         self._any_facts = False
+        self._resume_n: int | None = None  # set by `resumed`: the old messages its snapshot covered
+        self.scanned = 0  # old messages scanned so far (a resumed state scans only those after its snapshot)
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """C7: this state as plain data (JSON-able; no pickle: a database may come from someone else), or None
+        when it is not a trusted (append-only) state. `resumed` continues it in another process."""
+        n = len(self._messages)
+        if self._snap or not n:
+            return None
+        return {"version": SUMMARY_STATE_VERSION, "n": n, "first": fingerprint(self._messages[0]),
+                "last": fingerprint(self._messages[n - 1]), "paths": list(self._paths),
+                "failures": list(self._failures), "kernel": [[k, v] for k, v in self._kernel.items()],
+                "any_facts": self._any_facts}
+
+    @classmethod
+    def resumed(cls, data: Any, old_messages: Sequence[Message]) -> tuple[StructuredSummaryState | None, str]:
+        """C7: the state `snapshot` made, continued over `old_messages` (whose first n messages it covered),
+        or (None, why not): another version, malformed data, or old messages that are not the ones it saw
+        (checked by the fingerprints of the first and last message it covered). Never a wrong summary: the
+        caller then builds the state from scratch."""
+        if not isinstance(data, dict):
+            return None, "the saved summary state is not an object"
+        if data.get("version") != SUMMARY_STATE_VERSION:
+            return None, (f"the saved summary state is of engine version {data.get('version')!r}, "
+                          f"this engine's is {SUMMARY_STATE_VERSION}")
+        n, kernel = data.get("n"), data.get("kernel")
+        if (not isinstance(n, int) or isinstance(n, bool) or n <= 0 or not _strings(data.get("paths"))
+                or not _strings(data.get("failures")) or not isinstance(data.get("any_facts"), bool)
+                or not isinstance(kernel, list) or not all(_strings(kv) and len(kv) == 2 for kv in kernel)):
+            return None, "the saved summary state is malformed"
+        if len(old_messages) < n:
+            return None, f"the saved summary state covers {n} old messages, the transcript has {len(old_messages)}"
+        if (fingerprint(old_messages[0]) != data.get("first")
+                or fingerprint(old_messages[n - 1]) != data.get("last")):
+            return None, "the saved summary state does not match the stored messages"
+        state = cls()
+        state._messages = cast("list[dict[str, Any]]", old_messages)  # the caller's (read-only) sequence
+        state._paths = dict.fromkeys(data["paths"])
+        state._failures = list(data["failures"])[-FAILURES_MAX:]
+        state._kernel = {k: v for k, v in kernel}
+        state._any_facts = data["any_facts"]
+        state._resume_n = n
+        return state, ""
 
     def summary(self, old_messages: Sequence[Message], *, unchanged_content: bool = False,
                 trusted: bool = False) -> str:
@@ -190,9 +250,16 @@ class StructuredSummaryState:
         are never edited in place, and those seen before are a prefix of `old_messages` when it is as long.
         """
         n = len(self._messages)
-        if trusted:  # dicts only, never edited in place, and a prefix of `old` when it is as long (caller checked)
-            old = cast("list[dict[str, Any]]", old_messages)  # read-only here: no copy of a long history
+        resume_n, self._resume_n = self._resume_n, None
+        if resume_n is not None:  # resumed: the first resume_n old messages were checked (`resumed`)
+            n = resume_n if trusted and old_messages is self._messages else -1
+            if n < 0:
+                n, self._paths, self._failures, self._kernel, self._any_facts = 0, {}, [], {}, False
+            old = cast("list[dict[str, Any]]", old_messages) if trusted else list(_dicts(old_messages))
             snap: tuple[list[Any], ...] = ()
+        elif trusted:  # dicts only, never edited in place, and a prefix of `old` when it is as long (caller checked)
+            old = cast("list[dict[str, Any]]", old_messages)  # read-only here: no copy of a long history
+            snap = ()
             if len(old) < n or self._snap or (n and old[n - 1] is not self._messages[n - 1]):
                 n, self._paths, self._failures, self._kernel, self._any_facts = 0, {}, [], {}, False
         else:
@@ -204,6 +271,7 @@ class StructuredSummaryState:
                                for now, before in zip(snap, self._snap, strict=True))):
                 n, self._paths, self._failures, self._kernel, self._any_facts = 0, {}, [], {}, False
         added = old[n:]
+        self.scanned += len(added)
         for path in _paths(added):
             self._paths.setdefault(path, None)
         self._failures = (self._failures + _failures(added))[-FAILURES_MAX:]

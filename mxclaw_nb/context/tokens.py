@@ -180,6 +180,18 @@ class TokenCache:
         self.prefix: Any = None  # the last build's repair plan, reused when the transcript only grew
         self.slots: list[Any] = []  # the prefixes kept (incremental._Prefix): the last build's first
         self.summary: Any = None  # a summary.StructuredSummaryState, made by the first summary build
+        # C7: a C6 state saved by another process (`StructuredSummaryState.snapshot`, plain data), continued by
+        # the first summary build instead of a rescan; `resume_note` says why it could not be (then rebuilt once)
+        self.resume_summary: Any = None
+        self.resume_note: str | None = None
+        # C5/C7: messages (by identity, kept alive here) that never get a placeholder (`micro.stays`): a turn's
+        # carried placeholders are not looked at again by every later build (append-only caches only)
+        self.stays: dict[int, Message] = {}
+        # C5: placeholders made before, by the original's identity: (original, its sent form, seq named,
+        # placeholder, its C1 count, characters replaced); a turn's rebuild reuses them (`pipeline.placeholders`)
+        self.placeholders: dict[int, tuple[Message, Message, int | None, Message, int, int]] = {}
+        # C7: a placeholder's form when planned again as the next input (`incremental.continued_input`), by identity
+        self.replanned: dict[int, tuple[Message, Message, int]] = {}
 
     def lookup(self, message: Message, counter_key: Any, compute: Callable[[Message], tuple[int, Message]]
                ) -> tuple[int, Message]:

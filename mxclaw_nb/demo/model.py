@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mxclaw_nb.demo import answers as answers
 from mxclaw_nb.demo import plans as plans
+from mxclaw_nb.demo import summaries as summaries
 from mxclaw_nb.demo.usage import message_text
 from mxclaw_nb.settings import DEMO_MODEL  # one owner: the settings table
 
@@ -127,6 +128,10 @@ def next_reply(messages: list[dict], tools: list[dict] | None = None) -> Reply:
     """The demo model's reply to a Chat Completions request (decided from its messages, and from its `tools`
     only to know whether the kernel's `python` tool is offered: the data task, K1)."""
     kernel = "python" in plans.tool_names(tools)
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    question = message_text(last.get("content")) if last is not None else ""
+    if not tools and summaries.is_summary_request(question):  # C11: the engine's summary request
+        return Reply(text=summaries.write_summary(question))
     if not any(m.get("role") == "user" for m in messages) and not any(m.get("role") == "tool" for m in messages):
         return Reply(text=f"{PREFIX} Hello! " + plans.capabilities("", kernel))
     goal, done, _users = _turn(messages)

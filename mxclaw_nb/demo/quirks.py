@@ -141,6 +141,15 @@ def _usage_on_finish_chunk(items: list[Item]) -> list[Item]:
     return [i for i in items if i is not final]
 
 
+def _usage_x_groq(items: list[Item]) -> list[Item]:
+    """Usage only under `x_groq.usage` on the chunk with the finish_reason, none at the top level (Groq)."""
+    items = _usage_on_finish_chunk(items)
+    for chunk in _chunks(items):
+        if "usage" in chunk:
+            chunk["x_groq"] = {"id": "req_demo", "usage": chunk.pop("usage")}
+    return items
+
+
 # -- tool calls -----------------------------------------------------------------------------------------------------
 
 def _tool_no_index(items: list[Item]) -> list[Item]:
@@ -421,6 +430,7 @@ QUIRKS: dict[str, Quirk] = {
                                 lambda u: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
     "usage_prompt_null": _usage_quirk("proxies", lambda u: {**u, "prompt_tokens": None}),
     "usage_total_only": _usage_quirk("some gateways", lambda u: {"total_tokens": u["total_tokens"]}),
+    "usage_x_groq": Quirk("Groq (`x_groq.usage` on the finish chunk)", stream=_usage_x_groq),
     "tool_whole": Quirk("Ollama, LM Studio", stream=_tool_whole),
     "tool_same_index": Quirk("Ollama 0.20 (parallel calls), Gemini proxies", stream=_tool_same_index),
     "tool_args_object": Quirk("llama.cpp (March 2026 builds)", stream=_args_object_stream, plain=_args_object_plain),

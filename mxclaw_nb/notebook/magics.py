@@ -29,7 +29,7 @@ from mxclaw_nb.notebook.commands import COMMANDS, HELP, parse_cell_options, pars
 from mxclaw_nb.notebook.livelog import LiveLog
 from mxclaw_nb.notebook.parsing import agent_input_guard, near_command
 from mxclaw_nb.notebook.shown import failure_paragraph, show_dry_run
-from mxclaw_nb.settings import AGENT_SETTINGS, CONFIG_KEYS, LIMITS, SETTINGS, Setting, check_setting
+from mxclaw_nb.settings import AGENT_SETTINGS, CONFIG_KEYS, LIMITS, SETTING, SETTINGS, Setting, Settings, check_setting
 from mxclaw_nb.store.errors import StoreError
 from mxclaw_nb.text_policy import display
 from mxclaw_nb.tools.policy import terminal_safe
@@ -120,27 +120,19 @@ class AgentMagics(Magics, AgentSettings):
             ws = store.session_workspace(session_id)
             workspace = ws if ws and os.path.isdir(ws) else None
         try:
-            return Agent(workspace=workspace, db=store, model=self.model or None, base_url=self.base_url or None,
+            return Agent(settings=self.settings(workspace=workspace), db=store, session_id=session_id,
                          api_key=os.environ.get(self.api_key_env) or None,
-                         context_window_tokens=self.context_window_tokens, threshold_ratio=self.threshold_ratio,
-                         keep_recent_tokens=self.keep_recent_tokens, approval=self.approval, counter=self.counter,
-                         strategy=self.strategy,
-                         python_approval=self.python_approval,
-                         max_iterations=self.max_iterations, max_prompt_bytes=self.max_prompt_bytes,
-                         session_id=session_id, call_deadline=self.call_deadline, max_tokens=self.max_tokens,
-                         stream=self.stream, text_calls=self.text_calls,
-                         sandbox=self.sandbox or None, network=self.network or None, max_tool_calls=self.max_tool_calls,
-                         max_tool_args_bytes=self.max_tool_args_bytes, max_answer_bytes=self.max_answer_bytes,
-                         max_stream_line_bytes=self.max_stream_line_bytes,
-                         shell_env=[n.strip() for n in self.shell_env.split(",") if n.strip()] or None,
                          approver=make_approver(self.shell, widgets=self.widgets, timeout=self.approval_timeout),
-                         namespace=self._user_namespace if self.shell is not None else None,
-                         shell_memory_mb=self.shell_memory_mb, shell_processes=self.shell_processes,
-                         shell_file_mb=self.shell_file_mb, shell_tmp_mb=self.shell_tmp_mb,
-                         allow_broad_workspace=self.allow_broad_workspace)
+                         namespace=self._user_namespace if self.shell is not None else None)
         except ValueError as exc:
             raise UsageError(f"{exc}. Change it with %agent config key=value (or %config AgentMagics.key = value "
                              "or the environment variable).") from None
+
+    def settings(self, **changes: Any) -> Settings:
+        """The traits as one `Settings` (N1: the same table); empty text for a setting that may be unset is unset."""
+        values = {k: getattr(self, k) for k in CONFIG_KEYS}
+        values = {k: None if v == "" and SETTING[k].allow_none else v for k, v in values.items()}
+        return Settings(**{**values, **changes})
 
     def _user_namespace(self) -> dict[str, Any]:
         """The kernel's user namespace, for the K1 tools (read at each call: the user may rebind it)."""

@@ -280,7 +280,7 @@ def setting_names(m: CommandHost) -> dict[str, str]:
 
 def failure_paragraph(m: CommandHost, agent: Any, exc: BaseException) -> str:
     """One paragraph: what failed, what to do (naming the settings as the user set them), where the message is."""
-    from mxclaw_nb.provider.client import ProviderError
+    from mxclaw_nb.provider.errors import ProviderError
     from mxclaw_nb.store.writer import StoreError
 
     cause = exc.__cause__ if isinstance(exc.__cause__, ProviderError) else exc

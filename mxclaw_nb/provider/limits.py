@@ -27,7 +27,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
@@ -37,6 +37,9 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx as _httpx  # type: ignore[no-redef]
 
 from mxclaw_nb.settings import MAX_ANSWER_BYTES, MAX_STREAM_LINE_BYTES, MAX_TOOL_ARGS_BYTES, human_bytes
+
+if TYPE_CHECKING:
+    from mxclaw_nb.settings import Settings
 
 ACCEPT_ENCODING = "gzip, deflate"  # what _BoundedStream can inflate in bounded pieces
 _PIECE = 64 * 1024
@@ -64,6 +67,16 @@ class Limits:
                             ("max_stream_line_bytes", self.line)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1 (got {value!r})")
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        """The bounds a `Settings` names (N1: read here, not copied by the caller)."""
+        return cls(settings.max_tool_args_bytes, settings.max_answer_bytes, settings.max_stream_line_bytes)
+
+    def as_settings(self) -> dict[str, int]:
+        """These bounds as `Settings` fields (the `limits=` keyword of `OpenAIProvider` overrides them)."""
+        return {"max_tool_args_bytes": self.tool_args, "max_answer_bytes": self.answer,
+                "max_stream_line_bytes": self.line}
 
 
 def _origin(url: Any) -> tuple[str, str, int | None]:

@@ -8,6 +8,7 @@ that the pass-through cannot be used to rewrite the transcript (SPEC S2).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,20 @@ class StoreReads:
                 [session_id, after_seq],
             ).fetchall()
         return [row_to_message(r) for r in rows]
+
+    def load_engine_state(self, session_id: str) -> tuple[int, int, str, Any] | None:
+        """C7: (engine version, rows, boundary, state) saved for the session by `save_engine_state`, or None. The
+        state is parsed JSON (never code): the caller checks it against the stored rows before using it."""
+        with self._lease.connection("load the engine state") as con:
+            row = first_row(con, "SELECT engine_version, rows, boundary, state FROM engine_state WHERE session_id = ?",
+                            [session_id])
+        if row is None:
+            return None
+        try:
+            state = json.loads(row[3])
+        except (TypeError, ValueError):
+            state = None
+        return int(row[0]), int(row[1]), str(row[2]), state
 
     def _df(self, query: str, params: list[Any] | None = None, action: str = "run a query") -> pd.DataFrame:
         with self._lease.connection(action) as con:

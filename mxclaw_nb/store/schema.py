@@ -93,6 +93,15 @@ def m003_request_purpose(con: duckdb.DuckDBPyConnection) -> None:
     add_request_columns(con, "purpose")
 
 
+@migration
+def m004_engine_state(con: duckdb.DuckDBPyConnection) -> None:
+    """C7/T3: what re-entry needs of the context engine, saved by the process that built it (one row per session,
+    replaced; plain JSON, checked against the stored rows before use: never trusted blindly, S1 unchanged)."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS engine_state (session_id VARCHAR PRIMARY KEY, engine_version INTEGER NOT NULL,"
+        " rows BIGINT NOT NULL, boundary VARCHAR NOT NULL, state JSON NOT NULL, updated_at TIMESTAMP NOT NULL)")
+
+
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("

@@ -21,6 +21,7 @@ their session.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -552,6 +553,16 @@ class Store(StoreReads):
             raise self._bad_input(exc, "append a request record") from exc
         values = [row[k] for k in REQUEST_FIELDS] + [row["extra"], rec.created_at]
         self._insert("requests", session_id, "append a request record", _REQ_SQL, [values])
+
+    def save_engine_state(self, session_id: str, engine_version: int, rows: int, boundary: str,
+                          state: Mapping[str, Any]) -> None:
+        """C7: replace the session's saved engine state (see `load_engine_state`); `rows` stored messages it was
+        made from, `boundary` a fingerprint of the last of them. Plain JSON only."""
+        # ASCII escapes: any text (a lone surrogate too) round-trips exactly through json.loads
+        payload = json.dumps(dict(state), ensure_ascii=True, allow_nan=False)
+        with self._lease.connection("save the engine state", write=True) as con:
+            con.execute("INSERT OR REPLACE INTO engine_state VALUES (?, ?, ?, ?, ?, ?)",
+                        [session_id, int(engine_version), int(rows), str(boundary), payload, self._now()])
 
     def put_artifact(self, session_id: str, text: str) -> str:
         """Store a whole tool result for this session; return its id ("artifact-<12 hex>")."""

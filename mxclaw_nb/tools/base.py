@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mxclaw_nb.secrets import check_env_allow
-from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES  # one owner: the settings table
+from mxclaw_nb.settings import NETWORK_MODES, SANDBOX_MODES, Settings  # one owner: the settings table
 from mxclaw_nb.tools.policy import DEFAULT_FORBIDDEN
 
 APPROVAL_MODES = ("allow", "ask", "deny")
@@ -81,6 +81,8 @@ class ToolContext:
     max_tool_calls: int = MAX_TOOL_CALLS
     limits: Limits = field(default_factory=Limits)  # L8: memory, processes, file size, private temp size
     protected: tuple[Path, ...] = ()  # L11: the store's files: read-only in the sandbox, refused by file tools
+    # N1: the session's settings; the fields above are the values resolved for tools (environment included)
+    settings: Settings = field(default_factory=Settings)
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace).expanduser().resolve()

@@ -102,6 +102,9 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        # T1: counts every change of the tool set, so whoever derives data from the schemas (the agent's
+        # tool-definitions layer) knows cheaply when to derive it again
+        self.version = 0
         for tool in tools or []:
             self.register(tool)
 
@@ -110,6 +113,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self.version += 1
 
     def names(self) -> list[str]:
         """Registered tool names in registration order."""

@@ -5,9 +5,15 @@ masking differ from the article?" needs the answer on the screen as the slider m
 The context engine is a pure function of the transcript, so replay (`analysis.replay`) gives the exact views the
 loop would have built, without a model. The lab replays once per (transcript, policy) and caches the rows and
 views; moving the call slider only redraws the gauge, the inspector and the timeline's cursor (the timeline
-itself is redrawn only when the policy changes). A second strategy runs over the same call side by side: two
-compact gauges and a one-line difference of the two views. Displayed by `%agent lab` with a static snapshot
-after it (`LiveSnapshot`), so a saved notebook keeps the last state as HTML (N2).
+itself is redrawn only when the policy changes). A policy change is live on a long session too: the engine
+rebuilds the view from the stored transcript at each turn's first call (C2), so the chosen call's view is that
+of a replay of its turn alone (`replay_messages(first_call=...)`, the same view as the whole replay's); gauge,
+inspector and comparison are redrawn from it at once, while the whole replay (the timeline's rows) runs in a
+background thread and the timeline is dimmed until it is redrawn (a newer change cancels it). The `-cache`
+variants may carry a view over a turn (E4): for them the whole replay is waited for.
+A second strategy runs over the same call side by side: two compact gauges and a one-line difference of the
+two views. Displayed by `%agent lab` with a static snapshot after it (`LiveSnapshot`), so a saved notebook
+keeps the last state as HTML (N2).
 
     from mxclaw_nb.widgets.lab import PolicyLab
     lab = PolicyLab(store=store, current=sid)            # or PolicyLab({"mine": messages})
@@ -16,15 +22,17 @@ after it (`LiveSnapshot`), so a saved notebook keeps the last state as HTML (N2)
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
 
-from mxclaw_nb.analysis.replay import as_requests, frame, replay_messages
+from mxclaw_nb.analysis.replay import _turns, as_requests, call_positions, frame, replay_messages
 from mxclaw_nb.context import ContextPolicy, RequestView
+from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
 from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view
 from mxclaw_nb.widgets.gauge import gauge_html
@@ -45,6 +53,34 @@ class Replayed:
     rows: list[dict[str, Any]]
     views: list[RequestView]
     ms: float
+
+
+class _Cancelled(Exception):
+    """A background replay whose policy is no longer the chosen one."""
+
+
+class _Job:
+    """The whole replay of one (transcript, policy) running in a background thread (cancelled by a newer one)."""
+
+    def __init__(self, run: Callable[[Callable[..., Iterable[Any]]], Replayed]) -> None:
+        self.cancel = threading.Event()
+        self.result: Replayed | None = None
+        self.error: BaseException | None = None
+
+        def steps(it: Iterable[Any], **_: Any) -> Iterator[Any]:  # replay's progress hook: a cancellation point
+            for item in it:
+                if self.cancel.is_set():
+                    raise _Cancelled
+                yield item
+
+        def target() -> None:
+            try:
+                self.result = run(steps)
+            except _Cancelled:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - shown by the thread that waits for it
+                self.error = exc
+        self.thread = threading.Thread(target=target, name="policy-lab-replay", daemon=True)
 
 
 def dataset_sources() -> dict[str, Callable[[], list[Any]]]:
@@ -97,9 +133,11 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def __init__(self, transcripts: Mapping[str, Sequence[Any]] | Sequence[Any] | None = None, *, store: Any = None,
                  current: str | None = None, datasets: bool = True, strategy: str = "article",
                  compare: str | None = None, window: int = 32_000, threshold_ratio: float = 0.8,
-                 keep_recent: int = 4_000, max_rows: int = 12, **kwargs: Any) -> None:
+                 keep_recent: int = 4_000, max_rows: int = 12, background: bool = True, **kwargs: Any) -> None:
         """`transcripts`: {label: messages} or one list of messages (shown first); `store`/`current`: the stored
-        sessions, the current one first; `datasets`: add the shipped datasets' conversations."""
+        sessions, the current one first; `datasets`: add the shipped datasets' conversations; `background`: a
+        policy change redraws the chosen call from its turn's replay and the timeline when the whole replay, run
+        in a thread, is done (False: every change waits for the whole replay)."""
         sources: dict[str, Callable[[], list[Any]]] = {}
         if isinstance(transcripts, Mapping):
             sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
@@ -115,6 +153,15 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self.sources, self.max_rows = sources, max_rows
         self._messages: dict[str, list[Any]] = {}
         self._cache: dict[tuple[str, ContextPolicy], Replayed] = {}
+        self._turns_cache: dict[tuple[str, ContextPolicy, int], list[RequestView]] = {}  # views of one turn
+        self._timelines: dict[tuple[str, ContextPolicy], str] = {}  # the timeline HTML of a whole replay
+        self._layouts: dict[str, tuple[list[int], list[int]]] = {}
+        self._lock = threading.RLock()  # redraws happen on the kernel's thread and the background replay's
+        self._job: _Job | None = None
+        self._key: tuple[str, ContextPolicy] | None = None  # the (transcript, policy) shown
+        self._full: Replayed | None = None  # its whole replay, once done
+        self._n = 0  # its number of model calls
+        self.background = background
         self._quiet = False
         self.redraws = {"timeline": 0, "call": 0}  # what was redrawn (tests read it)
         self.last_ms: dict[str, float] = {}
@@ -143,14 +190,15 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self.gauge = widgets.HTML()
         self.versus = widgets.HTML()
         self.inspector = widgets.HTML()
-        plot = widgets.Box([self.timeline, self.cursor], layout=widgets.Layout(display="block", width="100%",
-                                                                                max_width="850px"))
+        self.plot = plot = widgets.Box([self.timeline, self.cursor],
+                                       layout=widgets.Layout(display="block", width="100%", max_width="850px"))
         plot.add_class("mx-lab-plot")
         controls = widgets.VBox([self.transcript, widgets.HBox([self.strategy, self.compare]), self.window,
                                  self.threshold_ratio, self.keep_recent, self.params_box])
         super().__init__(children=[widgets.HTML("<style>.mx-lab-plot{position:relative}.mx-lab-plot>.widget-html"
                                                 ":last-child{position:absolute;inset:0;pointer-events:none;margin:0}"
-                                                "</style>"),
+                                                ".mx-lab-stale>.widget-html:first-child{opacity:.35;"
+                                                "transition:opacity .2s}</style>"),
                                    controls, self.status, plot, self.call, self.gauge, self.versus, self.inspector],
                          **kwargs)
         self.add_class("mx-policy-lab")
@@ -211,6 +259,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         finally:
             self._quiet = False
         self._policy_changed(call=state.get("call"))
+        self.wait()  # from Python: the whole state, timeline included, when set() returns
 
     def _rebuild_params(self) -> None:
         """One slider per integer number of the chosen strategy (keep_last, clear_at_least, ...)."""
@@ -234,20 +283,74 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             self._messages[label] = self.sources[label]()
         return self._messages[label]
 
-    def replayed(self, policy: ContextPolicy | None = None) -> Replayed:
+    def _calls(self, label: str) -> tuple[list[int], list[int]]:
+        """The transcript's call positions and the turn of each message (what a replay's rows are keyed by)."""
+        if label not in self._layouts:
+            msgs = self.messages(label)
+            self._layouts[label] = (call_positions(msgs), _turns(msgs))
+        return self._layouts[label]
+
+    def replayed(self, policy: ContextPolicy | None = None, *, label: str | None = None,
+                 steps: Callable[..., Iterable[Any]] | bool = False) -> Replayed:
         """The replay of the chosen transcript under `policy` (default: the sliders'), cached."""
         policy = policy or self.policy()
-        key = (str(self.transcript.value), policy)
+        key = (label or str(self.transcript.value), policy)
         hit = self._cache.get(key)
         if hit is None:
             start = time.perf_counter()
             views: list[RequestView] = []
-            rows = replay_messages(self.messages(), policy, session_id=key[0], facts=False, views=views)
+            rows = replay_messages(self.messages(key[0]), policy, session_id=key[0], facts=False, views=views,
+                                   progress=steps)
             hit = Replayed(rows, views, (time.perf_counter() - start) * 1000)
-            if len(self._cache) >= CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = hit
+            with self._lock:
+                if len(self._cache) >= CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = hit
         return hit
+
+    @property
+    def current(self) -> Replayed:
+        """The whole replay of the chosen transcript and policy (waits for the background replay)."""
+        self.wait()
+        if self._full is None:  # the background replay was cancelled by a change made while nobody waited
+            self._full = self.replayed()
+        return self._full
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the background replay of the chosen policy (the timeline's rows) to be drawn."""
+        job = self._job
+        if job is not None and job.thread is not threading.current_thread():
+            job.thread.join(timeout)
+            if job.error is not None:
+                raise job.error
+
+    def view_at(self, call: int, policy: ContextPolicy | None = None) -> tuple[RequestView, int, int]:
+        """(view, turn, iteration in its turn) of call `call` (1-based) under `policy` (default: the sliders'):
+        from the whole replay when it is cached, else from a replay of its turn up to it alone (C2: the same
+        view; cached per turn), else (a `-cache` variant, E4) from the whole replay."""
+        policy = policy or self.policy()
+        label = str(self.transcript.value)
+        calls, turns = self._calls(label)
+        turn = turns[calls[call - 1] - 1]
+        first = call
+        while first > 1 and turns[calls[first - 2] - 1] == turn:
+            first -= 1
+        full = self._cache.get((label, policy))
+        if full is None and cache_variant(policy) is not None:
+            full = self.replayed(policy)
+        if full is not None:
+            return full.views[call - 1], turn, call - first + 1
+        key = (label, policy, first)
+        views = self._turns_cache.get(key)
+        if views is None or len(views) <= call - first:  # the turn up to this call (a later one extends it)
+            views = []
+            replay_messages(self.messages(label)[:calls[call - 1] + 1], policy, session_id=label, facts=False,
+                            views=views, first_call=first)
+            with self._lock:
+                if len(self._turns_cache) >= 4 * CACHE_SIZE:
+                    self._turns_cache.pop(next(iter(self._turns_cache)))
+                self._turns_cache[key] = views
+        return views[call - first], turn, call - first + 1
 
     def call_data(self, replayed: Replayed, call: int) -> CallData:
         """Gauge/inspector data of call `call` (1-based) of a replay."""
@@ -260,66 +363,116 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         if self._quiet:
             return
         start = time.perf_counter()
-        self.current = self.replayed()
-        n = len(self.current.rows)
-        if n == 0:
-            self.timeline.value = f'<div style="{FONT}color:{MUTED}">this transcript has no model calls</div>'
-            self._svg_layers = None
-        else:
-            req = timeline_frame(as_requests(frame(self.current.rows, facts=False, exact=False)))
-            self._svg_layers = timeline_layers(req, f"replay · {self.policy().strategy.label()} · tokens per call")
-            self.timeline.value = THEME_STYLE + f'<div style="color:{MUTED}">{timeline_svg(self._svg_layers)}</div>'
-        self.redraws["timeline"] += 1
+        label, policy = str(self.transcript.value), self.policy()
+        n = len(self._calls(label)[0])
         if call is not None and not 1 <= int(call) <= max(n, 1):
             raise ValueError(f"call must be in [1, {n}], got {call!r}")
+        key = (label, policy)
+        if self._job is not None:
+            self._job.cancel.set()  # a replay for the previous policy: no longer wanted
+        first = self._key is None
+        with self._lock:
+            self._key, self._n = key, n
+            self._full = self._cache.get(key)
+        if self._full is None and (first or not self.background or cache_variant(policy) is not None or n == 0):
+            self._full = self.replayed(policy)  # the first draw (it opens on the first compaction), or no other way
         self._quiet = True
         try:
             self.call.max = max(n, 1)
             if call is not None:
                 self.call.value = int(call)
-            elif n and self.call.value == 1 and self.redraws["timeline"] == 1:
-                compacted = [r["call"] for r in self.current.rows if r["compacted"]]
+            elif first and n and self._full is not None:
+                compacted = [r["call"] for r in self._full.rows if r["compacted"]]
                 self.call.value = int(compacted[0] if compacted else n)
         finally:
             self._quiet = False
-        self.last_ms["policy"] = (time.perf_counter() - start) * 1000
+        if self._full is not None:
+            self._draw_timeline(key, self._full)
+        else:  # gauge and inspector now, the timeline when its rows are replayed
+            self.plot.add_class("mx-lab-stale")
         self._call_changed()
+        self.last_ms["policy"] = (time.perf_counter() - start) * 1000
+        if self._full is None:  # started after the redraw: it would share the interpreter with it
+            other = None if self.compare.value == NONE else self.policy(self.compare.value)
+            self._job = _Job(lambda steps: self._background(key, other, steps))
+            self._job.thread.start()
+
+    def _background(self, key: tuple[str, ContextPolicy], other: ContextPolicy | None,
+                    steps: Callable[..., Iterable[Any]]) -> Replayed:
+        try:
+            full = self.replayed(key[1], label=key[0], steps=steps)
+        except _Cancelled:
+            raise
+        except Exception as exc:  # said where the timeline would be (and raised again by wait())
+            with self._lock:
+                if self._key == key:
+                    self.timeline.value = (f'<div style="{FONT}color:{MUTED}">the replay for the timeline failed: '
+                                           f'{esc(type(exc).__name__)}: {esc(str(exc))}</div>')
+                    self.plot.remove_class("mx-lab-stale")
+            raise
+        with self._lock:
+            if self._key == key:
+                self._full = full
+                self._draw_timeline(key, full)
+                self.status.value = self.status_html()
+                self.shown_changed()
+        if other is not None:  # the comparison's rows too: later call moves read both from the cache
+            self.replayed(other, label=key[0], steps=steps)
+        return full
+
+    def _draw_timeline(self, key: tuple[str, ContextPolicy], full: Replayed) -> None:
+        """The timeline of a whole replay (its HTML cached per transcript and policy)."""
+        html = self._timelines.get(key)
+        if html is None:
+            if not full.rows:
+                html = f'<div style="{FONT}color:{MUTED}">this transcript has no model calls</div>'
+            else:
+                req = timeline_frame(as_requests(frame(full.rows, facts=False, exact=False)))
+                layers = timeline_layers(req, f"replay · {key[1].strategy.label()} · tokens per call")
+                html = THEME_STYLE + f'<div style="color:{MUTED}">{timeline_svg(layers)}</div>'
+            if len(self._timelines) >= CACHE_SIZE:
+                self._timelines.pop(next(iter(self._timelines)))
+            self._timelines[key] = html
+        self.timeline.value = html
+        self.plot.remove_class("mx-lab-stale")
+        self.redraws["timeline"] += 1
 
     def _call_changed(self) -> None:
-        start = time.perf_counter()
-        rows, k = self.current.rows, int(self.call.value)
-        self.redraws["call"] += 1
-        if not rows:
-            self.data = self.other = None
-            self.gauge.value = self.inspector.value = self.versus.value = self.cursor.value = ""
-        else:
-            self.data = self.call_data(self.current, k)
-            self.gauge.value = gauge_html(self.data)
-            self.inspector.value = InspectorHTML(self.data, self.max_rows).to_html()
-            self.cursor.value = self._cursor_html(k)
-            self.versus.value = self._versus_html(k)
-        self.last_ms["call"] = (time.perf_counter() - start) * 1000
-        self.status.value = self.status_html()
-        self.shown_changed()
+        with self._lock:
+            start = time.perf_counter()
+            k = int(self.call.value)
+            self.redraws["call"] += 1
+            if not self._n:
+                self.data = self.other = None
+                self.gauge.value = self.inspector.value = self.versus.value = self.cursor.value = ""
+            else:
+                view, turn, iteration = self.view_at(k)
+                self.data = from_view(view, turn=turn, iteration=iteration)
+                self.gauge.value = gauge_html(self.data)
+                self.inspector.value = InspectorHTML(self.data, self.max_rows).to_html()
+                self.cursor.value = self._cursor_html(k)
+                self.versus.value = self._versus_html(k, view)
+            self.last_ms["call"] = (time.perf_counter() - start) * 1000
+            self.status.value = self.status_html()
+            if self._full is not None:  # consistent (the timeline is this policy's): the snapshot follows
+                self.shown_changed()
 
     def _cursor_html(self, call: int) -> str:
         left, top, right, bottom = BOX
-        n = len(self.current.rows)
-        x = left + (call - 0.5) * (right - left) / n
+        x = left + (call - 0.5) * (right - left) / self._n
         return (f'<div class="mx-lab-cursor" data-call="{call}" style="position:absolute;left:{100 * x / W:.3f}%;'
                 f'top:{100 * top / 340:.2f}%;height:{100 * (bottom - top) / 340:.2f}%;width:0;'
                 f'border-left:2px solid #e53935;opacity:.8"></div>')
 
-    def _versus_html(self, call: int) -> str:
+    def _versus_html(self, call: int, va: RequestView) -> str:
         """The comparison strategy on the same call: a compact gauge and one line of difference."""
         name = self.compare.value
         if name == NONE:
             self.other = None
             return ""
-        other = self.replayed(self.policy(name))
-        self.other = self.call_data(other, call)
+        vb, turn, iteration = self.view_at(call, self.policy(name))
+        self.other = from_view(vb, turn=turn, iteration=iteration)
         a, b = self.data.record if self.data else None, self.other.record
-        va, vb = self.current.views[call - 1], other.views[call - 1]
         same = 0
         for x, y in zip(va.messages, vb.messages, strict=False):
             if x != y:
@@ -339,14 +492,15 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
 
     def status_html(self) -> str:
         """The lab's state in one line (with a redraw counter the browser test waits on)."""
-        r = self.current
-        n = len(r.rows)
+        full, n = self._full, self._n
         pol = self.policy()
-        return (f'<div class="mx-lab-state" data-redraw="{self.redraws["call"]}" style="{FONT}color:{MUTED}">'
+        replay = (f"replay {full.ms:.0f} ms (cached per transcript and policy)" if full is not None
+                  else f"timeline: replaying {n:,} calls (this call's turn replayed alone)")
+        return (f'<div class="mx-lab-state" data-redraw="{self.redraws["call"]}" '
+                f'data-timeline="{int(full is not None)}" style="{FONT}color:{MUTED}">'
                 f'{esc(str(self.transcript.value))} · {n:,} model calls · {esc(pol.strategy.label())} · window '
                 f'{pol.context_window_tokens:,} · threshold {pol.threshold:,} · tail {pol.keep_recent_tokens:,} · '
-                f'replay {r.ms:.0f} ms (cached per transcript and policy) · call redraw '
-                f'{self.last_ms.get("call", 0):.0f} ms</div>')
+                f'{replay} · call redraw {self.last_ms.get("call", 0):.0f} ms</div>')
 
     def show(self, again: str = "PolicyLab(...).show()") -> None:
         """Display the lab with a static snapshot after it that follows each redraw: a saved notebook keeps the
@@ -359,15 +513,15 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def to_html(self) -> str:
         """The last state: settings line, timeline with the chosen call, gauge, comparison and inspector."""
         plot = (f'<div style="position:relative;max-width:850px">{self.timeline.value}{self.cursor.value}</div>'
-                if self.current.rows else self.timeline.value)
-        call = f'<div style="{FONT}"><b>call {self.call.value}</b> of {len(self.current.rows):,}</div>'
+                if self._n else self.timeline.value)
+        call = f'<div style="{FONT}"><b>call {self.call.value}</b> of {self._n:,}</div>'
         return (f'<div class="mx-policy-lab-static" style="{FONT}"><b>policy lab</b>{self.status.value}{plot}{call}'
                 f'{self.gauge.value}{self.versus.value}{self.inspector.value}</div>')
 
     def to_text(self) -> str:
         """The last state as text."""
         pol = self.policy()
-        lines = [f"policy lab · {self.transcript.value} · {len(self.current.rows):,} model calls · "
+        lines = [f"policy lab · {self.transcript.value} · {self._n:,} model calls · "
                  f"{pol.strategy.label()} · window {pol.context_window_tokens:,} · threshold {pol.threshold:,} · "
                  f"tail {pol.keep_recent_tokens:,}"]
         if self.data is not None:

@@ -383,28 +383,57 @@ CELLS = [
         structured summary), `masking` (observation masking: the last `keep_last` tool results verbatim, older
         ones as placeholders on **every** call, whatever the threshold) and `clearing` (age-based clearing over a
         trigger: every old tool result but the last `keep_last`, at least `clear_at_least` tokens a step, never
-        the `exclude_tools`). All keep the C4 repair, the C3 safe tail and the C8 fallback. One table, same base
+        the `exclude_tools`), and `model-summary` (SPEC C11: the article's ladder with the summary written by a
+        model call). All keep the C4 repair, the C3 safe tail and the C8 fallback. One table, same base
         policy, same conversations: *calls compacted* are the simulated calls whose view was compacted; of the facts
         of the compacted messages (paths, errors, numbers, commands), *visible* are still in the view, *recallable*
         are not but sit in a message a placeholder (`recall #41`) or a summary's range names (SPEC C13, R2: the
-        `recall` tool fetches it), *lost* are neither (a fallback window dropped them).
+        `recall` tool fetches it), *lost* are neither (a fallback window dropped them). *summary calls* are the model
+        summary calls the strategy made and *summary call tokens* their tokens; *summary source* says where the
+        summaries came from. A replay makes no model call of its own, so `model-summary` is given a **summary
+        writer** (`compare(..., summary_provider=...)`, SPEC C11): the shipped test server, started here in this
+        process on 127.0.0.1 (no network, no key), whose demo model answers each summary request the engine plans,
+        through the real `openai` client and the same code path as the live loop (`summary_call.ask_summary`: the
+        engine's prompt with the C6 scaffold and the previous summary to merge into, the deadline, the must-shrink and
+        keep-C6's-facts gates; a rejected summary leaves the C6 text and is counted as rejected). *summary call
+        tokens* are the usage the server reported (prompt + completion). Each outcome is kept per (session, coverage,
+        prompt) by the writer: the same request again (another policy, a second `compare` with the same writer) asks
+        nothing and is counted as reused. Without a writer, C6 stands in
+        (*summary source* "C6 stand-in", the calls it *would* make counted at their C1-estimated size); a session whose
+        summaries were recorded live replays them ("recorded").
         """
     ),
     code(
         """
+        from mxclaw_nb.demo.server import TestServer
+        from mxclaw_nb.provider import OpenAIProvider
+        from mxclaw_nb.summary_call import ModelSummarizer
+
         STRATEGIES = [{**BASE, "strategy": "article"}, {**BASE, "strategy": "masking", "keep_last": 3},
-                      {**BASE, "strategy": "clearing", "keep_last": 3}]
-        side = compare(real, STRATEGIES, progress=False)
+                      {**BASE, "strategy": "clearing", "keep_last": 3}, {**BASE, "strategy": "model-summary"}]
+        with TestServer(demo=True, keep_requests=100_000) as summary_server:  # 127.0.0.1, in this process
+            summary_server.stream_delay = 0.0  # no typing pace: nobody watches these answers stream
+            writer = ModelSummarizer(OpenAIProvider(base_url=summary_server.base_url, api_key="demo",
+                                                    model=summary_server.model))
+            side = compare(real, STRATEGIES, progress=False, summary_provider=writer)
+            heard = len(summary_server.requests)
+        written = pd.DataFrame(writer.log)
+        print(f"summary calls: {side.attrs['summary_calls']['made']} made ({heard} requests the server saw), "
+              f"{side.attrs['summary_calls']['reused']} reused; {int(written['merged'].sum())} merged into an "
+              f"earlier summary; tokens {', '.join(sorted(set(written['tokens_are'].dropna())))}")
         table = side.groupby("policy", sort=False).agg(
             calls=("call", "size"), calls_compacted=("compacted", "sum"), saved_tokens=("saved_tokens", "sum"),
             full_tokens=("full_tokens", "sum"), facts_total=("facts_total", "sum"),
             facts_visible=("facts_visible", "sum"), facts_recallable=("facts_recallable", "sum"),
-            facts_lost=("facts_lost", "sum"))
+            facts_lost=("facts_lost", "sum"), summary_calls=("summary_calls", "sum"),
+            summary_call_tokens=("summary_call_tokens", "sum"),
+            summary_source=("summary_source", lambda s: ", ".join(sorted(set(s.dropna()))) or "-"))
         table["tokens_saved_share"] = table["saved_tokens"] / table["full_tokens"]
         for kind in ("visible", "recallable", "lost"):
             table[f"facts_{kind}_share"] = table[f"facts_{kind}"] / table["facts_total"]
         table[["calls", "calls_compacted", "saved_tokens", "tokens_saved_share", "facts_visible_share",
-               "facts_recallable_share", "facts_lost_share"]]
+               "facts_recallable_share", "facts_lost_share", "summary_calls", "summary_call_tokens",
+               "summary_source"]]
         """,
         CHECK,
     ),
@@ -412,7 +441,10 @@ CELLS = [
         """
         Masking compacts more calls (it does not wait for the threshold) and saves more tokens on these short
         conversations; what any of them hides is still in the store, where the `recall` tool reads it back
-        (SPEC R1), so facts move from *visible* to *recallable*, not to *lost*.
+        (SPEC R1), so facts move from *visible* to *recallable*, not to *lost*. The demo model's summaries are
+        shorter than the C6 text they replace (it merges into its earlier summary and clips long items, keeping the
+        paths and the start of every failure and of the latest goal, which the gates check), so `model-summary`
+        leaves more room after each summary and reaches one less often than `article`.
         """
     ),
     md(

@@ -143,6 +143,6 @@ def test_c8_fallback_tokens_are_estimates_of_what_is_sent() -> None:
 
 def test_c9_engine_and_provider_share_one_classifier() -> None:
     """C9: the provider's error kind and the loop's retry decision come from the same function."""
-    from mxclaw_nb.provider import client
+    from mxclaw_nb.provider import errors
 
-    assert client.is_prompt_too_long is is_prompt_too_long
+    assert errors.is_prompt_too_long is is_prompt_too_long

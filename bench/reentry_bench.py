@@ -1,0 +1,99 @@
+"""Re-entry into a stored session (SPEC C7, T3, N2): the first model call of a fresh Agent, with the engine state
+saved with the session (`engine_state`) and without it (deleted: rebuilt from the rows), side by side.
+
+A session of N synthetic messages is seeded and primed by one compacting turn (128k window), which saves the engine
+state; then, alternately, a copy with and a copy without the saved state is opened by a fresh Agent that runs one
+turn. Per first call: the transcript read (`load_transcript_after`), the engine (`build_request_view`), the whole
+loop overhead up to the model call, and the C6 old messages the summary state scanned. Medians over `--runs` pairs.
+
+    .venv/bin/python bench/reentry_bench.py [--sizes 1000 100000 300000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import duckdb  # noqa: E402
+from loop_bench import COMPACT_WINDOW, SESSION, Timers, seed  # noqa: E402
+
+import mxclaw_nb.loop as loop_module  # noqa: E402
+from mxclaw_nb import Agent  # noqa: E402
+from mxclaw_nb.demo.server import TestServer  # noqa: E402
+
+
+def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict[str, float]:
+    db = root / f"run-{time.monotonic_ns()}.duckdb"
+    shutil.copy(template, db)
+    if not saved:
+        con = duckdb.connect(str(db))
+        con.execute("DELETE FROM engine_state")
+        con.close()
+    timers = Timers()
+    undo = timers.wrap(loop_module, "build_request_view", "engine")
+    agent = Agent(workspace=root / "ws", db=str(db), base_url=srv.base_url, api_key="k", model="bench-model",
+                  approval="allow", context_window_tokens=COMPACT_WINDOW, session_id=SESSION)
+    timers.wrap(agent.store, "load_transcript_after", "read")
+    complete = agent.provider.complete
+    out: dict[str, float] = {}
+    start = [0.0]
+
+    def timed(messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        if not out:
+            spent = timers.take()
+            out.update(overhead=(time.perf_counter() - start[0]) * 1000, read=spent.get("read", 0) * 1000,
+                       engine=spent.get("engine", 0) * 1000)
+        return complete(messages, *args, **kwargs)
+
+    agent.provider.complete = timed  # type: ignore[method-assign]
+    srv.enqueue_text("done")
+    start[0] = time.perf_counter()
+    try:
+        agent.run("go on after the restart")
+        whole = max(agent._cache.slots, key=lambda p: p.length).summary
+        out["scanned"] = float(whole.scanned) if whole is not None else float("nan")
+    finally:
+        undo()
+        agent.close()
+        db.unlink()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 100_000, 300_000])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{'stored':>8} {'state':>6} | {'overhead ms':>11} {'read ms':>8} {'engine ms':>9} {'rest ms':>8} | "
+          f"{'C6 scanned':>10}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp, TestServer(usage_counter="estimate") as srv:
+        root = Path(tmp)
+        (root / "ws").mkdir()
+        for n in args.sizes:
+            template = root / f"seed-{n}.duckdb"
+            seed(template, n)
+            got: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+            for _ in range(args.runs):
+                for saved in (True, False):  # alternated: the machine's load hits both alike
+                    got[saved].append(first_call(template, root, srv, saved))
+            med = {s: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for s, rows in got.items()}
+            for saved in (True, False):
+                m = med[saved]
+                print(f"{n:>8,} {'saved' if saved else 'none':>6} | {m['overhead']:11.1f} {m['read']:8.1f} "
+                      f"{m['engine']:9.1f} {m['overhead'] - m['read'] - m['engine']:8.1f} | {m['scanned']:10,.0f}",
+                      flush=True)
+            print(f"{n:>8,} engine with the saved state / without: {med[True]['engine'] / med[False]['engine']:.2f}x; "
+                  f"whole first call: {med[True]['overhead'] / med[False]['overhead']:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""SPEC C7, T3, N2: re-entry into a stored session continues the engine state saved with it (the C6 summary state),
+checked against the stored rows, instead of rescanning the old part of the transcript; the first request of the
+restarted process is byte-identical to what a process that never restarted sends, and a state that does not fit
+(another engine version, other rows, malformed data) is rebuilt once from the rows, with a stored note."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mxclaw_nb import Agent
+from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, build_structured_summary
+from mxclaw_nb.context.incremental import summary_snapshot
+from mxclaw_nb.context.summary import SUMMARY_STATE_VERSION, StructuredSummaryState
+from mxclaw_nb.demo.server import TestServer
+from mxclaw_nb.reentry import REBUILT_EVENT
+from mxclaw_nb.store.writer import Store
+
+SESSION = "reentry-session"
+
+
+def _call(cid: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def _session(blocks: int) -> list[dict[str, Any]]:
+    """A stored session with file writes, failures (flagged and by marker), kernel facts and notes."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    for j in range(blocks):
+        msgs.append({"role": "user", "content": f"goal {j}: fix module {j % 5} 修复 {j}"})
+        msgs.append({"role": "assistant", "content": f"editing {j}",
+                     "tool_calls": [_call(f"c{j}", "edit_file" if j % 3 else "bash", path=f"src/m{j % 7}.py")]})
+        result: dict[str, Any] = {"role": "tool", "tool_call_id": f"c{j}",
+                                  "content": f"Tool failed: step {j}" if j % 4 == 0 else f"ok {j} " + "x" * 300}
+        if j % 9 == 0:
+            result["is_error"] = True
+        if j % 11 == 5:
+            result["facts"] = {"variables": [f"df{j}"], "type": "DataFrame"}
+        msgs.append(result)
+        msgs.append({"role": "assistant", "content": f"state after {j}"})
+    return msgs
+
+
+def _seed(path: Path, blocks: int = 120) -> None:
+    store = Store(str(path))
+    store.create_session(session_id=SESSION, source="test")
+    store.append_messages(SESSION, _session(blocks), turn=0)
+    store.close()
+
+
+def _agent(db: Path, srv: TestServer, ws: Path) -> tuple[Agent, list[str]]:
+    """An agent on the stored session (a 4k window: every turn's first call summarizes), and the JSON body of each
+    model call it makes (the messages as sent)."""
+    ws.mkdir(exist_ok=True)
+    agent = Agent(workspace=ws, db=str(db), base_url=srv.base_url, api_key="k", model="m", approval="allow",
+                  context_window_tokens=4_000, keep_recent_tokens=1_000, session_id=SESSION, home=ws / "home")
+    sent: list[str] = []
+    complete = agent.provider.complete
+
+    def capture(messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        sent.append(json.dumps(messages, ensure_ascii=False, sort_keys=True))
+        return complete(messages, *args, **kwargs)
+
+    agent.provider.complete = capture  # type: ignore[method-assign]
+    return agent, sent
+
+
+def _turn(agent: Agent, srv: TestServer, prompt: str) -> None:
+    srv.enqueue_tool_calls([("list_dir", {"path": "."})])
+    srv.enqueue_text(f"done: {prompt}")
+    agent.run(prompt)
+
+
+def _whole_transcript_summary(agent: Agent) -> Any:
+    """The C6 state of the session cache's whole-transcript prefix (what the first call of a turn built)."""
+    return max(agent._cache.slots, key=lambda p: p.length).summary
+
+
+def _same_ids(body: str) -> str:
+    return re.sub(r"call_[0-9a-f]{8,}", "call_x", body)
+
+
+def _rebuilt_events(db: Path) -> list[dict[str, Any]]:
+    with Store(str(db)) as store:
+        events = store.events(SESSION, type=REBUILT_EVENT)
+    return [json.loads(p) for p in events.payload]
+
+
+def _tamper(db: Path, sql: str) -> None:
+    con = duckdb.connect(str(db))
+    con.execute(sql)
+    con.close()
+
+
+def _never_restarted_and_restarted(tmp_path: Path, tamper: str | None = None) -> tuple[list[str], list[str], Agent,
+                                                                                       Path]:
+    """Turns 1-2 in one process, turn 3 in the same process (A) and in a fresh one (B, on a copy after turn 2)."""
+    seed = tmp_path / "seed.duckdb"
+    _seed(seed)
+    with TestServer(usage_counter="estimate") as srv:
+        a, sent_a = _agent(seed, srv, tmp_path / "ws")
+        _turn(a, srv, "first")
+        _turn(a, srv, "second")
+        copy_db = tmp_path / "restarted.duckdb"
+        a.store.release()
+        shutil.copy(seed, copy_db)
+        sent_a.clear()
+        _turn(a, srv, "third")
+        a.close()
+        if tamper:
+            _tamper(copy_db, tamper)
+        b, sent_b = _agent(copy_db, srv, tmp_path / "ws")
+        _turn(b, srv, "third")
+        b.close()
+    return sent_a, sent_b, b, copy_db
+
+
+def test_c7_a_restarted_process_sends_the_byte_identical_first_request_and_scans_only_what_is_new(tmp_path):
+    sent_a, sent_b, b, db = _never_restarted_and_restarted(tmp_path)
+    assert len(sent_a) == len(sent_b) == 2
+    assert sent_b[0] == sent_a[0]  # (a) byte for byte
+    assert _same_ids(sent_b[1]) == _same_ids(sent_a[1])  # the next call too (the server picks each call's id)
+    first = json.loads(sent_b[0])
+    assert any(m["content"].startswith("[compressed conversation context]") for m in first)  # the summary path
+    state = _whole_transcript_summary(b)
+    old = len(_session(120))  # the old part is most of the stored session
+    # (c) the resumed C6 state scanned only the old messages stored after its snapshot (a turn's worth), not the
+    # hundreds before it
+    assert state is not None and 0 < state.scanned < 20 < old
+    assert _rebuilt_events(db) == []  # nothing to say when it fitted
+
+
+def test_c7_a_state_of_another_engine_version_is_rebuilt_once_with_a_stored_note(tmp_path):
+    sent_a, sent_b, b, db = _never_restarted_and_restarted(
+        tmp_path, tamper=f"UPDATE engine_state SET engine_version = {SUMMARY_STATE_VERSION + 41}")
+    assert sent_b[0] == sent_a[0]  # (b) never a wrong view
+    notes = _rebuilt_events(db)
+    assert len(notes) == 1 and "engine version" in notes[0]["reason"]
+    assert _whole_transcript_summary(b).scanned > 300  # rebuilt from the rows
+
+
+def test_c7_a_state_that_does_not_match_the_stored_rows_is_rebuilt_once_with_a_stored_note(tmp_path):
+    sent_a, sent_b, _b, db = _never_restarted_and_restarted(tmp_path, tamper="UPDATE engine_state SET rows = rows - 1")
+    assert sent_b[0] == sent_a[0]
+    notes = _rebuilt_events(db)
+    assert len(notes) == 1 and "do not match" in notes[0]["reason"]
+
+
+def test_c7_a_state_whose_messages_differ_is_caught_by_the_engine_and_rebuilt(tmp_path):
+    # the rows check passes (count and boundary untouched) but the state names other old messages
+    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
+        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, json_object('summary', "
+                         "json_object('last', 'feedfacefeedfacefeedfacefeedface')))")
+    assert sent_b[0] == sent_a[0]
+    notes = _rebuilt_events(db)
+    assert len(notes) == 1 and "does not match the stored messages" in notes[0]["reason"]
+
+
+def test_c7_a_state_saved_by_another_release_is_rebuilt(tmp_path):
+    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
+        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, json_object('package', '0.0.1'))")
+    assert sent_b[0] == sent_a[0]
+    notes = _rebuilt_events(db)
+    assert len(notes) == 1 and "saved by mxclaw_nb 0.0.1" in notes[0]["reason"]
+
+
+def test_c7_a_malformed_state_is_rebuilt_never_trusted(tmp_path):
+    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
+        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, "
+                         "'{\"summary\": {\"version\": 1, \"n\": \"many\"}}')")
+    assert sent_b[0] == sent_a[0]
+    notes = _rebuilt_events(db)
+    assert len(notes) == 1 and "malformed" in notes[0]["reason"]
+
+
+# -- (d) the engine half, as a property: for random transcripts and random restart points ------------------------
+
+_texts = st.text(alphabet=st.sampled_from("ab 修复\n\udcff"), max_size=12)
+_message = st.one_of(
+    st.builds(lambda t: {"role": "user", "content": t}, _texts),
+    st.builds(lambda t: {"role": "assistant", "content": t}, _texts),
+    st.builds(lambda p, k: {"role": "assistant", "content": "", "tool_calls": [
+        _call(f"w{k}", "write_file", path=p)]}, _texts, st.integers(0, 5)),
+    st.builds(lambda t, e: {"role": "tool", "tool_call_id": "w1", "content": "Tool failed: " + t,
+                            **({"is_error": True} if e else {})}, _texts, st.booleans()),
+    st.builds(lambda v: {"role": "tool", "tool_call_id": "w2", "content": "ok", "facts": {"variables": [v]}},
+              st.sampled_from(["x", "df", "y"])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_message, min_size=1, max_size=40), st.data())
+def test_c7_property_resumed_summary_state_equals_the_state_built_from_scratch(messages, data):
+    """C6/C7: a state snapshotted at a random point, carried as JSON, resumed over the grown old part, writes the
+    text of a state built from scratch (and of the one-shot summary) at every later length."""
+    cut = data.draw(st.integers(1, len(messages)), label="restart point")
+    before = StructuredSummaryState()
+    before.summary(messages[:cut], trusted=True)
+    saved = json.loads(json.dumps(before.snapshot(), ensure_ascii=True))
+    later = data.draw(st.integers(cut, len(messages)), label="old messages after the restart")
+    old = copy.deepcopy(messages[:later])  # read back from the store: equal values, other objects
+    resumed, why = StructuredSummaryState.resumed(saved, old)
+    assert resumed is not None, why
+    assert resumed.summary(old, trusted=True) == build_structured_summary(old)
+    assert resumed.scanned == later - cut
+    grown = [*old, *copy.deepcopy(messages[later:])]
+    assert resumed.summary(grown, trusted=True) == build_structured_summary(grown)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_message, min_size=2, max_size=30), st.data())
+def test_c7_property_a_state_over_other_messages_is_refused(messages, data):
+    cut = data.draw(st.integers(1, len(messages)))
+    state = StructuredSummaryState()
+    state.summary(messages[:cut], trusted=True)
+    saved = state.snapshot()
+    other = [*messages[:cut - 1], {"role": "user", "content": "something else entirely"}]
+    assert StructuredSummaryState.resumed(saved, other)[0] is None
+    assert StructuredSummaryState.resumed({**saved, "version": SUMMARY_STATE_VERSION + 1}, messages)[0] is None
+    assert StructuredSummaryState.resumed(saved, messages[:cut - 1])[0] is None
+
+
+def test_c7_pipeline_resume_gives_the_cold_view_and_notes_a_misfit():
+    """The engine's entry point: a session cache handed a snapshot builds the cold build's view."""
+    msgs = _session(80)
+    policy = ContextPolicy(4_000, 0.8, 1_000)
+    warm = TokenCache(append_only=True)
+    build_request_view(msgs[:200], policy, cache=warm)
+    saved = json.loads(json.dumps(summary_snapshot(warm)))
+    fresh = TokenCache(append_only=True)
+    fresh.resume_summary = saved
+    grown = copy.deepcopy(msgs)
+    view = build_request_view(grown, policy, cache=fresh)
+    assert view.messages == build_request_view(msgs, policy).messages and view.stage == "summary"
+    assert fresh.resume_note is None and fresh.summary.scanned < 130
+    misfit = TokenCache(append_only=True)
+    misfit.resume_summary = {**saved, "first": "0" * 32}
+    assert build_request_view(grown, policy, cache=misfit).messages == view.messages
+    assert misfit.resume_note is not None and misfit.summary.scanned > 200

@@ -1,0 +1,151 @@
+"""The replay's C7 fast path gives the plain path's rows and views, byte for byte (SPEC S4, C7, C5, C12).
+
+The fast path: within a turn the next build's plan is seeded from the view's own (`incremental.continued_input`),
+carried placeholders are skipped at C speed (`TokenCache.stays`) and a rebuild reuses the placeholders made
+before (`TokenCache.placeholders`). The plain path plans every continued input from scratch and makes every
+placeholder again (the code before the fast path). Both run the real engine on real shipped transcripts, the
+policy lab's long session and random partly broken transcripts (Hypothesis), for each strategy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mxclaw_nb import datasets
+from mxclaw_nb.analysis.replay import SessionCaches, replay_messages
+from mxclaw_nb.context import ContextPolicy
+from mxclaw_nb.context.micro import FACTS_KEY
+from mxclaw_nb.context.strategies import Clearing, Masking, strategy_from
+from tests.context.test_properties import cases
+from tests.test_lab import long_session
+
+STRATEGIES = ["article", "masking", "clearing"]
+replay_mod = importlib.import_module("mxclaw_nb.analysis.replay")  # the package exports a `replay` function
+
+
+class _Forget(dict):  # type: ignore[type-arg]
+    """A memo that never remembers (the plain path)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+def _dump(views: list[Any]) -> list[str]:
+    return [json.dumps([v.messages, v.stage, v.summary, v.before_tokens, v.after_tokens, v.after_estimate,
+                        v.sources, list(v.trace.actions), v.tail_start], ensure_ascii=False) for v in views]
+
+
+def _both(messages: list[Any], policy: ContextPolicy, monkeypatch: pytest.MonkeyPatch,
+          **kw: Any) -> tuple[tuple[list[dict[str, Any]], list[str]], tuple[list[dict[str, Any]], list[str]]]:
+    fast_views: list[Any] = []
+    fast = replay_messages(messages, policy, views=fast_views, **kw)
+    plain_views: list[Any] = []
+    caches = SessionCaches()
+    token_cache = caches.token_cache(policy)
+    token_cache.stays, token_cache.placeholders, token_cache.replanned = _Forget(), _Forget(), _Forget()
+    with monkeypatch.context() as m:
+        m.setattr(replay_mod, "continued_input", lambda view, appended, cache, counter=None:
+                  view.next_input(appended))
+        plain = replay_messages(messages, policy, views=plain_views, caches=caches, **kw)
+    return (fast, _dump(fast_views)), (plain, _dump(plain_views))
+
+
+def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    # NaN != NaN: compare the rows' JSON
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_s4_fast_replay_of_the_lab_session_equals_the_plain_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = long_session(200)
+    for window, tail in ((32_000, 4_000), (8_000, 1_000)):
+        policy = ContextPolicy(window, 0.8, tail, strategy=strategy_from(name))
+        (fast, fv), (plain, pv) = _both(messages, policy, monkeypatch, facts=False)
+        assert fv == pv and _same(fast, plain)
+        assert any(r["stage"] == "micro" for r in fast)  # the fast path was taken (placeholders in a turn)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_s4_fast_replay_equals_the_plain_one_on_every_shipped_transcript(name: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = set()
+    for dataset in datasets.available():
+        for conv in datasets.load(dataset):
+            for window in (2_000, 8_000):
+                policy = ContextPolicy(window, 0.8, window // 4, strategy=strategy_from(name))
+                (fast, fv), (plain, pv) = _both(list(conv.messages), policy, monkeypatch)  # facts on
+                assert fv == pv, (dataset, conv.id, window)
+                assert _same(fast, plain), (dataset, conv.id, window)
+                stages |= {r["stage"] for r in fast}
+    assert "micro" in stages
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[Any]:
+    """Well-formed multi-turn tool sessions (one or two calls per step, outputs of random sizes, some failed, some
+    CJK, some with recorded facts), with random broken messages from `cases` mixed in sometimes."""
+    msgs: list[Any] = [{"role": "system", "content": "agent"}]
+    n = 0
+    for turn in range(draw(st.integers(1, 4))):
+        msgs.append({"role": "user", "content": f"task {turn}"})
+        for _ in range(draw(st.integers(0, 8))):
+            ids = [f"c{n + j}" for j in range(draw(st.integers(1, 2)))]
+            n += len(ids)
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": "read", "arguments": "{}"}} for i in ids]})
+            for i in ids:
+                size = draw(st.integers(1, 400))
+                result: dict[str, Any] = {"role": "tool", "tool_call_id": i,
+                                          "content": draw(st.sampled_from(["line\n", "行", "Error: x "])) * size}
+                if draw(st.integers(0, 9)) == 0:
+                    result[FACTS_KEY] = {"type": "DataFrame", "shape": [size, 2], "variables": ["df"]}
+                msgs.append(result)
+        msgs.append({"role": "assistant", "content": "done"})
+    if draw(st.integers(0, 3)) == 0:
+        junk, _ = draw(cases())
+        at = draw(st.integers(1, len(msgs)))
+        msgs[at:at] = junk
+    return msgs
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(messages=sessions(), window=st.integers(200, 6_000), ratio=st.sampled_from([0.5, 0.8, 1.0]),
+       tail=st.integers(0, 1_500), strategy=st.sampled_from([strategy_from("article"), Masking(), Masking(keep_last=1),
+                                                             Clearing(), Clearing(keep_last=0, clear_at_least=50)]))
+def test_s4_fast_replay_equals_the_plain_one_on_random_sessions(messages: list[Any], window: int, ratio: float,
+                                                               tail: int, strategy: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = ContextPolicy(window, ratio, tail, strategy=strategy)
+    try:
+        (fast, fv), (plain, pv) = _both(messages, policy, monkeypatch, facts=False)
+    except ValueError:
+        return
+    assert fv == pv and _same(fast, plain)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(case=cases(), strategy=st.sampled_from([strategy_from("article"), Masking(), Masking(keep_last=0), Clearing(),
+                                               Clearing(keep_last=0, clear_at_least=50)]), facts=st.booleans())
+def test_s4_fast_replay_equals_the_plain_one_on_random_transcripts(case: tuple[list[Any], ContextPolicy],
+                                                                   strategy: Any, facts: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    messages, policy = case
+    policy = replace(policy, strategy=strategy)
+    # several turns: the transcript twice, the second time after a new user message (a rebuild, then a turn)
+    messages = [*messages, {"role": "user", "content": "again"}, *messages]
+    try:
+        (fast, fv), (plain, pv) = _both(messages, policy, monkeypatch, facts=facts)
+    except ValueError as exc:  # nothing to send: refused the same way by both paths
+        with pytest.raises(ValueError, match=str(exc)[:30]):
+            _both(messages, policy, monkeypatch, facts=facts)
+        return
+    assert fv == pv and _same(fast, plain)
