@@ -133,6 +133,8 @@ def _with_lineage(view: RequestView, messages: Sequence[Message], seqs: Sequence
         transcript = transcript if transcript is not None else messages
     elif transcript is None and previous is not None:
         transcript = previous.transcript
+    if not isinstance(seqs, (range, list, tuple)):  # a lazy map (a replay's carried seqs): this call's positions
+        seqs = [seqs[p] for p in range(len(messages))]
     try:
         return replace(view, lineage=compose_lineage(view, seqs, previous, call=call, transcript=transcript))
     except ValueError:
