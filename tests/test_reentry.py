@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -147,38 +148,22 @@ def test_c7_a_state_of_another_engine_version_is_rebuilt_once_with_a_stored_note
     assert _whole_transcript_summary(b).scanned > 300  # rebuilt from the rows
 
 
-def test_c7_a_state_that_does_not_match_the_stored_rows_is_rebuilt_once_with_a_stored_note(tmp_path):
-    sent_a, sent_b, _b, db = _never_restarted_and_restarted(tmp_path, tamper="UPDATE engine_state SET rows = rows - 1")
-    assert sent_b[0] == sent_a[0]
-    notes = _rebuilt_events(db)
-    assert len(notes) == 1 and "do not match" in notes[0]["reason"]
-
-
-def test_c7_a_state_whose_messages_differ_is_caught_by_the_engine_and_rebuilt(tmp_path):
+@pytest.mark.parametrize(("tamper", "reason"), [
+    pytest.param("UPDATE engine_state SET rows = rows - 1", "do not match", id="rows-do-not-match"),
     # the rows check passes (count and boundary untouched) but the state names other old messages
-    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
-        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, json_object('summary', "
-                         "json_object('last', 'feedfacefeedfacefeedfacefeedface')))")
+    pytest.param("UPDATE engine_state SET state = json_merge_patch(state, json_object('summary', "
+                 "json_object('last', 'feedfacefeedfacefeedfacefeedface')))",
+                 "does not match the stored messages", id="engine-catches-other-messages"),
+    pytest.param("UPDATE engine_state SET state = json_merge_patch(state, json_object('package', '0.0.1'))",
+                 "saved by mxclaw_nb 0.0.1", id="another-release"),
+    pytest.param("UPDATE engine_state SET state = json_merge_patch(state, "
+                 "'{\"summary\": {\"version\": 1, \"n\": \"many\"}}')", "malformed", id="malformed"),
+])
+def test_c7_a_stale_or_tampered_state_is_rebuilt_once_with_a_stored_note_never_trusted(tmp_path, tamper, reason):
+    sent_a, sent_b, _b, db = _never_restarted_and_restarted(tmp_path, tamper=tamper)
     assert sent_b[0] == sent_a[0]
     notes = _rebuilt_events(db)
-    assert len(notes) == 1 and "does not match the stored messages" in notes[0]["reason"]
-
-
-def test_c7_a_state_saved_by_another_release_is_rebuilt(tmp_path):
-    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
-        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, json_object('package', '0.0.1'))")
-    assert sent_b[0] == sent_a[0]
-    notes = _rebuilt_events(db)
-    assert len(notes) == 1 and "saved by mxclaw_nb 0.0.1" in notes[0]["reason"]
-
-
-def test_c7_a_malformed_state_is_rebuilt_never_trusted(tmp_path):
-    sent_a, sent_b, _b, db = _never_restarted_and_restarted(
-        tmp_path, tamper="UPDATE engine_state SET state = json_merge_patch(state, "
-                         "'{\"summary\": {\"version\": 1, \"n\": \"many\"}}')")
-    assert sent_b[0] == sent_a[0]
-    notes = _rebuilt_events(db)
-    assert len(notes) == 1 and "malformed" in notes[0]["reason"]
+    assert len(notes) == 1 and reason in notes[0]["reason"]
 
 
 # -- (d) the engine half, as a property: for random transcripts and random restart points ------------------------
