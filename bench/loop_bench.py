@@ -13,11 +13,11 @@ second call). Per call we time what the loop does outside `provider.complete`:
 Turn 1 of a fresh process is shown apart ("fresh"): it reads and plans the whole transcript once; the
 first/later figures are medians over the following turns. Beside them, per call: the engine's share (C0
 `build_request_view`, which composes the N3 lineage, + the C7 carry-over `next_call`) and the request
-record's (provenance and lineage encoding, another engineer's part), and the JSON encoding of the request body
-the provider client sends (`json.dumps` of model + messages + tools: the API's unavoidable cost). Three paths: compacting (a
-128k window: the first call of every turn sees the whole transcript and summarises it, later calls work on
-the small view; "no-state": the same, with the saved engine state deleted, as before C7's re-entry) and
-everything-fits (a window of twice the session's estimate: every call sends it all).
+record's (provenance and lineage encoding, another engineer's part), and the JSON encoding of the request
+body the provider client sends (`json.dumps` of model + messages + tools: the API's unavoidable cost). Three
+paths: compacting (a 128k window: the first call of every turn sees the whole transcript and summarises it,
+later calls work on the small view; "no-state": the same, with the saved engine state deleted, as before C7's
+re-entry) and everything-fits (a window of twice the session's estimate: every call sends it all).
 
     .venv/bin/python bench/loop_bench.py [--sizes 1000 10000 100000 300000] [--turns 5] [--iterations 3] [--runs 2]
 

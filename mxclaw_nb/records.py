@@ -97,11 +97,12 @@ class RequestRecord:
         "and this call still carries, after a line `[carried: summary made by call N of this turn]`; NULL "
         "when nothing was summarized. `WHERE summary IS NOT NULL` finds every call that sent a summary"))
     provenance: Provenance | None = column("JSON", repr=False, compare=False, meaning=(
-        "NULL in every record this version writes: its provenance is the lineage (`extra.lineage`, below). "
-        "Files of earlier versions hold here the per-message provenance of the request view relative to the "
-        "call's input (C7), `{\"format\": 3, \"before\": {field: [...]}, \"after_from_before\": [...], "
-        "\"after\": {field: [...]}}` (or the older format 2); `mxclaw_nb.store.provenance.provenance_rows` "
-        "reads them (read-only: nothing writes this form any more)"))
+        "NULL when the record carries its lineage (`extra.lineage`, every call of the loop). Otherwise (a dry "
+        "run's or a replay's view, whose lineage indexes messages no store holds; a view no lineage could be "
+        "composed for; files of earlier versions) the per-message provenance of the request view relative to "
+        "the call's input (C7, C10: in the counter that decided the stage): `{\"format\": 3, \"before\": "
+        "{field: [...]}, \"after_from_before\": [...], \"after\": {field: [...]}}`, one list per field; "
+        "`mxclaw_nb.store.provenance.provenance_rows` turns it (and the older format 2) into row dicts"))
     retry: bool = column("BOOLEAN", False, meaning=(
         "true if this call retried a failed one"))
     extra: Mapping[str, Any] = column("JSON", default_factory=dict, repr=False, meaning=(
@@ -167,10 +168,12 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
                    cached_tokens_reported: int | None = None, cache_write_tokens_reported: int | None = None,
                    prefix_tokens: int | None = None, extra: Mapping[str, Any] | None = None) -> RequestRecord:
     """The request record of a RequestView (the loop's, a dry run's, a replay's): the one place that labels
-    its figures. The record carries the view's lineage (N3), its one provenance form."""
+    its figures. A live view (the loop's) carries its lineage (N3), read back against the stored transcript;
+    a dry run's or a replay's lineage indexes messages no store holds, so its record carries the view's own
+    rows (C10, `view.provenance`: format 3 in `requests.provenance`)."""
     if calibrated_tokens is None and view.counter == "calibrated":
         calibrated_tokens = view.after_tokens
-    lineage = view.lineage if isinstance(view.lineage, Lineage) else None
+    lineage = view.lineage if isinstance(view.lineage, Lineage) and view.lineage.live else None
     more = dict(extra or {})
     if view.fixed_tokens:  # T3/N2: the "tool definitions" layer, included in the totals, stated apart (est.)
         more["tool_definitions_tokens"] = view.fixed_tokens
@@ -185,7 +188,7 @@ def record_of_view(view: RequestView, *, turn: int | None = None, iteration: int
         tail_start=view.tail_start, engine_ms=engine_ms, lineage=lineage,
         cached_tokens_reported=cached_tokens_reported, cache_write_tokens_reported=cache_write_tokens_reported,
         prefix_tokens=prefix_tokens,
-        extra=more)
+        provenance=view.provenance if lineage is None and view.trace is not None else None, extra=more)
 
 
 CARRIED = "[carried: summary made by call {call} of this turn]"

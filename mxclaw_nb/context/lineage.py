@@ -22,7 +22,16 @@ from mxclaw_nb.context.actions import TEXTS, sent_form
 from mxclaw_nb.context.repair import plan_counted
 from mxclaw_nb.context.tokens import estimate_sent
 from mxclaw_nb.context.view import PREVIEW_CHARS, RequestView
-from mxclaw_nb.messages import Message, content_text, is_failure, sanitize, tool_call_list, tool_call_name
+from mxclaw_nb.messages import (
+    FALLBACK_PREFIX,
+    SUMMARY_PREFIX,
+    Message,
+    content_text,
+    is_failure,
+    sanitize,
+    tool_call_list,
+    tool_call_name,
+)
 from mxclaw_nb.text_policy import display
 
 SEQ_ACTIONS = ("kept", "placeholder", "summarized", "dropped")  # what can happen to a stored message
@@ -67,6 +76,10 @@ class Lineage:
     sent: list[int]
     transcript: Sequence[Message] | None = field(default=None, compare=False, repr=False)  # live views only
     texts: int = TEXTS  # the version of the engine-made texts (context.actions): how `lineage_messages` rebuilds
+    # True: the seqs are stored seqs of a live turn (the loop's calls, or a caller that composes onto a previous
+    # call): a request record keeps this lineage (N3). False: they index the caller's own messages (a dry run's
+    # or a replay's input), which no store holds: a record keeps the view's own rows (C10, `view.provenance`)
+    live: bool = field(default=True, compare=False, repr=False)
 
     @property
     def upto(self) -> int:
@@ -121,7 +134,8 @@ def _join(items: Sequence[str]) -> str:
 
 
 def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lineage | None = None, *,
-                    call: int | None = None, transcript: Sequence[Message] | None = None) -> Lineage:
+                    call: int | None = None, transcript: Sequence[Message] | None = None, live: bool = True
+                    ) -> Lineage:
     """SPEC N3: the lineage of `view`, given what the earlier calls of the turn did (`previous`).
 
     `seqs[p]` is the stored seq of input position p, or None for a message `previous` sent that the engine
@@ -157,7 +171,7 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
         sent = _decide(view, call, origins, states, made, made_state)
     tail = origins[view.tail_start] if view.tail_start is not None else None
     return Lineage(call, view.stage, tail if tail is None or tail >= 0 else None, states, tuple(made),
-                   tuple(made_state), sent, transcript)
+                   tuple(made_state), sent, transcript, live=live)
 
 
 class NextCall(NamedTuple):
@@ -320,11 +334,18 @@ def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, l
     """Before rows (the stored transcript up to the call, one action per message) and after rows (sent).
 
     Same fields as `provenance_rows` (position is the stored seq; None for an engine-made message) plus
-    `call`, the call of the turn that did it. Tokens are C1 estimates of the stored and sent forms.
+    `call`, the call of the turn that did it. Tokens are C1 estimates of the stored and sent forms (a view's
+    own rows, `own_rows`, are in the counter that decided its stage).
     """
     rebuilt = _rebuild(transcript, lineage.upto)
     forms = {seq: (msg, sent) for seq, msg, sent, _ in rebuilt.steps if seq is not None}
-    sent_msgs = [_sent_form(lineage, o, forms) for o in lineage.sent]
+    return _rows(lineage, transcript, rebuilt, [_sent_form(lineage, o, forms) for o in lineage.sent], None)
+
+
+def _rows(lineage: Lineage, transcript: Sequence[Message], rebuilt: _Rebuilt, sent_msgs: Sequence[Message],
+          counted: tuple[Sequence[int], Sequence[int]] | None) -> dict[str, list[dict[str, Any]]]:
+    """The rows of `lineage_rows`; `counted`: (tokens per repaired step, per sent message) instead of C1."""
+    step_tokens, sent_tokens = counted if counted is not None else (None, None)
     sent_at = {o: m for m, o in enumerate(lineage.sent)}
     synthetic = {(m.after, str(m.message.get("tool_call_id"))): m.key for m in lineage.made if m.kind == "synthetic"}
     names: dict[str, str | None] = {}
@@ -339,15 +360,16 @@ def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, l
             names.update({str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)})
         text = content_text(msg.get("content"))
         m = sent_at.get(origin) if origin is not None else None
+        after = 0 if m is None else estimate_sent(sent_msgs[m]) if sent_tokens is None else sent_tokens[m]
         return {"position": seq, "role": role, "tool_name": names.get(str(msg.get("tool_call_id")))
-                if role == "tool" else None, "tokens_before": tokens,
-                "tokens_after": 0 if m is None else estimate_sent(sent_msgs[m]), "action": st.action,
+                if role == "tool" else None, "tokens_before": tokens, "tokens_after": after, "action": st.action,
                 "sent_position": m, "failure": role == "tool" and is_failure(msg), "synthetic": seq is None,
                 "chars": len(text), "preview": _preview(text), "reason": reason, "call": st.call}
 
     dropped = sorted(rebuilt.dropped.items())
     di = 0
-    for seq, msg, _sent, tokens in rebuilt.steps:
+    for k, (seq, msg, _sent, tokens) in enumerate(rebuilt.steps):
+        tokens = tokens if step_tokens is None else step_tokens[k]
         while seq is not None and di < len(dropped) and dropped[di][0] < seq:
             before.append(_dropped_row(lineage, transcript, *dropped[di], row))
             di += 1
@@ -381,9 +403,38 @@ def lineage_rows(lineage: Lineage, transcript: Sequence[Message]) -> dict[str, l
             action, src, by = ("synthetic" if engine_made.kind == "synthetic" else "summary"), None, engine_made.call
         after.append({"position": position, "source": src, "role": role,
                       "tool_name": names.get(str(msg.get("tool_call_id"))) if role == "tool" else None,
-                      "tokens": estimate_sent(msg), "action": action, "chars": len(text), "preview": _preview(text),
+                      "tokens": estimate_sent(msg) if sent_tokens is None else sent_tokens[position], "action": action,
+                      "chars": len(text), "preview": _preview(text),
                       "call": by})
     return {"before": before, "after": after}
+
+
+def own_rows(view: RequestView) -> dict[str, list[dict[str, Any]]]:
+    """SPEC C10: the view's own before/after rows, relative to its input (positions are input positions), in
+    the counter that decided its stage: `lineage_rows` of the lineage that takes the input positions as seqs,
+    with the trace's counted tokens. A sent summary the input carried (an earlier view's) is a `summary` row."""
+    t = view.trace
+    if t is None:
+        return {"before": [], "after": []}
+    own = compose_lineage(view, range(len(t.inputs)), transcript=t.inputs, live=False)
+    # the repaired steps are the trace's (no second plan): (input position, message, -, tokens)
+    rebuilt = _Rebuilt(list(zip(t.step_sources, t.step_messages, t.step_messages, t.tokens, strict=True)),
+                       dict(t.dropped))
+    rows = _rows(own, t.inputs, rebuilt, view.messages, (t.tokens, t.sent_tokens))
+    after = rows["after"]
+    for rec in rows["before"]:  # a sent message's tool is its step's (a reused call id names its own call)
+        if rec["sent_position"] is not None:
+            after[rec["sent_position"]]["tool_name"] = rec["tool_name"]
+    for rec, msg in zip(after, view.messages, strict=True):
+        if rec["action"] == "kept" and _is_summary(msg):
+            rec["action"] = "summary"
+    return rows
+
+
+def _is_summary(message: Message) -> bool:
+    if message.get("role") != "system":
+        return False
+    return content_text(message.get("content")).startswith((SUMMARY_PREFIX, FALLBACK_PREFIX))
 
 
 def _dropped_row(lineage: Lineage, transcript: Sequence[Message], seq: int, reason: str,

@@ -127,7 +127,10 @@ def build_request_view(
 def _with_lineage(view: RequestView, messages: Sequence[Message], seqs: Sequence[int | None] | None,
                   previous: Lineage | None, transcript: Sequence[Message] | None, call: int | None) -> RequestView:
     """N3: `view` with its transcript-relative lineage; a dry run's or replay's seqs are its input positions.
-    A lineage that cannot be composed (a first call with an engine-made input) is left out (`lineage` None)."""
+    A lineage that cannot be composed (a first call with an engine-made input) is left out (`lineage` None).
+    The lineage is live (a record keeps it) when the caller names the stored transcript, the turn's earlier
+    calls or this call's number (the loop); a dry run's or a replay's indexes messages no store holds."""
+    live = seqs is not None and (previous is not None or transcript is not None or call is not None)
     if seqs is None:
         seqs = range(len(messages))
         transcript = transcript if transcript is not None else messages
@@ -136,7 +139,8 @@ def _with_lineage(view: RequestView, messages: Sequence[Message], seqs: Sequence
     if not isinstance(seqs, (range, list, tuple)):  # a lazy map (a replay's carried seqs): this call's positions
         seqs = [seqs[p] for p in range(len(messages))]
     try:
-        return replace(view, lineage=compose_lineage(view, seqs, previous, call=call, transcript=transcript))
+        return replace(view, lineage=compose_lineage(view, seqs, previous, call=call, transcript=transcript,
+                                                     live=live))
     except ValueError:
         return view
 

@@ -275,13 +275,13 @@ class RequestView:
 
     @cached_property
     def provenance(self) -> Provenance:
-        """The before/after rows of this view as named tuples: `lineage_rows` of its lineage (SPEC N3, the one
-        row builder) over the stored transcript it carries; no rows for a view without a lineage."""
-        from mxclaw_nb.context.lineage import Lineage, lineage_rows  # the lineage module builds on this one
+        """Per-message record of what happened (before rows) and where each sent message came from, relative
+        to the view's input, in the counter that decided the stage (C10): `lineage.own_rows`, built by
+        `lineage_rows` (SPEC N3, the one row builder) with the input positions as seqs."""
+        from mxclaw_nb.context.lineage import own_rows  # the lineage module builds on this one
 
-        lineage = self.lineage
-        if not isinstance(lineage, Lineage) or lineage.transcript is None:
+        if self.trace is None:
             return Provenance.from_rows((), ())
-        rows = lineage_rows(lineage, lineage.transcript)
+        rows = own_rows(self)
         return Provenance.from_rows([MessageRecord(**{f: r[f] for f in BEFORE_FIELDS}) for r in rows["before"]],
                                     [SentRecord(**{f: r[f] for f in AFTER_FIELDS}) for r in rows["after"]])

@@ -26,11 +26,11 @@ only where the stored transcript confirms it, so it decodes to exactly the state
 1 (plain runs, a `carried` text) is still read. The engine data (`Lineage`) lives in `context/`; this
 module is its only reader and writer, so the pure core holds no stored format.
 
-`requests.provenance` held a view's own rows in files of earlier versions (this version writes NULL there:
-every record carries its lineage, the one provenance form). They are read, never written: format 3 ({"format":
-3, "before": {field: [...]}, "after_from_before": [...], "after": {field: [...]}}: one list per field, and for
-each sent message the before row it repeats exactly, else null, the other sent rows' columns in order),
-format 2 (rows as lists) and the records form (row dicts).
+`requests.provenance` holds a view's own rows (`RequestView.provenance`, built from its input-relative
+lineage) where the record carries no lineage: a dry run's or a replay's view (its lineage indexes messages
+no store holds), a view no lineage could be composed for, and files of earlier versions. Format 3 (one list
+per field, an index for an after row that repeats its before row) is written; format 2 (rows as lists) and
+the records form (row dicts) are read.
 """
 
 from __future__ import annotations
@@ -185,7 +185,21 @@ def _ranges(origins: Sequence[int]) -> list[list[int]]:
     return out
 
 
-# -- a view's own rows (requests.provenance): files of earlier versions, read-only ------------------------------
+# -- a view's own rows (requests.provenance) ------------------------------------------------------------------
+
+
+def encode_provenance(provenance: Provenance) -> dict[str, Any]:
+    """Format 3: one list per field.
+
+    ``{"format": 3, "before": {field: [...]}, "after_from_before": [...], "after": {field: [...]}}``:
+    `after_from_before[k]` is the before row that sent message k repeats exactly (a message sent as it was:
+    same role, tool, tokens, action, length and preview), else null; `after` holds the columns of the other
+    sent messages only, in order.
+    """
+    own = [k for k, d in enumerate(provenance.derived) if d is None]
+    before = {f: list(col) for f, col in zip(BEFORE_FIELDS, provenance.before_columns, strict=True)}
+    after = {f: [col[k] for k in own] for f, col in zip(AFTER_FIELDS, provenance.after_columns, strict=True)}
+    return {"format": 3, "before": before, "after_from_before": list(provenance.derived), "after": after}
 
 
 def _fields(row: Any, names: Sequence[str]) -> dict[str, Any]:

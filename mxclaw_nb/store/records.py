@@ -22,7 +22,7 @@ from mxclaw_nb.context.view import Provenance
 from mxclaw_nb.messages import Message
 from mxclaw_nb.records import COLUMN, EXTRA, KEY, RequestRecord, column_types, record_columns
 from mxclaw_nb.store.codec import dumps_text, text
-from mxclaw_nb.store.provenance import decode_lineage, decode_provenance, encode_lineage
+from mxclaw_nb.store.provenance import decode_lineage, decode_provenance, encode_lineage, encode_provenance
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,6 +40,7 @@ _FLOATS = tuple(c for c, sql in _COLUMNS.items() if sql == "DOUBLE")
 _JSON = tuple(c for c, sql in _COLUMNS.items() if sql == "JSON")
 _BOOLS = tuple(c for c, sql in _COLUMNS.items() if sql == "BOOLEAN")
 _KNOWN = {f.name for f in fields(RequestRecord)}
+_LABELS = {"extra": "extra request fields"}  # how an error names a JSON column that cannot be encoded
 
 
 def opt_int(value: Any) -> int | None:
@@ -98,22 +99,24 @@ def as_record(record: RequestRecord | Mapping[str, Any]) -> RequestRecord:
 def row_values(record: RequestRecord, *, redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """The record's column values for the `requests` table (its declared columns besides the key): JSON
     columns as JSON text, `extra` holding the fields declared to live there (tail_start, the compactor error,
-    the engine time, the lineage, N3) after any other key the record carries. `provenance` is read-only (files
-    of earlier versions): a record carries its lineage. `redact` (e.g. `secrets.redact_obj`) is applied to the
-    JSON-able values before encoding."""
+    the engine time, the lineage, N3) after any other key the record carries; the view's own provenance
+    (format 3) only without a lineage. `redact` (e.g. `secrets.redact_obj`) is applied to the JSON-able values
+    before encoding."""
     extra: dict[str, Any] = {k: v for k, v in record.extra.items() if k not in _KNOWN}
     for k in EXTRA_FIELDS:
         if (value := getattr(record, k)) is not None:
             extra[k] = encode_lineage(value) if k == "lineage" else value
     row: dict[str, Any] = {k: getattr(record, k) for k in REQUEST_FIELDS if k != "provenance"}
-    row["provenance"], row["extra"] = None, extra
+    row["provenance"] = (encode_provenance(record.provenance)
+                         if record.provenance is not None and record.lineage is None else None)
+    row["extra"] = extra
     if redact is not None:
         row = redact(row)
     out = {k: text(row[k]) for k in REQUEST_FIELDS}
     for k in _BOOLS:
         out[k] = bool(row[k])
     for k in _JSON:
-        out[k] = dumps_text(row[k], f"the request's {k}") if row[k] else None
+        out[k] = dumps_text(row[k], _LABELS.get(k, k)) if row[k] else None
     return out
 
 

@@ -98,7 +98,7 @@ def from_view(view: RequestView, *, turn: int | None = None, iteration: int | No
     """CallData of a live RequestView: its record (`record_of_view`, as the loop stores it) and rows."""
     if not isinstance(view, RequestView):
         raise TypeError(f"expected a RequestView, got {type(view).__name__}")
-    lineage = view.lineage if isinstance(view.lineage, Lineage) else None
+    lineage = view.lineage if isinstance(view.lineage, Lineage) and view.lineage.live else None
     if iteration is None and lineage is not None and lineage.transcript is not None:
         iteration = lineage.call  # the lineage knows which call of its turn this is
     record = record_of_view(view, turn=turn, iteration=iteration, prompt_tokens_reported=reported_prompt_tokens,
