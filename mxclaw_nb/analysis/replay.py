@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from itertools import compress, count, islice
 from operator import is_not, not_
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -397,88 +397,149 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     there from the stored transcript, so its views and the rest of its turn are those of the whole replay; what
     carries over turns is not: the facts columns (refused) and the E2 shared-prefix columns of that first call).
     The cache-aware variants may carry a view over a turn boundary (E4): refused for them."""
-    msgs = list(messages)
-    caches = caches or SessionCaches()
-    cache = caches.token_cache(policy)
-    full = _full_counts(msgs, policy, cache)
-    prefix = [0]
-    for n in full:
-        prefix.append(prefix[-1] + n)
-    exact_prefix = None
-    if caches.exact is not None:
-        exact_prefix = [0]
-        for m in msgs:
-            exact_prefix.append(exact_prefix[-1] + (caches.exact(m) if isinstance(m, dict) else 0))
-    turns = _turns(msgs)
-
-    def facts_of(t: int) -> frozenset[Fact]:
-        return caches.facts(msgs[t]) if isinstance(msgs[t], dict) else frozenset()
-
+    run = _Replay(list(messages), policy, caches or SessionCaches(), session_id, summarize, facts, summary_writer)
+    calls = call_positions(run.msgs)
+    _check_first_call(run, calls, first_call)
+    steps = _with_progress(enumerate(calls[first_call - 1:], first_call), progress, len(calls), session_id)
     rows: list[dict[str, Any]] = []
-    view: RequestView | None = None
-    chain, prev = _Chain(0), 0
-    calls = call_positions(msgs)
-    if first_call != 1:
-        if facts or cache_variant(policy) is not None:
-            raise ValueError("first_call > 1 needs facts=False and a policy that rebuilds at each turn "
-                             "(not a -cache variant)")
-        if not 1 < first_call <= len(calls) or turns[calls[first_call - 1] - 1] == turns[calls[first_call - 2] - 1]:
-            raise ValueError(f"first_call must open a turn among the {len(calls)} calls, got {first_call!r}")
-    steps: Any = enumerate(calls[first_call - 1:], first_call)
-    aware, pstate = cache_variant(policy) is not None, None
-    if progress:  # a long session takes seconds: say so (after PROGRESS_DELAY, so short ones stay quiet)
-        from tqdm.auto import tqdm
-
-        bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
-        steps = bar(steps, total=len(calls), desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,
-                    leave=False)
-    summarized: set[str] = set()  # C11: recorded summaries already sent (their call is counted once)
     for call_no, i in steps:
-        rebuilt = view is None or turns[i - 1] != turns[prev - 1]
+        call = run.build(i)
+        if views is not None:
+            views.append(call.view)
+        rows.append(run.row(call_no, i, call))
+    return rows
+
+
+def _check_first_call(run: _Replay, calls: Sequence[int], first_call: int) -> None:
+    """`first_call` > 1 must open a turn, without facts and with a policy that rebuilds at each turn."""
+    if first_call == 1:
+        return
+    if run.facts or run.aware:
+        raise ValueError("first_call > 1 needs facts=False and a policy that rebuilds at each turn "
+                         "(not a -cache variant)")
+    turns = run.turns
+    if not 1 < first_call <= len(calls) or turns[calls[first_call - 1] - 1] == turns[calls[first_call - 2] - 1]:
+        raise ValueError(f"first_call must open a turn among the {len(calls)} calls, got {first_call!r}")
+
+
+def _with_progress(steps: Iterable[tuple[int, int]], progress: bool | Callable[..., Any], total: int,
+                   session_id: str) -> Iterable[tuple[int, int]]:
+    """The calls to replay, behind a progress bar when asked (after PROGRESS_DELAY: short replays show none)."""
+    if not progress:
+        return steps
+    from tqdm.auto import tqdm
+
+    bar = progress if callable(progress) else tqdm  # a caller's tqdm class (e.g. one whose saved form is final)
+    return bar(steps, total=total, desc=f"replay {session_id[:8]}", unit="call", delay=PROGRESS_DELAY,  # type: ignore[no-any-return]
+               leave=False)
+
+
+def _prefix_sums(counts: Iterable[int]) -> list[int]:
+    out = [0]
+    for n in counts:
+        out.append(out[-1] + n)
+    return out
+
+
+class _Call(NamedTuple):
+    """One simulated model call: its view, whether it rebuilt from the transcript, its input, the E4 decision and
+    what the C11 summary writer did (None: nothing asked)."""
+
+    view: RequestView
+    rebuilt: bool
+    inputs: list[Any]
+    decision: dict[str, Any]
+    written: Any
+
+
+class _Replay:
+    """One replay of a transcript under a policy: what it carries from call to call (the previous view and its
+    transcript-level chain, C7; the E2 prefix state; the C11 summaries already counted)."""
+
+    def __init__(self, msgs: list[Any], policy: ContextPolicy, caches: SessionCaches, session_id: str,
+                 summarize: Callable[[list[Message]], str] | None, facts: bool, summary_writer: Any) -> None:
+        self.msgs, self.policy, self.caches, self.session_id = msgs, policy, caches, session_id
+        self.summarize, self.facts, self.summary_writer = summarize, facts, summary_writer
+        self.cache = caches.token_cache(policy)
+        self.full = _full_counts(msgs, policy, self.cache)
+        self.prefix = _prefix_sums(self.full)
+        self.exact_prefix = (None if caches.exact is None else
+                             _prefix_sums(caches.exact(m) if isinstance(m, dict) else 0 for m in msgs))
+        self.turns = _turns(msgs)
+        self.aware = cache_variant(policy) is not None
+        # one function object for every chain: a new turn's chain starts from the last one's facts (`_Chain`)
+        self.facts_of: Callable[[int], frozenset[Fact]] | None = self._facts_of if facts else None
+        self.view: RequestView | None = None
+        self.chain, self.prev = _Chain(0), 0
+        self.pstate: Any = None  # E2: the shared-prefix state of the previous call
+        self.summarized: set[str] = set()  # C11: recorded summaries already sent (their call is counted once)
+
+    def _facts_of(self, t: int) -> frozenset[Fact]:
+        return self.caches.facts(self.msgs[t]) if isinstance(self.msgs[t], dict) else frozenset()
+
+    def _view(self, inputs: list[Any], policy: ContextPolicy, seqs: Any, cached: bool = True) -> RequestView:
+        return build_request_view(inputs, policy, self.summarize, cache=self.cache if cached else None, seqs=seqs)
+
+    def build(self, i: int) -> _Call:
+        """The view of the call made when the transcript has `i` messages (C7: continued within a turn, rebuilt
+        from the transcript at a turn's first call), and the chain moved on to it."""
+        view, msgs, policy = self.view, self.msgs, self.policy
+        rebuilt = view is None or self.turns[i - 1] != self.turns[self.prev - 1]
         continued = None
         if view is not None and not rebuilt:  # C7: the view's own plan seeds the next build's (O(new) per call)
-            continued = continued_input(view, msgs[prev:i], cache, policy.counter)
-        elif view is not None and aware:
-            continued = view.next_input(msgs[prev:i])
-        inputs = msgs[:i] if rebuilt else continued
+            continued = continued_input(view, msgs[self.prev:i], self.cache, policy.counter)
+        elif view is not None and self.aware:
+            continued = view.next_input(msgs[self.prev:i])
+        inputs: Any = msgs[:i] if rebuilt else continued
         # C13: placeholders name the transcript index (a rebuilt call's input positions are those already)
-        cont_seqs = None if view is None else _ContinuedSeqs(chain, view, prev)
+        cont_seqs = None if view is None else _ContinuedSeqs(self.chain, view, self.prev)
         seqs = None if rebuilt else cont_seqs
-        built = build_request_view(inputs, policy, summarize, cache=cache, seqs=seqs)
+        built = self._view(inputs, policy, seqs)
         written = None
-        if built.plan is not None and summary_writer is not None:  # C11: the summary call, as the loop makes it
-            policy, built, written = _write_summary(summary_writer, session_id, policy, built, lambda p, i=inputs,
-                                                    s=seqs: build_request_view(i, p, summarize, cache=cache, seqs=s))
+        if built.plan is not None and self.summary_writer is not None:  # C11: the summary call, as the loop makes it
+            def rebuild(p: ContextPolicy, given: Any = inputs, s: Any = seqs) -> RequestView:
+                return self._view(given, p, s)
+
+            self.policy, built, written = _write_summary(self.summary_writer, self.session_id, policy, built,
+                                                         rebuild)
         decision: dict[str, Any] = {}
-        if aware and view is not None:  # E4 (C12 `<name>-cache`): keep a warm prefix, or break it for enough
-
-            def build(given: list[Any], pol: ContextPolicy, cont: Any = cont_seqs, own: Any = seqs) -> RequestView:
-                if pol.strategy is None:  # the prefix-keeping alternative (as the next call of the turn would be)
-                    return build_request_view(given, pol, summarize, cache=cache, seqs=cont)
-                return build_request_view(given, pol, summarize, seqs=own)  # deeper / idle: another threshold
-
-            chosen, decision = choose(build, policy, built, inputs, continued, warm=True)  # no timestamps: warm
+        if self.aware and view is not None:  # E4 (C12 `<name>-cache`): keep a warm prefix, or break it for enough
+            built, decision = self._choose(built, inputs, continued, cont_seqs, seqs)
             if decision["continued"]:
-                built, rebuilt, inputs = chosen, False, continued
-            else:
-                built = chosen
+                rebuilt, inputs = False, continued
         if rebuilt:
-            chain = _Chain(i, facts_of if facts else None, chain)
+            self.chain = _Chain(i, self.facts_of, self.chain)
         else:
             assert view is not None
-            chain.advance(view, prev, i)
-        view = built
-        if views is not None:
-            views.append(view)
-        shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
-                                       view.after_tokens if view.trace is not None else None,
-                                       extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
-        synthetic = chain.record(view)
-        counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
+            self.chain.advance(view, self.prev, i)
+        self.view = built
+        return _Call(built, rebuilt, inputs, decision, written)
+
+    def _choose(self, built: RequestView, inputs: list[Any], continued: Any, cont_seqs: Any, seqs: Any
+                ) -> tuple[RequestView, dict[str, Any]]:
+        """E4: the prefix-keeping continuation or the built view, whichever the cache-aware variant chooses."""
+
+        def build(given: list[Any], pol: ContextPolicy) -> RequestView:
+            if pol.strategy is None:  # the prefix-keeping alternative (as the next call of the turn would be)
+                return self._view(given, pol, cont_seqs)
+            return self._view(given, pol, seqs, cached=False)  # deeper / idle: another threshold
+
+        return choose(build, self.policy, built, inputs, continued, warm=True)  # no timestamps: warm
+
+    def row(self, call_no: int, i: int, call: _Call) -> dict[str, Any]:
+        """The replay row of the call made at `i` messages (its figures, the chain's counts, facts, exact)."""
+        view, policy, caches, prefix, full = call.view, self.policy, self.caches, self.prefix, self.full
+        shared, self.pstate = shared_prefix(self.pstate, view.messages, _sent_tokens(view, policy),  # E2
+                                            view.counter, view.after_tokens if view.trace is not None else None,
+                                            extends=not call.rebuilt and view.stage == "unchanged"
+                                            and not view.repaired)
+        synthetic = self.chain.record(view)
+        counts = {a: self.chain.action_counts.get(a, 0) for a in COMPACTED}
         counts["kept"] = i - sum(counts.values())  # every other transcript message so far
         row: dict[str, Any] = {
-            "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
-            "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
+            "session_id": self.session_id, "call": call_no, "turn": self.turns[i - 1], "n_messages": i,
+            "n_input": len(call.inputs), "rebuilt": call.rebuilt, "full_tokens": prefix[i],
+            "before_tokens": view.before_tokens,
             "after_tokens": view.after_tokens, "estimate_tokens": c1_estimate(view),
             "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
@@ -487,19 +548,18 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
             "over_threshold": view.over_threshold,
             "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
-            "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
-            **_summary_call(view, policy, summarized),
-            **(written.columns() if written is not None else {}),  # C11: what the writer really did
+            "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": call.decision.get("decision"),
+            **_summary_call(view, policy, self.summarized),
+            **(call.written.columns() if call.written is not None else {}),  # C11: what the writer really did
         }
-        if facts:
-            row.update(_fact_columns(chain, view, caches))
-        if caches.exact is not None and exact_prefix is not None:
+        if self.facts:
+            row.update(_fact_columns(self.chain, view, caches))
+        if caches.exact is not None and self.exact_prefix is not None:
             exact_after = sum(caches.exact(m) for m in view.messages)
-            row.update(exact_full_tokens=exact_prefix[i], exact_after_tokens=exact_after,
+            row.update(exact_full_tokens=self.exact_prefix[i], exact_after_tokens=exact_after,
                        exact_over_window=exact_after > view.window)
-        rows.append(row)
-        prev = i
-    return rows
+        self.prev = i
+        return row
 
 
 def _write_summary(writer: Any, session_id: str, policy: ContextPolicy, view: RequestView,
