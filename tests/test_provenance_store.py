@@ -29,6 +29,7 @@ from mxclaw_nb.store.provenance import (
     decode_lineage,
     decode_provenance,
     encode_lineage,
+    encode_provenance,
     provenance_rows,
 )
 from mxclaw_nb.store.records import record_from_row, records_frame
@@ -131,6 +132,35 @@ def test_c13_a_stored_record_decodes_to_the_texts_of_its_own_version():
                                           else m["content"] for m in sent]
     with pytest.raises(ValueError, match="text version 9 is newer"):
         decode_lineage({**form, "texts": 9}, stored)
+
+
+def test_c10_view_provenance_formats_round_trip_to_the_records_form():
+    """C10 storage of a view's own rows (a dry run's, a replay's: records that carry no live lineage): format 3
+    (columns) expands to exactly the records form; format 2 and the records form of earlier files read to the
+    same rows."""
+    view = build_request_view(worked_example(), ContextPolicy(**WORKED_EXAMPLE_POLICY))
+    records = view.provenance.to_records()
+    columns = json.loads(json.dumps(encode_provenance(view.provenance)))
+    assert provenance_rows(columns) == json.loads(json.dumps(records))
+    assert provenance_rows(records) == records
+    assert decode_provenance(columns) == view.provenance
+    assert len(json.dumps(columns)) < len(json.dumps(records)) * 0.7
+    unchanged = build_request_view(worked_example(), ContextPolicy(1_000_000, 0.8, 8_000))
+    compact = encode_provenance(unchanged.provenance)
+    # every message sent as it was: after rows are indices of before rows, no after columns of their own
+    assert all(isinstance(k, int) for k in compact["after_from_before"]) and compact["after"]["position"] == []
+    assert provenance_rows(json.loads(json.dumps(compact))) == json.loads(json.dumps(unchanged.provenance.to_records()))
+    b, a = view.provenance.before, view.provenance.after
+    index = {r.sent_position: k for k, r in enumerate(b) if r.sent_position is not None}
+    old = {"format": 2, "before_columns": list(b[0]._fields), "before": [list(r) for r in b],
+           "after_columns": list(a[0]._fields),
+           "after": [index[r.position] if r.action == "kept" and r.position in index else list(r) for r in a]}
+    assert provenance_rows(json.loads(json.dumps(old))) == json.loads(json.dumps(records))
+    for broken in ({"format": 3, "before": {}}, {"format": 3, **compact, "after_from_before": [99]}):
+        with pytest.raises(ValueError, match="format 3"):
+            provenance_rows(broken)
+    with pytest.raises(ValueError):
+        provenance_rows(["not", "a", "dict"])
 
 
 OLD_RECORD = json.loads((Path(__file__).parent / "data" / "old_request_format3.json").read_text(encoding="utf-8"))
@@ -240,3 +270,29 @@ def test_n3_a_stored_record_is_decoded_only_with_what_it_needs():
     bare = record_from_row(row)
     assert bare.lineage is None and bare.stage == "micro" and bare.after_tokens == view.after_tokens
     assert not from_request(row).before and from_request(row, stored).transcript_relative
+
+
+def test_n3_c10_a_dry_run_keeps_its_own_rows_a_live_call_its_lineage(tmp_path):
+    """N3 + C10: the engine returns every view with its lineage, but a dry run's indexes its own input (no store
+    holds it), so its record keeps the view's own rows (format 3, in the counter that decided the stage, read
+    back without a transcript); a live call's (`call=`, the loop's) keeps only the lineage."""
+    msgs = worked_example()
+    counted = ContextPolicy(**{**WORKED_EXAMPLE_POLICY, "counter": CalibratedCounter(factor=1.5)})
+    dry = build_request_view(msgs, counted)
+    assert isinstance(dry.lineage, Lineage) and not dry.lineage.live
+    live = build_request_view(msgs, counted, seqs=range(len(msgs)), transcript=msgs, call=1)
+    assert isinstance(live.lineage, Lineage) and live.lineage.live
+    # the view's own rows are in the deciding counter (C10), not the C1 estimate of the lineage's rows
+    assert sum(r.tokens for r in dry.provenance.after) == dry.after_tokens
+    assert [r.tokens for r in dry.provenance.after] != [r["tokens"] for r in lineage_rows(live.lineage, msgs)["after"]]
+    with Store(tmp_path / "d.duckdb") as store:
+        sid = store.create_session()
+        store.append_messages(sid, msgs, turn=1)
+        store.append_request(sid, record_of_view(dry, turn=1, iteration=1))
+        store.append_request(sid, record_of_view(live, turn=1, iteration=1))
+        got = store.sql("SELECT coalesce(provenance->>'$.format', '-') AS f, (extra->'$.lineage') IS NOT NULL AS l FROM requests "
+                        "ORDER BY seq")
+        assert got.values.tolist() == [["3", False], ["-", True]]
+        back = CompactionInspector(store.requests(sid).iloc[0], transcript=None)
+        pd.testing.assert_frame_equal(back.before_df, CompactionInspector(dry).before_df)
+        assert not back.data.transcript_relative
