@@ -10,10 +10,11 @@ is the calibrated count (only when the calibrated counter decided), `prompt_toke
 provider reported. `after_tokens`/`before_tokens` are in the unit of `counter` (what the threshold was
 checked on).
 
-Provenance travels as engine data, in one form: `lineage` (SPEC N3, transcript-relative,
-`context.lineage.Lineage`; a dry run's or a replay's seqs are its input positions). `provenance` holds
-only what records of files of earlier versions stored instead (their format 3 rows, read-only). How both
-are stored is the store's business (`store/provenance.py`). `RequestRecord` is also the one declaration of
+Provenance travels as engine data: a live call's `lineage` (SPEC N3, relative to the stored transcript,
+`context.lineage.Lineage`), or, for a view whose input no store holds (a dry run, a replay: its lineage takes
+the input positions as seqs), `provenance`, the view's own rows (C10, built by `lineage_rows` from that
+lineage; files of earlier versions stored these too). How both are stored is the store's business
+(`store/provenance.py`). `RequestRecord` is also the one declaration of
 the `requests` table's columns (type, place, meaning).
 Pure: the engine and `messages` only, no I/O.
 """

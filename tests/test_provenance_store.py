@@ -273,13 +273,13 @@ def test_n3_a_stored_record_is_decoded_only_with_what_it_needs():
 
 
 def test_n3_c10_a_dry_run_keeps_its_own_rows_a_live_call_its_lineage(tmp_path):
-    """N3 + C10: the engine returns every view with its lineage, but a dry run's indexes its own input (no store
-    holds it), so its record keeps the view's own rows (format 3, in the counter that decided the stage, read
+    """N3 + C10: a dry run's lineage indexes its own input (no store holds it; composed when read), so its record
+    keeps the view's own rows (format 3, in the counter that decided the stage, read
     back without a transcript); a live call's (`call=`, the loop's) keeps only the lineage."""
     msgs = worked_example()
     counted = ContextPolicy(**{**WORKED_EXAMPLE_POLICY, "counter": CalibratedCounter(factor=1.5)})
     dry = build_request_view(msgs, counted)
-    assert isinstance(dry.lineage, Lineage) and not dry.lineage.live
+    assert dry.lineage is None and isinstance(dry.own_lineage, Lineage) and not dry.own_lineage.live
     live = build_request_view(msgs, counted, seqs=range(len(msgs)), transcript=msgs, call=1)
     assert isinstance(live.lineage, Lineage) and live.lineage.live
     # the view's own rows are in the deciding counter (C10), not the C1 estimate of the lineage's rows
@@ -290,8 +290,8 @@ def test_n3_c10_a_dry_run_keeps_its_own_rows_a_live_call_its_lineage(tmp_path):
         store.append_messages(sid, msgs, turn=1)
         store.append_request(sid, record_of_view(dry, turn=1, iteration=1))
         store.append_request(sid, record_of_view(live, turn=1, iteration=1))
-        got = store.sql("SELECT coalesce(provenance->>'$.format', '-') AS f, (extra->'$.lineage') IS NOT NULL AS l FROM requests "
-                        "ORDER BY seq")
+        got = store.sql("SELECT coalesce(provenance->>'$.format', '-') AS f, (extra->'$.lineage') IS NOT NULL AS l "
+                        "FROM requests ORDER BY seq")
         assert got.values.tolist() == [["3", False], ["-", True]]
         back = CompactionInspector(store.requests(sid).iloc[0], transcript=None)
         pd.testing.assert_frame_equal(back.before_df, CompactionInspector(dry).before_df)

@@ -416,7 +416,8 @@ def own_rows(view: RequestView) -> dict[str, list[dict[str, Any]]]:
     t = view.trace
     if t is None:
         return {"before": [], "after": []}
-    own = compose_lineage(view, range(len(t.inputs)), transcript=t.inputs, live=False)
+    own = view.own_lineage
+    assert isinstance(own, Lineage)
     # the repaired steps are the trace's (no second plan): (input position, message, -, tokens)
     rebuilt = _Rebuilt(list(zip(t.step_sources, t.step_messages, t.step_messages, t.tokens, strict=True)),
                        dict(t.dropped))

@@ -113,34 +113,34 @@ def build_request_view(
     transcript: Sequence[Message] | None = None,
     call: int | None = None,
 ) -> RequestView:
-    """SPEC C0: the request view for one model call, with its lineage (N3, `view.lineage`).
+    """SPEC C0: the request view for one model call, with its lineage (N3, `view.lineage`) when it is a live
+    call (the caller gives `previous`, `transcript` or `call`, as the loop does; otherwise the lineage over the
+    input is composed when read, `view.own_lineage`).
 
     `seqs[p]`: the stored seq of input position p (None: an engine-made message), which placeholders name
     (C13, `recall #41`); None: the input positions are the seqs (a dry run or a replay from the transcript).
     `previous`: what the earlier calls of the turn did (C7: `next_call` of the previous view gives it with
     the next input and seqs); `transcript`: the stored messages by seq the lineage rebuilds its rows from
-    (default: the previous lineage's, or the input itself when the positions are the seqs)."""
+    (default: the previous lineage's)."""
     view = _build(messages, policy, summarize, cache, seqs)
     return _with_lineage(view, messages, seqs, previous, transcript, call)
 
 
 def _with_lineage(view: RequestView, messages: Sequence[Message], seqs: Sequence[int | None] | None,
                   previous: Lineage | None, transcript: Sequence[Message] | None, call: int | None) -> RequestView:
-    """N3: `view` with its transcript-relative lineage; a dry run's or replay's seqs are its input positions.
-    A lineage that cannot be composed (a first call with an engine-made input) is left out (`lineage` None).
-    The lineage is live (a record keeps it) when the caller names the stored transcript, the turn's earlier
-    calls or this call's number (the loop); a dry run's or a replay's indexes messages no store holds."""
-    live = seqs is not None and (previous is not None or transcript is not None or call is not None)
-    if seqs is None:
-        seqs = range(len(messages))
-        transcript = transcript if transcript is not None else messages
-    elif transcript is None and previous is not None:
+    """N3: `view` with its transcript-relative lineage when the caller names the stored transcript, the turn's
+    earlier calls or this call's number (the loop: a record keeps it). A dry run's or a replay's view gets none
+    here: its lineage takes the input positions as seqs, indexes messages no store holds, and is composed only
+    when read (`RequestView.own_lineage`, its own rows), so a build does not pay for it. A lineage that cannot
+    be composed (a first call with an engine-made input) is left out (`lineage` None)."""
+    if seqs is None or (previous is None and transcript is None and call is None):
+        return view
+    if transcript is None and previous is not None:
         transcript = previous.transcript
     if not isinstance(seqs, (range, list, tuple)):  # a lazy map (a replay's carried seqs): this call's positions
         seqs = [seqs[p] for p in range(len(messages))]
     try:
-        return replace(view, lineage=compose_lineage(view, seqs, previous, call=call, transcript=transcript,
-                                                     live=live))
+        return replace(view, lineage=compose_lineage(view, seqs, previous, call=call, transcript=transcript))
     except ValueError:
         return view
 

@@ -223,7 +223,7 @@ class RequestView:
     no_gain: dict[str, Any] | None = None
     trace: Trace | None = field(default=None, repr=False, compare=False)
     # SPEC N3: the transcript-relative provenance (context.lineage.Lineage) the engine composes across a turn's
-    # calls (a dry run's or a replay's seqs are its input positions); None only when none could be composed
+    # calls (the loop's); None for a dry run or a replay (their lineage over the input is `own_lineage`)
     lineage: Any = field(default=None, repr=False, compare=False)
     # SPEC C11: what a model-written summary of this view would cover (context.model_summary.SummaryPlan), set
     # when the view's summary is the C6 stand-in for one that is not recorded yet; the loop asks the model
@@ -272,6 +272,16 @@ class RequestView:
         return {"stage": self.stage, "before_tokens": self.before_tokens, "after_tokens": self.after_tokens,
                 "tokens_are": "estimates" if self.counter == "estimate" else self.counter,
                 "threshold": self.threshold, "summary": self.summary or ""}
+
+    @cached_property
+    def own_lineage(self) -> Any:
+        """SPEC N3 + C10: the lineage of this view over its own input, the input positions taken as seqs (a dry
+        run's or a replay's lineage, `live` False: no store holds its input), composed when first read; None for
+        a view without a trace. A live call's lineage (the loop's, over the stored transcript) is `lineage`."""
+        from mxclaw_nb.context.lineage import compose_lineage  # the lineage module builds on this one
+
+        t = self.trace
+        return None if t is None else compose_lineage(self, range(len(t.inputs)), transcript=t.inputs, live=False)
 
     @cached_property
     def provenance(self) -> Provenance:

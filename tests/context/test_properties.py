@@ -303,6 +303,25 @@ def test_c1_cjk_count_matches_the_one_character_class(text: str) -> None:
 
 
 @FAST
+@given(cases())
+def test_c10_stored_provenance_expands_to_exactly_the_live_rows(case: tuple[list, ContextPolicy]) -> None:
+    """C10 storage: the compact form stored per request (after rows that repeat their before row kept as an
+    index) expands, after a JSON round trip, to exactly the records form of the live view."""
+    messages, policy = case
+    if not has_usable(messages):
+        return
+    from mxclaw_nb.context.view import Provenance
+    from mxclaw_nb.store.provenance import decode_provenance, encode_provenance, provenance_rows
+
+    view = build_request_view(messages, policy)
+    stored = json.loads(json.dumps(encode_provenance(view.provenance), ensure_ascii=False))
+    assert provenance_rows(stored) == json.loads(json.dumps(view.provenance.to_records(), ensure_ascii=False))
+    rebuilt = Provenance.from_rows(view.provenance.before, view.provenance.after)  # rows -> the same columns
+    assert rebuilt == view.provenance and encode_provenance(rebuilt) == encode_provenance(view.provenance)
+    assert decode_provenance(stored).to_records() == provenance_rows(stored)
+
+
+@FAST
 @given(cases(), st.sampled_from([None, boom]))
 def test_t3_view_carries_the_c1_estimate_of_what_is_sent_under_any_counter(case: tuple[list, ContextPolicy],
                                                                            summarize) -> None:
