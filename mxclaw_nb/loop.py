@@ -252,7 +252,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     appended.extend(m for m, _ in skipped)
                     new_seqs.extend(s for _, s in skipped)
             doing = f"preparing model call {it + 1}"
-            nxt = next_call(view, appended, new_seqs)
+            nxt = next_call(view, appended, new_seqs, nxt.seqs)
         doing = "finishing the turn"
         if result.status == "max_iterations":
             _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,

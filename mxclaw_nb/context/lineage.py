@@ -190,10 +190,13 @@ def first_call(inputs: list[Message], seqs: Sequence[int | None], transcript: Se
     return NextCall(inputs, seqs, None, transcript)
 
 
-def next_call(view: RequestView, appended: Sequence[Message], new_seqs: Sequence[int]) -> NextCall:
+def next_call(view: RequestView, appended: Sequence[Message], new_seqs: Sequence[int],
+              seqs: Sequence[int | None] | None = None) -> NextCall:
     """C7 + N3: the next call after `view`: its input (this view plus `appended`, stored at `new_seqs`), the seq of
     each input position and the lineage to compose onto. The lineage's stored transcript grows in place (a
-    lineage reads only its first `upto` messages) when the new seqs follow it; otherwise it is not carried."""
+    lineage reads only its first `upto` messages) when the new seqs follow it; otherwise it is not carried.
+    `seqs`: the seqs `view` was built with (`NextCall.seqs`): when it sent its whole input in place (the
+    everything-fits path), the next seqs are one range without looking at each message."""
     inputs = view.next_input(appended)
     lineage = view.lineage if isinstance(view.lineage, Lineage) else None
     if lineage is None:  # no lineage to follow: the next call starts one (its inputs must all be stored)
@@ -205,12 +208,18 @@ def next_call(view: RequestView, appended: Sequence[Message], new_seqs: Sequence
         stored = None
     sent = lineage.sent
     n = len(sent)
+    t = view.trace
+    if (isinstance(seqs, range) and seqs.start == 0 and seqs.step == 1 and t is not None
+            and isinstance(t.sent_sources, range) and isinstance(t.step_sources, range)
+            and t.step_sources == range(len(seqs))
+            and list(new_seqs) == list(range(seqs.stop, seqs.stop + len(new_seqs)))):
+        return NextCall(inputs, range(seqs.stop + len(new_seqs)), lineage, stored)  # sent in place: O(1)
     if n and sent[0] == 0 and sent[-1] == n - 1 and list(new_seqs) == list(range(n, n + len(new_seqs))) \
             and sent == list(range(n)):  # everything sent as stored (the everything-fits path): one range
-        seqs: Sequence[int | None] = range(n + len(new_seqs))
+        following: Sequence[int | None] = range(n + len(new_seqs))
     else:
-        seqs = [o if o >= 0 else None for o in sent] + list(new_seqs)
-    return NextCall(inputs, seqs, lineage, stored)
+        following = [o if o >= 0 else None for o in sent] + list(new_seqs)
+    return NextCall(inputs, following, lineage, stored)
 
 
 def _missing(position: int) -> int:
