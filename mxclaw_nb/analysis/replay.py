@@ -385,7 +385,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                     facts: bool = True, caches: SessionCaches | None = None,
                     progress: bool | Callable[..., Any] = False,
                     views: list[RequestView] | None = None, first_call: int = 1,
-                    summary_writer: Any = None) -> list[dict[str, Any]]:
+                    summary_writer: Any = None, states: bool = True) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
     every simulated call's RequestView (e.g. to compare them with what a live run sent).
 
@@ -396,7 +396,14 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     ``first_call``: simulate only the calls from this one on, which must open a turn (C2: the engine rebuilds
     there from the stored transcript, so its views and the rest of its turn are those of the whole replay; what
     carries over turns is not: the facts columns (refused) and the E2 shared-prefix columns of that first call).
-    The cache-aware variants may carry a view over a turn boundary (E4): refused for them."""
+    The cache-aware variants may carry a view over a turn boundary (E4): refused for them.
+
+    ``states=False`` (needs ``facts=False``): leave out the columns of per-message states and of the E2 shared
+    prefix (`kept`, `placeholder`, `typed_placeholders`, `summarized`, `dropped`, `synthetic`, `shared_tokens`,
+    `broken_tokens`), which a timeline does not draw: the same views and other columns, about a third sooner
+    (the policy lab's whole replay, S4)."""
+    if not states and facts:
+        raise ValueError("states=False needs facts=False (the fact columns follow the message states)")
     msgs = list(messages)
     caches = caches or SessionCaches()
     cache = caches.token_cache(policy)
@@ -470,12 +477,14 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         view = built
         if views is not None:
             views.append(view)
-        shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
-                                       view.after_tokens if view.trace is not None else None,
-                                       extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
-        synthetic = chain.record(view)
-        counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
-        counts["kept"] = i - sum(counts.values())  # every other transcript message so far
+        counts: dict[str, Any] = {}  # the per-message states and the E2 shared prefix (S4: states=False skips)
+        shared: dict[str, Any] = {}
+        if states:
+            got, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
+                                        view.after_tokens if view.trace is not None else None,
+                                        extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
+            shared = {"shared_tokens": got.tokens, "broken_tokens": got.broken_tokens}  # E2, in `counter`
+            counts = _state_columns(chain, view, caches, i)
         row: dict[str, Any] = {
             "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
             "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
@@ -483,10 +492,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
-            "typed_placeholders": caches.typed_count(view.messages),  # K2
-            "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
-            "over_threshold": view.over_threshold,
-            "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
+            "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
+            "over_threshold": view.over_threshold, **shared,
             "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
             **_summary_call(view, policy, summarized),
             **(written.columns() if written is not None else {}),  # C11: what the writer really did
@@ -500,6 +507,15 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         rows.append(row)
         prev = i
     return rows
+
+
+def _state_columns(chain: _Chain, view: RequestView, caches: SessionCaches, i: int) -> dict[str, Any]:
+    """The per-message state columns of the call at `i` (its view folded into the chain's states first)."""
+    synthetic = chain.record(view)
+    counts: dict[str, Any] = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
+    counts["kept"] = i - sum(counts.values())  # every other transcript message so far
+    counts.update(typed_placeholders=caches.typed_count(view.messages), synthetic=synthetic)  # K2
+    return counts
 
 
 def _write_summary(writer: Any, session_id: str, policy: ContextPolicy, view: RequestView,
@@ -589,8 +605,14 @@ def as_requests(df: pd.DataFrame, session_id: str | None = None) -> pd.DataFrame
         df = df[df["session_id"] == session_id]
     if df["session_id"].nunique() > 1 or ("policy" in df and df["policy"].nunique() > 1):
         raise ValueError("as_requests takes the rows of one session and one policy; filter the frame first")
+    return rows_as_requests(df.to_dict("records"))
+
+
+def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """`as_requests` of the rows of one replay (`replay_messages`' dicts, one session and policy) without making
+    their DataFrame first (the policy lab's timeline, S4)."""
     records, last_turn, it = [], None, 0
-    for row in df.to_dict("records"):
+    for row in rows:
         counter = str(row.get("counter") or "estimate")
         after = int(row["after_tokens"])
         estimate = opt_int(row.get("estimate_tokens"))

@@ -22,6 +22,7 @@ keeps the last state as HTML (N2).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -30,7 +31,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from mxclaw_nb.analysis.replay import _turns, as_requests, call_positions, frame, replay_messages
+from mxclaw_nb.analysis.replay import _turns, call_positions, replay_messages, rows_as_requests
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
@@ -43,6 +44,7 @@ from mxclaw_nb.widgets.timeline import BOX, THEME_STYLE, W, timeline_frame, time
 
 NONE = "(none)"
 CACHE_SIZE = 32  # replays kept (transcript x policy); a 500-call session's views are a few MB
+WAIT_MS = 60.0  # PolicyLab's `wait_ms` default
 POLICY_KEYS = ("window", "threshold_ratio", "keep_recent")
 
 
@@ -133,11 +135,14 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def __init__(self, transcripts: Mapping[str, Sequence[Any]] | Sequence[Any] | None = None, *, store: Any = None,
                  current: str | None = None, datasets: bool = True, strategy: str = "article",
                  compare: str | None = None, window: int = 32_000, threshold_ratio: float = 0.8,
-                 keep_recent: int = 4_000, max_rows: int = 12, background: bool = True, **kwargs: Any) -> None:
+                 keep_recent: int = 4_000, max_rows: int = 12, background: bool = True, wait_ms: float = WAIT_MS,
+                 **kwargs: Any) -> None:
         """`transcripts`: {label: messages} or one list of messages (shown first); `store`/`current`: the stored
         sessions, the current one first; `datasets`: add the shipped datasets' conversations; `background`: a
         policy change redraws the chosen call from its turn's replay and the timeline when the whole replay, run
-        in a thread, is done (False: every change waits for the whole replay)."""
+        in a thread, is done (False: every change waits for the whole replay); `wait_ms`: a change waits for the
+        whole replay anyway (timeline, gauge and inspector redrawn at once, no second replay of the call's turn)
+        when the transcript's last whole replay took at most this long."""
         sources: dict[str, Callable[[], list[Any]]] = {}
         if isinstance(transcripts, Mapping):
             sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
@@ -156,12 +161,13 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self._turns_cache: dict[tuple[str, ContextPolicy, int], list[RequestView]] = {}  # views of one turn
         self._timelines: dict[tuple[str, ContextPolicy], str] = {}  # the timeline HTML of a whole replay
         self._layouts: dict[str, tuple[list[int], list[int]]] = {}
+        self._replay_ms: dict[str, float] = {}  # the last whole replay's time per transcript (wait_ms)
         self._lock = threading.RLock()  # redraws happen on the kernel's thread and the background replay's
         self._job: _Job | None = None
         self._key: tuple[str, ContextPolicy] | None = None  # the (transcript, policy) shown
         self._full: Replayed | None = None  # its whole replay, once done
         self._n = 0  # its number of model calls
-        self.background = background
+        self.background, self.wait_ms = background, wait_ms
         self._quiet = False
         self.redraws = {"timeline": 0, "call": 0}  # what was redrawn (tests read it)
         self.last_ms: dict[str, float] = {}
@@ -299,10 +305,12 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         if hit is None:
             start = time.perf_counter()
             views: list[RequestView] = []
+            # the rows the timeline draws (no per-message state columns: S4, a third sooner) and every view
             rows = replay_messages(self.messages(key[0]), policy, session_id=key[0], facts=False, views=views,
-                                   progress=steps)
+                                   progress=steps, states=False)
             hit = Replayed(rows, views, (time.perf_counter() - start) * 1000)
             with self._lock:
+                self._replay_ms[key[0]] = hit.ms
                 if len(self._cache) >= CACHE_SIZE:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = hit
@@ -374,8 +382,10 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         with self._lock:
             self._key, self._n = key, n
             self._full = self._cache.get(key)
-        if self._full is None and (first or not self.background or cache_variant(policy) is not None or n == 0):
-            self._full = self.replayed(policy)  # the first draw (it opens on the first compaction), or no other way
+        if self._full is None and (first or not self.background or cache_variant(policy) is not None or n == 0
+                                   or self._replay_ms.get(label, math.inf) <= self.wait_ms):
+            # the first draw (it opens on the first compaction), no other way, or a replay quick enough to wait for
+            self._full = self.replayed(policy)
         self._quiet = True
         try:
             self.call.max = max(n, 1)
@@ -427,7 +437,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             if not full.rows:
                 html = f'<div style="{FONT}color:{MUTED}">this transcript has no model calls</div>'
             else:
-                req = timeline_frame(as_requests(frame(full.rows, facts=False, exact=False)))
+                req = timeline_frame(rows_as_requests(full.rows))
                 layers = timeline_layers(req, f"replay · {key[1].strategy.label()} · tokens per call")
                 html = THEME_STYLE + f'<div style="color:{MUTED}">{timeline_svg(layers)}</div>'
             if len(self._timelines) >= CACHE_SIZE:
