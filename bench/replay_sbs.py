@@ -2,8 +2,10 @@
 
 Why: the lab's timeline needs the whole session replayed under the new policy; this measures that replay (facts
 off, and without the per-message state columns where the revision has `states=False`: the lab's path) per
-strategy for two versions of the code in interleaved rounds on the same machine load, and prints the medians and the speed-up. The other revision is unpacked with `git archive` into a temporary
-directory (nothing is checked out).
+strategy for two versions of the code in interleaved rounds on the same machine load, and prints the medians
+and the speed-up. The other revision is unpacked with `git archive` into a temporary directory (nothing is
+checked out). Times are the process's CPU time (best of 3 per round): unlike wall time they barely grow with
+other processes' load on a shared machine.
 
     .venv/bin/python bench/replay_sbs.py --rev 862c81a [--calls 500] [--rounds 5]
 """
@@ -36,9 +38,9 @@ for name in sys.argv[3].split(","):
     policy = ContextPolicy(32_000, 0.8, 4_000, strategy=strategy_from(name))
     times = []
     for _ in range(3):
-        start = time.perf_counter()
+        start = time.process_time()
         replay_messages(msgs, policy, facts=False, views=[], **lab)
-        times.append((time.perf_counter() - start) * 1000)
+        times.append((time.process_time() - start) * 1000)
     out[name] = min(times)
 print(json.dumps(out))
 '''

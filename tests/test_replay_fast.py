@@ -171,3 +171,33 @@ def test_s4_a_replay_without_state_columns_has_the_same_views_and_other_columns(
         assert all(r.keys() >= STATE_COLUMNS for r in full) and not any(STATE_COLUMNS & r.keys() for r in light)
     with pytest.raises(ValueError, match="states=False needs facts=False"):
         replay_messages(long_session(40), policy, states=False)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_s4_replay_rows_as_requests_is_the_frame_of_their_records(name: str) -> None:
+    """The timeline's frame of replay rows (laid out once by the store's codec, then per row only the columns a
+    row sets) equals `records_frame` of each row's RequestRecord, for every counter a replay reports."""
+    import pandas as pd
+
+    from mxclaw_nb.analysis.replay import rows_as_requests
+    from mxclaw_nb.records import RequestRecord
+    from mxclaw_nb.store.records import records_frame
+
+    rows = replay_messages(long_session(120), ContextPolicy(12_000, 0.8, 1_000, strategy=strategy_from(name)),
+                           facts=False, states=False)
+    for counter in ("estimate", "calibrated", "o200k_base", None):
+        given = [{**r, "counter": counter, "estimate_tokens": None if k % 7 == 0 else r["estimate_tokens"]}
+                 for k, r in enumerate(rows)]
+        records, last, it = [], None, 0
+        for r in given:
+            it = it + 1 if r["turn"] == last else 1
+            last = r["turn"]
+            c = str(r["counter"] or "estimate")
+            est = r["estimate_tokens"]
+            records.append(RequestRecord(
+                turn=r["turn"], iteration=it, counter=c,
+                estimate_tokens=est if est is not None else r["after_tokens"] if c == "estimate" else None,
+                calibrated_tokens=r["after_tokens"] if c == "calibrated" else None, before_tokens=r["before_tokens"],
+                after_tokens=r["after_tokens"], threshold=r["threshold"], window_tokens=r["window"],
+                stage=r["stage"], session_id=r["session_id"], seq=r["call"] - 1))
+        pd.testing.assert_frame_equal(rows_as_requests(given), records_frame(records))

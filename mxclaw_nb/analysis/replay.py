@@ -54,7 +54,8 @@ from mxclaw_nb.context.tokens import estimate_messages
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
 from mxclaw_nb.records import RequestRecord, c1_estimate
-from mxclaw_nb.store.records import opt_int, records_frame
+from mxclaw_nb.store.codec import text
+from mxclaw_nb.store.records import FRAME_COLUMNS, frame_row, opt_int
 
 COMPACTED = ("placeholder", "summarized", "dropped")
 _STAYING = frozenset({"kept", "placeholder"})  # the states a kept step leaves as they are
@@ -610,18 +611,25 @@ def as_requests(df: pd.DataFrame, session_id: str | None = None) -> pd.DataFrame
 
 def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """`as_requests` of the rows of one replay (`replay_messages`' dicts, one session and policy) without making
-    their DataFrame first (the policy lab's timeline, S4)."""
-    records, last_turn, it = [], None, 0
+    their DataFrame first (the policy lab's timeline, S4). The store's codec lays out the first row's record; the
+    others differ from it only in the columns a replay row sets (`records_frame`'s frame: a test holds it)."""
+    out: list[dict[str, Any]] = []
+    template: dict[str, Any] | None = None
+    last_turn, it = None, 0
     for row in rows:
+        it = it + 1 if row["turn"] == last_turn else 1
+        last_turn = row["turn"]
         counter = str(row.get("counter") or "estimate")
         after = int(row["after_tokens"])
         estimate = opt_int(row.get("estimate_tokens"))
-        it = it + 1 if row["turn"] == last_turn else 1
-        last_turn = row["turn"]
-        records.append(RequestRecord(
-            turn=int(row["turn"]), iteration=it, counter=counter,
-            estimate_tokens=estimate if estimate is not None else after if counter == "estimate" else None,
-            calibrated_tokens=after if counter == "calibrated" else None, before_tokens=int(row["before_tokens"]),
-            after_tokens=after, threshold=int(row["threshold"]), window_tokens=int(row["window"]),
-            stage=str(row["stage"]), session_id=str(row["session_id"]), seq=int(row["call"]) - 1))
-    return records_frame(records)
+        values = {"session_id": str(row["session_id"]), "seq": int(row["call"]) - 1, "turn": int(row["turn"]),
+                  "iteration": it, "counter": counter,
+                  "estimate_tokens": estimate if estimate is not None else after if counter == "estimate" else None,
+                  "calibrated_tokens": after if counter == "calibrated" else None,
+                  "before_tokens": int(row["before_tokens"]), "after_tokens": after,
+                  "threshold": int(row["threshold"]), "window_tokens": int(row["window"]), "stage": str(row["stage"])}
+        if template is None:  # the record a stored call would have (`mxclaw_nb.records.RequestRecord`)
+            template = frame_row(RequestRecord(**values))
+        values["counter"], values["stage"] = text(counter), text(values["stage"])  # as the codec writes them
+        out.append({**template, **values})
+    return pd.DataFrame(out, columns=list(FRAME_COLUMNS))

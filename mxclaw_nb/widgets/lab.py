@@ -8,9 +8,11 @@ views; moving the call slider only redraws the gauge, the inspector and the time
 itself is redrawn only when the policy changes). A policy change is live on a long session too: the engine
 rebuilds the view from the stored transcript at each turn's first call (C2), so the chosen call's view is that
 of a replay of its turn alone (`replay_messages(first_call=...)`, the same view as the whole replay's); gauge,
-inspector and comparison are redrawn from it at once, while the whole replay (the timeline's rows) runs in a
-background thread and the timeline is dimmed until it is redrawn (a newer change cancels it). The `-cache`
-variants may carry a view over a turn (E4): for them the whole replay is waited for.
+inspector and comparison are redrawn from it at once, while the whole replay (the timeline's rows, without the
+per-message state columns a timeline does not draw) runs in a background thread and the timeline is dimmed until
+it is redrawn (a newer change cancels it). When the transcript's last whole replay took at most `wait_ms`, the
+change waits for the new one instead and redraws timeline, gauge and inspector at once from it (the quickest
+whole redraw). The `-cache` variants may carry a view over a turn (E4): for them the whole replay is waited for.
 A second strategy runs over the same call side by side: two compact gauges and a one-line difference of the
 two views. Displayed by `%agent lab` with a static snapshot after it (`LiveSnapshot`), so a saved notebook
 keeps the last state as HTML (N2).
@@ -31,7 +33,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from mxclaw_nb.analysis.replay import _turns, call_positions, replay_messages, rows_as_requests
+from mxclaw_nb.analysis.replay import SessionCaches, _turns, call_positions, replay_messages, rows_as_requests
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
@@ -141,8 +143,8 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         sessions, the current one first; `datasets`: add the shipped datasets' conversations; `background`: a
         policy change redraws the chosen call from its turn's replay and the timeline when the whole replay, run
         in a thread, is done (False: every change waits for the whole replay); `wait_ms`: a change waits for the
-        whole replay anyway (timeline, gauge and inspector redrawn at once, no second replay of the call's turn)
-        when the transcript's last whole replay took at most this long."""
+        whole replay anyway (timeline, gauge and inspector redrawn at once from it, no replay of the call's turn
+        alone, no thread to share the interpreter with) when the transcript's last one took at most this long."""
         sources: dict[str, Callable[[], list[Any]]] = {}
         if isinstance(transcripts, Mapping):
             sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
@@ -162,6 +164,9 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self._timelines: dict[tuple[str, ContextPolicy], str] = {}  # the timeline HTML of a whole replay
         self._layouts: dict[str, tuple[list[int], list[int]]] = {}
         self._replay_ms: dict[str, float] = {}  # the last whole replay's time per transcript (wait_ms)
+        # replay's caches per transcript, shared by the replays made on the kernel's thread across policies (as
+        # `compare` shares them): a call's turn and a quick whole replay re-plan and re-count no message
+        self._caches: dict[str, SessionCaches] = {}
         self._lock = threading.RLock()  # redraws happen on the kernel's thread and the background replay's
         self._job: _Job | None = None
         self._key: tuple[str, ContextPolicy] | None = None  # the (transcript, policy) shown
@@ -305,9 +310,11 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         if hit is None:
             start = time.perf_counter()
             views: list[RequestView] = []
-            # the rows the timeline draws (no per-message state columns: S4, a third sooner) and every view
+            # the rows the timeline draws (no per-message state columns: S4, a third sooner) and every view; a
+            # background replay (`steps` its cancellation points) has caches of its own (one thread each)
             rows = replay_messages(self.messages(key[0]), policy, session_id=key[0], facts=False, views=views,
-                                   progress=steps, states=False)
+                                   progress=steps, states=False,
+                                   caches=None if callable(steps) else self._session_caches(key[0]))
             hit = Replayed(rows, views, (time.perf_counter() - start) * 1000)
             with self._lock:
                 self._replay_ms[key[0]] = hit.ms
@@ -315,6 +322,12 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = hit
         return hit
+
+    def _session_caches(self, label: str) -> SessionCaches:
+        """The transcript's replay caches (kernel thread only; a few kept)."""
+        if label not in self._caches and len(self._caches) >= 4:
+            self._caches.pop(next(iter(self._caches)))
+        return self._caches.setdefault(label, SessionCaches())
 
     @property
     def current(self) -> Replayed:
@@ -353,7 +366,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         if views is None or len(views) <= call - first:  # the turn up to this call (a later one extends it)
             views = []
             replay_messages(self.messages(label)[:calls[call - 1] + 1], policy, session_id=label, facts=False,
-                            views=views, first_call=first)
+                            views=views, first_call=first, states=False, caches=self._session_caches(label))
             with self._lock:
                 if len(self._turns_cache) >= 4 * CACHE_SIZE:
                     self._turns_cache.pop(next(iter(self._turns_cache)))
@@ -384,7 +397,8 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             self._full = self._cache.get(key)
         if self._full is None and (first or not self.background or cache_variant(policy) is not None or n == 0
                                    or self._replay_ms.get(label, math.inf) <= self.wait_ms):
-            # the first draw (it opens on the first compaction), no other way, or a replay quick enough to wait for
+            # the first draw (it opens on the first compaction), no other way, or a whole replay quick enough to
+            # wait for: timeline, gauge and inspector at once from it (no second replay of the call's turn)
             self._full = self.replayed(policy)
         self._quiet = True
         try:
