@@ -13,6 +13,7 @@ here (the browser test records the wall time in the page with a generous bound, 
 on a loaded 2-core CI).
 
     .venv/bin/python bench/lab_bench.py [--calls 500] [--moves 3] [--rounds 3] [--rev main] [--assert-ms 100]
+                                        [--wait-ms 1e9]
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from mxclaw_nb.widgets.lab import PolicyLab
 from tests.test_lab import long_session
-calls, moves, strategies = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(",")
-lab = PolicyLab({"s": long_session(calls)}, datasets=False, window=32_000, keep_recent=4_000)
+import inspect
+calls, moves, strategies, wait_ms = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(","), sys.argv[5]
+own = {"wait_ms": float(wait_ms)} if wait_ms and "wait_ms" in inspect.signature(PolicyLab).parameters else {}
+lab = PolicyLab({"s": long_session(calls)}, datasets=False, window=32_000, keep_recent=4_000, **own)
 lab.call.value = calls * 9 // 10  # a call late in the session, in the middle of a turn
 out = {}
 for strategy in strategies:
@@ -58,7 +61,8 @@ print(json.dumps(out))
 
 
 def _run(tree: str, args: argparse.Namespace) -> dict[str, list[list[float]]]:
-    run = subprocess.run([sys.executable, "-c", CODE, tree, str(args.calls), str(args.moves), ",".join(STRATEGIES)],
+    run = subprocess.run([sys.executable, "-c", CODE, tree, str(args.calls), str(args.moves), ",".join(STRATEGIES),
+                          "" if args.wait_ms is None else str(args.wait_ms)],
                          capture_output=True, text=True, cwd=tree, check=True)
     out: dict[str, list[list[float]]] = json.loads(run.stdout.strip().splitlines()[-1])
     return out
@@ -70,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--moves", type=int, default=3, help="moves per slider and round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rev", help="another revision to run side by side (e.g. main, or the merge base)")
-    ap.add_argument("--assert-ms", type=float, help="exit 1 when a strategy's median timeline ms is over this")
+    ap.add_argument("--assert-ms", type=float, help="exit 1 when a strategy's median cpu ms is over this")
+    ap.add_argument("--wait-ms", type=float, help="the lab's wait_ms (where it has one; default: its own): e.g. "
+                    "1e9 for the path an idle machine takes (the change waits for the quick whole replay)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this": str(ROOT)}
