@@ -17,9 +17,7 @@ Screenshots go to $MXCLAW_SHOTS or a new temporary folder (printed).
 from __future__ import annotations
 
 import inspect
-import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,16 +25,10 @@ from typing import Any
 import pytest
 
 from ..test_lab import long_session
-from .test_agent_views_lab import (  # noqa: F401 - agent_views_lab is the server fixture
-    PANEL,
-    _open,
-    _theme,
-    agent_views_lab,
-    close_and_shut_down,
-    write_notebook,
-)
-from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
-from .test_saved_lab import _idle
+from .harness import PANEL, chromium, close_and_shut_down, shots_dir, write_notebook
+from .harness import kernel_idle as _idle
+from .harness import open_notebook as _open
+from .harness import switch_theme as _theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(480)]
 
@@ -98,16 +90,11 @@ def _shot(page: Any, path: Path) -> None:
     page.locator(PANEL).screenshot(path=str(path))
 
 
-def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(agent_views_lab: Any) -> None:  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
+def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(agent_views_lab: Any) -> None:
     base, root = agent_views_lab
     write_notebook(root / "lab.ipynb", CELLS)
-    shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-lab-"))
-    shots.mkdir(parents=True, exist_ok=True)
-    print("screenshots in", shots)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    shots = shots_dir("mxclaw-lab-")
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         try:
             _open(page, base, "lab.ipynb")
@@ -230,5 +217,3 @@ def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(
         except Exception:
             page.screenshot(path=str(shots / "failed.png"))
             raise
-        finally:
-            browser.close()
