@@ -116,8 +116,9 @@ def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(
                   f"over {len(times)} moves: {[round(t) for t in times]}")
             assert median < 100, times
 
-            # policy sliders (C2): gauge, inspector, cursor and status redrawn from the chosen call's turn replayed
-            # alone; the timeline when the whole replay of the 500 calls (a background thread) is done
+            # policy sliders: the lab waits for a quick whole replay of the 500 calls and redraws all at once, else
+            # gauge, inspector, cursor and status from the chosen call's turn replayed alone (C2) and the timeline
+            # when the whole replay (a background thread) is done
             policy_times: dict[str, list[float]] = {}
             timeline = "document.querySelector('.mx-lab-state').dataset.timeline === '1'"
 
