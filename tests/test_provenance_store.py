@@ -296,3 +296,21 @@ def test_n3_c10_a_dry_run_keeps_its_own_rows_a_live_call_its_lineage(tmp_path):
         back = CompactionInspector(store.requests(sid).iloc[0], transcript=None)
         pd.testing.assert_frame_equal(back.before_df, CompactionInspector(dry).before_df)
         assert not back.data.transcript_relative
+
+
+def test_c10_own_rows_name_each_step_by_its_own_call_and_no_tool_for_a_dropped_row():
+    """C10 (rows as main showed them): a reused call id names the call of its own assistant message, and a result
+    repair dropped (a duplicate) names no tool, in the before and the after rows."""
+    def call(i: str, name: str) -> dict:
+        return {"id": i, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call("x", "read")]},
+            {"role": "tool", "tool_call_id": "x", "content": "read ok"},
+            {"role": "assistant", "content": None, "tool_calls": [call("x", "bash")]},
+            {"role": "tool", "tool_call_id": "x", "content": "bash ok"},
+            {"role": "tool", "tool_call_id": "x", "content": "bash ok (duplicate)"}]
+    prov = build_request_view(msgs, ContextPolicy(100_000)).provenance
+    assert [(r.position, r.tool_name, r.action) for r in prov.before if r.role == "tool"] == [
+        (2, "read", "kept"), (4, "bash", "kept"), (5, None, "dropped")]
+    assert [r.tool_name for r in prov.after if r.role == "tool"] == ["read", "bash"]

@@ -432,13 +432,27 @@ def own_rows(view: RequestView) -> dict[str, list[dict[str, Any]]]:
                        dict(t.dropped))
     rows = _rows(own, t.inputs, rebuilt, view.messages, (t.tokens, t.sent_tokens))
     after = rows["after"]
-    for rec in rows["before"]:  # a sent message's tool is its step's (a reused call id names its own call)
+    names = iter(_step_tools(t.step_messages))
+    for rec in rows["before"]:  # a step's tool is named by the step's own call (a reused id too); dropped: none
+        rec["tool_name"] = None if rec["reason"] is not None else next(names)
         if rec["sent_position"] is not None:
             after[rec["sent_position"]]["tool_name"] = rec["tool_name"]
     for rec, msg in zip(after, view.messages, strict=True):
         if rec["action"] == "kept" and _is_summary(msg):
             rec["action"] = "summary"
     return rows
+
+
+def _step_tools(steps: Sequence[Message]) -> list[str | None]:
+    """The tool each repaired step answers: a tool result's call among the latest assistant message's calls."""
+    calls: dict[str, str | None] = {}
+    out: list[str | None] = []
+    for msg in steps:
+        role = msg.get("role")
+        if role == "assistant":
+            calls = {str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)}
+        out.append(calls.get(str(msg.get("tool_call_id"))) if role == "tool" else None)
+    return out
 
 
 def _is_summary(message: Message) -> bool:
