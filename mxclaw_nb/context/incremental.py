@@ -23,8 +23,11 @@ turn's later builds stay O(new) under masking and clearing too.
 
 from __future__ import annotations
 
+import base64
 import math
 import operator
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +36,8 @@ from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.micro import FACTS_KEY
-from mxclaw_nb.context.repair import Planned, append_result, plan_counted
+from mxclaw_nb.context.repair import Planned, SentForms, append_result, plan_counted
+from mxclaw_nb.context.summary import fingerprint
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.context.view import RequestView, raw
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
@@ -438,6 +442,8 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     # The plan (repair, sent forms, C1 estimates) does not depend on the counter, so it is reused even when
     # the counter changed (the calibrated counter is a new one after every usage report); only the counts
     # are then redone.
+    if cache is not None and cache.resume_plan is not None:  # C7: a fresh process's first build
+        _seed(cache, inputs)
     reuse = _pick(cache, inputs, snap) if cache is not None else None
     new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
     k = 0
@@ -523,6 +529,96 @@ def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
         return None
     snapshot: dict[str, Any] | None = max(slots, key=lambda p: p.length).summary.snapshot()
     return snapshot
+
+
+PLAN_STATE_VERSION = 1  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
+_ROLE_CODES = {"system": "s", "developer": "d", "user": "u", "assistant": "a", "tool": "t"}
+_CODE_ROLES = {code: role for role, code in _ROLE_CODES.items()}
+
+
+def _counts_bytes(counts: Sequence[int]) -> str:
+    packed = array("i", counts)  # OverflowError past 2**31 (never a C1 count of a bounded message)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
+
+
+def _counts_of(text: Any) -> list[int]:
+    packed = array("i")
+    packed.frombytes(base64.b64decode(text, validate=True))
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tolist()
+
+
+def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] | None:
+    """C7: the C4 plan and C1 counts of the session cache's whole-transcript prefix, as plain data, for a fresh
+    process to seed its first build with (`TokenCache.resume_plan`): the steps planned before the prefix's resume
+    point, when repair changed nothing there (a dangling call at the end is after it) and those inputs are the first
+    stored `rows` (the caller's). None otherwise (the fresh process plans it all again: never a wrong plan).
+
+    Data: the number of steps `n` (= input positions), the fingerprints of the first and last of them, each step's
+    C1 count (packed int32, base64) and role (one letter each)."""
+    slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if not p.continued]
+    if not slots:
+        return None
+    prefix = max(slots, key=lambda p: p.length)
+    planned, k = prefix.planned, prefix.resume_step
+    c1 = planned.estimates if planned.estimates is not None else (
+        planned.tokens if prefix.counter_key is None else None)
+    layout = planned.layout
+    sources = planned.sources
+    if (c1 is None or layout is None or prefix.resume != k or not 0 < k <= min(len(rows), len(prefix.inputs))
+            or any(d < k for d in planned.dropped)  # repaired before the resume point: planned again
+            or (sources[:k] != range(k) if isinstance(sources, range) else sources[:k] != list(range(k)))
+            or prefix.inputs[:k] != list(rows[:k])):  # identity first: pointer compares at C speed
+        return None
+    try:
+        counts, roles = _counts_bytes(c1[:k]), "".join(map(_ROLE_CODES.__getitem__, layout.roles[:k]))
+    except (KeyError, TypeError, OverflowError):
+        return None
+    return {"version": PLAN_STATE_VERSION, "n": k, "first": fingerprint(rows[0]), "last": fingerprint(rows[k - 1]),
+            "c1": counts, "roles": roles}
+
+
+def _seed(cache: TokenCache, inputs: list[Any]) -> None:
+    """C7: the saved plan (`plan_snapshot`) as the cache's prefix over `inputs`, when it fits them; else
+    `cache.resume_note` says why not (the build then plans everything, once)."""
+    saved, cache.resume_plan = cache.resume_plan, None
+    if not cache.append_only or cache.slots:
+        return
+    prefix, why = _seeded(saved, inputs)
+    if prefix is None:
+        cache.resume_note = why if not cache.resume_note else f"{cache.resume_note}; {why}"
+    else:
+        cache.slots = [prefix]
+
+
+def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
+    if not isinstance(data, dict):
+        return None, "the saved plan is not an object"
+    if data.get("version") != PLAN_STATE_VERSION:
+        return None, f"the saved plan is of version {data.get('version')!r}, this engine's is {PLAN_STATE_VERSION}"
+    n, codes = data.get("n"), data.get("roles")
+    try:
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or not isinstance(codes, str):
+            raise ValueError
+        c1 = _counts_of(data.get("c1"))
+        roles = list(map(_CODE_ROLES.__getitem__, codes))
+    except (ValueError, TypeError, KeyError):
+        return None, "the saved plan is malformed"
+    if len(c1) != n or len(roles) != n:
+        return None, "the saved plan is malformed"
+    if len(inputs) < n:
+        return None, f"the saved plan covers {n} messages, the transcript has {len(inputs)}"
+    after = inputs[n] if n < len(inputs) else None
+    if (fingerprint(inputs[0]) != data.get("first") or fingerprint(inputs[n - 1]) != data.get("last")
+            or (after is not None and (not isinstance(after, dict) or after.get("role") not in _TOP_LEVEL_ROLES))):
+        return None, "the saved plan does not match the stored messages"
+    systems = list(compress(range(n), map(SYSTEM_ROLES.__contains__, roles)))
+    layout = Layout(roles, systems, sum(c1), _tool_sum(c1, roles))
+    planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)), c1, None, layout)
+    return _Prefix(inputs, n, None, None, planned, n, n, None), ""
 
 
 def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCache | None,

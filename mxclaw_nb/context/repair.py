@@ -13,7 +13,7 @@ the estimate is of what will be sent).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -284,3 +284,65 @@ def plan_repair(messages: list[Message]) -> RepairPlan:
 def repair_tool_call_transcript(messages: list[Message]) -> list[Message]:
     """SPEC C4: a transcript where every tool call has exactly one result directly after its call."""
     return [step.message for step in plan_repair(list(messages)).steps]
+
+
+def sent_form(message: Message) -> Message:
+    """The sent form `plan_counted` gives `message` as a step of a plan that repaired nothing (C4): a tool result
+    is sent with its own id (it was paired with the call of that id), anything else as planned on its own."""
+    if message.get("role") == "tool":
+        out: list[Message] = []
+        append_result(message, str(message.get("tool_call_id")), out, [])
+        return out[0]
+    return plan_counted([message]).sent[0]
+
+
+class SentForms(Sequence[Message]):
+    """The sent forms of a plan's steps (C7: a plan resumed from a saved one): for the first `base` steps of a plan
+    that repaired nothing (step k is `messages[k]`) each is made where it is first read (`sent_form`, kept), so a
+    fresh process pays only for the steps it sends; after them, a plain list. Supports what a session cache does
+    to a plan's sent list: read, copy, cut back and extend (`del forms[k:]`, `forms += more`)."""
+
+    __slots__ = ("_base", "_done", "_messages", "_tail")
+
+    def __init__(self, messages: Sequence[Message], base: int) -> None:
+        self._messages, self._base = messages, base
+        self._done: list[Message | None] = [None] * base
+        self._tail: list[Message] = []
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    def _at(self, k: int) -> Message:
+        done = self._done[k]
+        if done is None:
+            done = self._done[k] = sent_form(self._messages[k])
+        return done
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            start, stop, step = k.indices(len(self))
+            return [self[i] for i in range(start, stop, step)]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self._at(k) if k < self._base else self._tail[k - self._base]
+
+    def __iter__(self) -> Iterator[Message]:
+        yield from map(self._at, range(self._base))
+        yield from self._tail
+
+    def __delitem__(self, k: slice) -> None:
+        start, stop, step = k.indices(len(self))
+        if step != 1 or stop != len(self):
+            raise TypeError("only a cut from a position to the end")
+        if start < self._base:
+            del self._done[start:]
+            self._base = start
+            self._tail.clear()
+        else:
+            del self._tail[start - self._base:]
+
+    def __iadd__(self, more: Iterable[Message]) -> SentForms:
+        self._tail += more
+        return self

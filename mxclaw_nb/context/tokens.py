@@ -183,6 +183,9 @@ class TokenCache:
         # C7: a C6 state saved by another process (`StructuredSummaryState.snapshot`, plain data), continued by
         # the first summary build instead of a rescan; `resume_note` says why it could not be (then rebuilt once)
         self.resume_summary: Any = None
+        # C7: the repair plan and C1 counts saved with it (`incremental.plan_snapshot`), which seed the first
+        # build's plan instead of planning the whole stored transcript again
+        self.resume_plan: Any = None
         self.resume_note: str | None = None
         self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
         # C5/C7: messages (by identity, kept alive here) that never get a placeholder (`micro.stays`): a turn's
