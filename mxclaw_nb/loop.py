@@ -30,7 +30,9 @@ from mxclaw_nb.context import (
     build_request_view,
     build_structured_summary,
     compose_lineage,
+    copied,
     shared_prefix,
+    with_appended,
 )
 from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.events import Subscriber
@@ -209,11 +211,11 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         doing = "starting the turn"
         started = {"session_id": session_id, "prompt": user_message.get("content")}
         _emit(ctx, session_id, "turn.started", started, turn, None)
-        view_input: list[Message] = [*transcript, user_message]
+        view_input: list[Message] = with_appended(transcript, [user_message])  # C7: a lazy transcript not read
         seqs: Sequence[int | None] = (  # transcript seq of each input position
             range(user_seq + 1) if user_seq == len(transcript) else [*range(len(transcript)), user_seq])
         # the stored transcript by seq (live views rebuild their transcript-relative rows from it); None if seqs skip
-        stored = list(view_input) if user_seq == len(transcript) else None
+        stored = copied(view_input) if user_seq == len(transcript) else None
         while True:
             if result.iterations >= (limit := ctx.settings.max_iterations):
                 result.status = "max_iterations"

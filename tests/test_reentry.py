@@ -22,10 +22,12 @@ from mxclaw_nb import Agent
 from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.incremental import PLAN_STATE_VERSION, plan_snapshot, summary_snapshot
 from mxclaw_nb.context.repair import SentForms, plan_counted
+from mxclaw_nb.context.rows import Spliced, with_appended
 from mxclaw_nb.context.summary import SUMMARY_STATE_VERSION, StructuredSummaryState
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.records import record_of_view
 from mxclaw_nb.reentry import REBUILT_EVENT
+from mxclaw_nb.store.rows import CHUNK, StoredRows
 from mxclaw_nb.store.writer import Store
 
 SESSION = "reentry-session"
@@ -104,11 +106,11 @@ def _tamper(db: Path, sql: str) -> None:
     con.close()
 
 
-def _never_restarted_and_restarted(tmp_path: Path, tamper: str | None = None) -> tuple[list[str], list[str], Agent,
-                                                                                       Path]:
+def _never_restarted_and_restarted(tmp_path: Path, tamper: str | None = None, blocks: int = 120
+                                   ) -> tuple[list[str], list[str], Agent, Path]:
     """Turns 1-2 in one process, turn 3 in the same process (A) and in a fresh one (B, on a copy after turn 2)."""
     seed = tmp_path / "seed.duckdb"
-    _seed(seed)
+    _seed(seed, blocks)
     with TestServer(usage_counter="estimate") as srv:
         a, sent_a = _agent(seed, srv, tmp_path / "ws")
         _turn(a, srv, "first")
@@ -142,6 +144,16 @@ def test_c7_a_restarted_process_sends_the_byte_identical_first_request_and_scans
     # the saved C4 plan and C1 counts seeded the first build: only the messages stored after them were planned
     assert b._cache.misses < 20 < old
     assert _rebuilt_events(db) == []  # nothing to say when it fitted
+
+
+def test_c7_a_restarted_process_reads_only_the_stored_rows_its_first_request_needs(tmp_path):
+    """N2: the transcript is read lazily (`StoredRows`): the fresh process's turn reads a few chunks of rows (the
+    safe tail, what the summary reads from the end, the boundary rows checked), not the thousands stored."""
+    sent_a, sent_b, b, _db = _never_restarted_and_restarted(tmp_path, blocks=1_500)
+    assert sent_b[0] == sent_a[0] and len(sent_b) == 2
+    rows = b._stored
+    assert isinstance(rows, StoredRows) and len(rows) > 6_000
+    assert rows.fetched <= 4 * CHUNK < len(rows) / 2
 
 
 def test_c7_a_state_of_another_engine_version_is_rebuilt_once_with_a_stored_note(tmp_path):
@@ -286,8 +298,10 @@ def test_c7_property_resumed_plan_gives_the_view_and_record_built_from_scratch(m
     saved = json.loads(json.dumps(plan_snapshot(warm, messages[:cut])))
     planned = plan_counted(messages[:cut])
     if saved is None:  # only a plan that repaired nothing before its resume point is saved
-        k = max(warm.slots, key=lambda p: p.length).resume_step if warm.slots else 0
-        assert k == 0 or any(d < k for d in planned.dropped) or list(planned.sources[:k]) != list(range(k))
+        whole = max(warm.slots, key=lambda p: p.length) if warm.slots else None
+        k, resume = (whole.resume_step, whole.resume) if whole is not None else (0, 0)
+        # nothing planned before the resume point, or repair dropped or added something there
+        assert k == 0 or any(d < resume for d in planned.dropped) or list(planned.sources[:k]) != list(range(k))
         return
     n = saved["n"]
     assert list(SentForms(messages, n)) == plan_counted(messages[:n]).sent == planned.sent[:n]
@@ -295,15 +309,17 @@ def test_c7_property_resumed_plan_gives_the_view_and_record_built_from_scratch(m
     grown = copy.deepcopy(messages[:later])  # read back from the store: equal values, other objects
     fresh = TokenCache(append_only=True)
     fresh.resume_plan = saved
-    view = build_request_view(grown, policy, cache=fresh)
+    lazy = data.draw(st.booleans(), label="the rows read lazily (a Spliced input over them)")
+    given_input = with_appended(Spliced(grown, later - 1), grown[-1:]) if lazy else grown
+    view = build_request_view(given_input, policy, cache=fresh)
     cold = build_request_view(messages[:later], policy)
     assert fresh.resume_note is None and fresh.misses == len(plan_counted(messages[:later]).sources) - n
     assert json.dumps(view.messages) == json.dumps(cold.messages)
     assert (view.stage, view.before_tokens, view.after_tokens) == (cold.stage, cold.before_tokens, cold.after_tokens)
     assert _record(view) == _record(cold)
-    again = [*grown, {"role": "user", "content": "more"}]  # the next build grows from the seeded prefix
+    again = with_appended(given_input, [{"role": "user", "content": "more"}])  # grows from the seeded prefix
     assert json.dumps(build_request_view(again, policy, cache=fresh).messages) == json.dumps(
-        build_request_view(copy.deepcopy(again), policy).messages)
+        build_request_view(copy.deepcopy(list(again)), policy).messages)
 
 
 def test_c7_a_saved_plan_over_other_messages_is_refused_and_planned_again():

@@ -29,7 +29,7 @@ import operator
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any, cast
@@ -37,6 +37,7 @@ from typing import Any, cast
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.context.repair import Planned, SentForms, append_result, plan_counted
+from mxclaw_nb.context.rows import Spliced
 from mxclaw_nb.context.summary import fingerprint
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.context.view import RequestView, raw
@@ -370,11 +371,11 @@ def _joined(head: Sequence[int | None], tail: Sequence[int | None]) -> Sequence[
 
 def _grown(head: Sequence[Any], k: int, tail: list[Any]) -> list[Any]:
     """`head[:k] + tail` with one copy of the head."""
-    out = head[:k]
-    if not isinstance(out, list):
+    out: Any = head[:k]
+    if not isinstance(out, (list, Spliced)):  # a Spliced prefix stays one (its head is not read)
         out = list(out)
     out += tail
-    return out
+    return cast(list[Any], out)
 
 
 def _extended(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
@@ -416,7 +417,8 @@ def own_inputs(messages: Sequence[Any], cache: TokenCache | None) -> list[Any]:
     that extends a cached prefix, that prefix's list is extended in place by the new messages instead (O(new)
     plus a comparison of pointers at C speed): no copy of the history per build. Views built earlier hold
     it as `view.Upto` their length, so they do not see it grow."""
-    if cache is None or not getattr(cache, "append_only", False) or messages.__class__ is not list:
+    spliced = isinstance(messages, Spliced)  # C7: a long stored head read lazily, plus the turn's messages
+    if cache is None or not getattr(cache, "append_only", False) or (messages.__class__ is not list and not spliced):
         return list(messages)
     n = len(messages)
     slots: list[_Prefix] = getattr(cache, "slots", [])
@@ -430,7 +432,7 @@ def own_inputs(messages: Sequence[Any], cache: TokenCache | None) -> list[Any]:
         if mine == messages:  # identity first per item: pointer reads only when it is the same history
             return mine
         del mine[m:]
-    return list(messages)
+    return cast(list[Any], messages.copy()) if isinstance(messages, Spliced) else list(messages)
 
 
 def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
@@ -558,7 +560,7 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
     stored `rows` (the caller's). None otherwise (the fresh process plans it all again: never a wrong plan).
 
     Data: the number of steps `n` (= input positions), the fingerprints of the first and last of them, each step's
-    C1 count (packed int32, base64) and role (one letter each)."""
+    C1 count (packed int32, base64) and role (one letter each), the system steps and the two totals (C5's bound)."""
     slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if not p.continued]
     if not slots:
         return None
@@ -571,14 +573,71 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
     if (c1 is None or layout is None or prefix.resume != k or not 0 < k <= min(len(rows), len(prefix.inputs))
             or any(d < k for d in planned.dropped)  # repaired before the resume point: planned again
             or (sources[:k] != range(k) if isinstance(sources, range) else sources[:k] != list(range(k)))
-            or prefix.inputs[:k] != list(rows[:k])):  # identity first: pointer compares at C speed
+            or not _same_rows(prefix.inputs, rows, k)):
         return None
     try:
         counts, roles = _counts_bytes(c1[:k]), "".join(map(_ROLE_CODES.__getitem__, layout.roles[:k]))
     except (KeyError, TypeError, OverflowError):
         return None
+    head = c1[:k]
     return {"version": PLAN_STATE_VERSION, "n": k, "first": fingerprint(rows[0]), "last": fingerprint(rows[k - 1]),
-            "c1": counts, "roles": roles}
+            "c1": counts, "roles": roles, "systems": [s for s in layout.systems if s < k], "total": sum(head),
+            "tool_total": _tool_sum(head, layout.roles[:k])}
+
+
+def _same_rows(inputs: Sequence[Any], rows: Sequence[Message], k: int) -> bool:
+    """`inputs[:k] == rows[:k]`: identity first, at C speed; past the lazy head only when `inputs` is `rows` plus
+    its own messages (C7: the head is not read)."""
+    if isinstance(inputs, Spliced) and inputs.head is rows:
+        h = min(inputs.h, k)  # the first h inputs are rows[:h] themselves
+        return h == k or inputs[h:k] == list(rows[h:k])
+    return list(inputs[:k]) == list(rows[:k])
+
+
+class _Roles(Sequence[Any]):
+    """The roles of a resumed plan's steps, made from their saved one-letter codes where read (C7: no list of a
+    long session's roles made up front); the roles of the steps planned after them follow as a list. Supports what
+    `layout_of` does to a layout's roles: read, cut back, extend."""
+
+    __slots__ = ("_codes", "_more")
+
+    def __init__(self, codes: str) -> None:
+        self._codes = codes
+        self._more: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._codes) + len(self._more)
+
+    def __getitem__(self, k: Any) -> Any:
+        n = len(self._codes)
+        if isinstance(k, slice):
+            start, stop, step = k.indices(len(self))
+            if step != 1:
+                return list(self)[k]
+            out = list(map(_CODE_ROLES.__getitem__, self._codes[start:stop]))
+            out += self._more[max(0, start - n):max(0, stop - n)]
+            return out
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return _CODE_ROLES[self._codes[k]] if k < n else self._more[k - n]
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from map(_CODE_ROLES.__getitem__, self._codes)
+        yield from self._more
+
+    def __delitem__(self, k: slice) -> None:
+        start = k.indices(len(self))[0]
+        if start < len(self._codes):
+            self._codes = self._codes[:start]
+            self._more.clear()
+        else:
+            del self._more[start - len(self._codes):]
+
+    def __iadd__(self, more: Iterable[Any]) -> _Roles:
+        self._more += more
+        return self
 
 
 def _seed(cache: TokenCache, inputs: list[Any]) -> None:
@@ -599,15 +658,21 @@ def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
         return None, "the saved plan is not an object"
     if data.get("version") != PLAN_STATE_VERSION:
         return None, f"the saved plan is of version {data.get('version')!r}, this engine's is {PLAN_STATE_VERSION}"
-    n, codes = data.get("n"), data.get("roles")
+    fields: list[Any] = [data.get(k) for k in ("n", "roles", "systems", "total", "tool_total")]
+    n, codes, systems, total, tool_total = fields
     try:
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or not isinstance(codes, str):
+        if (not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, total, tool_total))
+                or not isinstance(codes, str) or not isinstance(systems, list)):
             raise ValueError
         c1 = _counts_of(data.get("c1"))
-        roles = list(map(_CODE_ROLES.__getitem__, codes))
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError):
         return None, "the saved plan is malformed"
-    if len(c1) != n or len(roles) != n:
+    # checked at C speed: the counts (their number and sum), the roles (known letters, the systems where said)
+    if (len(c1) != n or len(codes) != n or not n > 0 or sum(c1) != total or not 0 <= tool_total <= total
+            or sum(map(codes.count, _CODE_ROLES)) != n
+            or codes.count("s") + codes.count("d") != len(systems)
+            or not all(isinstance(k, int) and 0 <= k < n and codes[k] in "sd" for k in systems)
+            or systems != sorted(set(systems))):
         return None, "the saved plan is malformed"
     if len(inputs) < n:
         return None, f"the saved plan covers {n} messages, the transcript has {len(inputs)}"
@@ -615,8 +680,7 @@ def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
     if (fingerprint(inputs[0]) != data.get("first") or fingerprint(inputs[n - 1]) != data.get("last")
             or (after is not None and (not isinstance(after, dict) or after.get("role") not in _TOP_LEVEL_ROLES))):
         return None, "the saved plan does not match the stored messages"
-    systems = list(compress(range(n), map(SYSTEM_ROLES.__contains__, roles)))
-    layout = Layout(roles, systems, sum(c1), _tool_sum(c1, roles))
+    layout = Layout(cast(list[Any], _Roles(codes)), systems, total, tool_total)
     planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)), c1, None, layout)
     return _Prefix(inputs, n, None, None, planned, n, n, None), ""
 
