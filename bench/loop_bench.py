@@ -175,7 +175,7 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
             agent = Agent(workspace=ws, db=str(db), base_url=srv.base_url, api_key="k", model="bench-model",
                           approval="allow", context_window_tokens=window, session_id=SESSION)
             for name in ("append_request", "append_message", "append_messages", "append_event",
-                         "load_transcript_after", "load_transcript"):
+                         "load_transcript_after", "load_transcript", "transcript_rows"):
                 if hasattr(agent.store, name):
                     timers.wrap(agent.store, name, "store")
             timers.wrap_batch(agent.store)

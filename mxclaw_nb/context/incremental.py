@@ -29,7 +29,7 @@ import operator
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any, cast
@@ -37,7 +37,7 @@ from typing import Any, cast
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.micro import FACTS_KEY
 from mxclaw_nb.context.repair import Planned, SentForms, append_result, plan_counted
-from mxclaw_nb.context.rows import Spliced
+from mxclaw_nb.context.rows import HeadTail, Spliced
 from mxclaw_nb.context.summary import fingerprint
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.context.view import RequestView, raw
@@ -594,50 +594,25 @@ def _same_rows(inputs: Sequence[Any], rows: Sequence[Message], k: int) -> bool:
     return list(inputs[:k]) == list(rows[:k])
 
 
-class _Roles(Sequence[Any]):
+class _Roles(HeadTail):
     """The roles of a resumed plan's steps, made from their saved one-letter codes where read (C7: no list of a
     long session's roles made up front); the roles of the steps planned after them follow as a list. Supports what
     `layout_of` does to a layout's roles: read, cut back, extend."""
 
-    __slots__ = ("_codes", "_more")
+    __slots__ = ("_codes",)
 
     def __init__(self, codes: str) -> None:
+        super().__init__(len(codes))
         self._codes = codes
-        self._more: list[Any] = []
 
-    def __len__(self) -> int:
-        return len(self._codes) + len(self._more)
+    def _item(self, k: int) -> Any:
+        return _CODE_ROLES[self._codes[k]]
 
-    def __getitem__(self, k: Any) -> Any:
-        n = len(self._codes)
-        if isinstance(k, slice):
-            start, stop, step = k.indices(len(self))
-            if step != 1:
-                return list(self)[k]
-            out = list(map(_CODE_ROLES.__getitem__, self._codes[start:stop]))
-            out += self._more[max(0, start - n):max(0, stop - n)]
-            return out
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return _CODE_ROLES[self._codes[k]] if k < n else self._more[k - n]
+    def _items(self, start: int, stop: int) -> list[Any]:
+        return list(map(_CODE_ROLES.__getitem__, self._codes[start:stop]))
 
-    def __iter__(self) -> Iterator[Any]:
-        yield from map(_CODE_ROLES.__getitem__, self._codes)
-        yield from self._more
-
-    def __delitem__(self, k: slice) -> None:
-        start = k.indices(len(self))[0]
-        if start < len(self._codes):
-            self._codes = self._codes[:start]
-            self._more.clear()
-        else:
-            del self._more[start - len(self._codes):]
-
-    def __iadd__(self, more: Iterable[Any]) -> _Roles:
-        self._more += more
-        return self
+    def _cut(self, h: int) -> None:
+        self._codes, self._h = self._codes[:h], h
 
 
 def _seed(cache: TokenCache, inputs: list[Any]) -> None:

@@ -13,10 +13,11 @@ the estimate is of what will be sent).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mxclaw_nb.context.rows import HeadTail
 from mxclaw_nb.context.tokens import _string as _json_string
 from mxclaw_nb.context.tokens import estimate_sent, estimate_text
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, sanitize, tool_call_name
@@ -296,53 +297,25 @@ def sent_form(message: Message) -> Message:
     return plan_counted([message]).sent[0]
 
 
-class SentForms(Sequence[Message]):
+class SentForms(HeadTail):
     """The sent forms of a plan's steps (C7: a plan resumed from a saved one): for the first `base` steps of a plan
     that repaired nothing (step k is `messages[k]`) each is made where it is first read (`sent_form`, kept), so a
     fresh process pays only for the steps it sends; after them, a plain list. Supports what a session cache does
     to a plan's sent list: read, copy, cut back and extend (`del forms[k:]`, `forms += more`)."""
 
-    __slots__ = ("_base", "_done", "_messages", "_tail")
+    __slots__ = ("_done", "_messages")
 
     def __init__(self, messages: Sequence[Message], base: int) -> None:
-        self._messages, self._base = messages, base
+        super().__init__(base)
+        self._messages = messages
         self._done: list[Message | None] = [None] * base
-        self._tail: list[Message] = []
 
-    def __len__(self) -> int:
-        return self._base + len(self._tail)
-
-    def _at(self, k: int) -> Message:
+    def _item(self, k: int) -> Message:
         done = self._done[k]
         if done is None:
             done = self._done[k] = sent_form(self._messages[k])
         return done
 
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            start, stop, step = k.indices(len(self))
-            return [self[i] for i in range(start, stop, step)]
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return self._at(k) if k < self._base else self._tail[k - self._base]
-
-    def __iter__(self) -> Iterator[Message]:
-        yield from map(self._at, range(self._base))
-        yield from self._tail
-
-    def __delitem__(self, k: slice) -> None:
-        start, stop, step = k.indices(len(self))
-        if step != 1 or stop != len(self):
-            raise TypeError("only a cut from a position to the end")
-        if start < self._base:
-            del self._done[start:]
-            self._base = start
-            self._tail.clear()
-        else:
-            del self._tail[start - self._base:]
-
-    def __iadd__(self, more: Iterable[Message]) -> SentForms:
-        self._tail += more
-        return self
+    def _cut(self, h: int) -> None:
+        del self._done[h:]
+        self._h = h

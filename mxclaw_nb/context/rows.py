@@ -18,14 +18,78 @@ from itertools import chain, islice
 from typing import Any
 
 
-class Spliced(Sequence[Any]):
+class HeadTail(Sequence[Any]):
+    """A sequence of `_h` items made where read (`_item`, `_items`) followed by a list of its own (`_tail`): what the
+    session cache does to its lists it supports too (read, cut back from a position to the end, extend). The base of
+    `Spliced` and of the resumed plan's lazily made lists (`repair.SentForms`, `incremental._Roles`)."""
+
+    __slots__ = ("_h", "_tail")
+
+    def __init__(self, h: int, tail: Iterable[Any] = ()) -> None:
+        self._h, self._tail = h, list(tail)
+
+    def _item(self, k: int) -> Any:  # 0 <= k < self._h
+        raise NotImplementedError
+
+    def _items(self, start: int, stop: int) -> list[Any]:  # 0 <= start < stop <= self._h
+        return list(map(self._item, range(start, stop)))
+
+    def _cut(self, h: int) -> None:  # keep only the first h (< self._h) head items
+        self._h = h
+
+    def __len__(self) -> int:
+        return self._h + len(self._tail)
+
+    def _span(self, start: int, stop: int) -> list[Any]:
+        """Items start..stop-1 as a list (the head read only where the span covers it)."""
+        h = self._h
+        out = self._items(start, min(h, stop)) if start < min(h, stop) else []
+        out += self._tail[max(0, start - h):max(0, stop - h)]
+        return out
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            start, stop, step = k.indices(len(self))
+            return self._span(start, max(start, stop)) if step == 1 else [self[i] for i in range(start, stop, step)]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self._item(k) if k < self._h else self._tail[k - self._h]
+
+    def __iter__(self) -> Iterator[Any]:
+        return chain(map(self._item, range(self._h)), self._tail)
+
+    def __reversed__(self) -> Iterator[Any]:  # item by item: the readers from the end stop early
+        return chain(reversed(self._tail), map(self._item, range(self._h - 1, -1, -1)))
+
+    def __delitem__(self, k: Any) -> None:
+        start, stop, step = k.indices(len(self)) if isinstance(k, slice) else (0, 0, 0)
+        if step != 1 or stop < len(self):
+            raise TypeError("only a cut from a position to the end")
+        if start < self._h:
+            self._cut(start)
+            self._tail.clear()
+        else:
+            del self._tail[start - self._h:]
+
+    def __iadd__(self, more: Iterable[Any]) -> HeadTail:
+        self._tail += more
+        return self
+
+    def extend(self, more: Iterable[Any]) -> None:
+        self._tail += more
+
+
+class Spliced(HeadTail):
     """`head[:h] + tail`: the first `h` items of `head` (a sequence that may only grow: its first `h` items never
     change) followed by a list of this object's own."""
 
-    __slots__ = ("_h", "_head", "_tail")
+    __slots__ = ("_head",)
 
     def __init__(self, head: Sequence[Any], h: int | None = None, tail: Iterable[Any] = ()) -> None:
-        self._head, self._h, self._tail = head, len(head) if h is None else h, list(tail)
+        super().__init__(len(head) if h is None else h, tail)
+        self._head = head
 
     @property
     def head(self) -> Sequence[Any]:
@@ -36,66 +100,29 @@ class Spliced(Sequence[Any]):
         """How many of the head's items this sequence starts with."""
         return self._h
 
-    def __len__(self) -> int:
-        return self._h + len(self._tail)
+    def _item(self, k: int) -> Any:
+        return self._head[k]
+
+    def _items(self, start: int, stop: int) -> list[Any]:
+        return list(self._head[start:stop])
 
     def __getitem__(self, k: Any) -> Any:
-        h = self._h
-        if isinstance(k, slice):
-            start, stop, step = k.indices(len(self))
-            if step != 1:
-                return list(self)[k]
-            stop = max(start, stop)
+        if isinstance(k, slice) and k.step in (None, 1):
+            start, stop, _ = k.indices(len(self))
             if start == 0 and stop > 0:  # a prefix: the same head, no read of it
-                return Spliced(self._head, min(h, stop), self._tail[: max(0, stop - h)])
-            return self._span(start, stop)
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return self._head[k] if k < h else self._tail[k - h]
-
-    def _span(self, start: int, stop: int) -> list[Any]:
-        """Items start..stop-1 as a list (the head read only where the span covers it)."""
-        h = self._h
-        out = list(self._head[start:min(h, stop)]) if start < min(h, stop) else []
-        out += self._tail[max(0, start - h):max(0, stop - h)]
-        return out
+                return Spliced(self._head, min(self._h, stop), self._tail[: max(0, stop - self._h)])
+        return super().__getitem__(k)
 
     def __iter__(self) -> Iterator[Any]:
         return chain(islice(self._head, self._h), self._tail)
-
-    def __reversed__(self) -> Iterator[Any]:  # item by item: the readers from the end stop early
-        return chain(reversed(self._tail), map(self._head.__getitem__, range(self._h - 1, -1, -1)))
-
-    def __delitem__(self, k: Any) -> None:
-        if not isinstance(k, slice):
-            raise TypeError("only a cut from a position to the end")
-        start, stop, step = k.indices(len(self))
-        if step != 1 or stop < len(self):
-            raise TypeError("only a cut from a position to the end")
-        if start < self._h:
-            self._h = start
-            self._tail.clear()
-        else:
-            del self._tail[start - self._h:]
-
-    def __iadd__(self, more: Iterable[Any]) -> Spliced:
-        self._tail += more
-        return self
-
-    def extend(self, more: Iterable[Any]) -> None:
-        self._tail += more
 
     def copy(self) -> Spliced:
         return Spliced(self._head, self._h, self._tail)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Spliced) and other._head is self._head:  # the same head: compare past the shorter
-            if len(other) != len(self):
-                return False
             lo, n = min(self._h, other._h), len(self)
-            return self._span(lo, n) == other._span(lo, n)
+            return len(other) == n and self._span(lo, n) == other._span(lo, n)
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
             return len(other) == len(self) and list(self) == list(other)
         return NotImplemented
@@ -112,7 +139,7 @@ def with_appended(transcript: Sequence[Any], more: Iterable[Any]) -> Any:
         return [*transcript, *more]
     if isinstance(transcript, Spliced):
         out = transcript.copy()
-        out += more
+        out.extend(more)
         return out
     return Spliced(transcript, len(transcript), more)
 

@@ -8,28 +8,28 @@ a session whose seqs are 0..n-1 (then position = seq); `Store.transcript_rows` s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any
+
+from mxclaw_nb.context.rows import HeadTail
 
 Message = dict[str, Any]
 CHUNK = 256  # rows per read: one query's fixed cost shared; the safe tail is usually within one or two
 
 
-class StoredRows(Sequence[Message]):
+class StoredRows(HeadTail):
     """The first `count` stored messages of a session (seq 0..count-1), read by `fetch(start, stop)` on demand,
     then the messages `extend`ed onto it. Only grows; items are the same dict objects on every read."""
 
-    __slots__ = ("_count", "_fetch", "_got", "_more", "fetched", "users")
+    __slots__ = ("_fetch", "_got", "fetched", "users")
 
     def __init__(self, fetch: Callable[[int, int], list[Message]], count: int, users: int = 0) -> None:
-        self._fetch, self._count = fetch, count
+        super().__init__(count)
+        self._fetch = fetch
         self.users = users  # how many of the `count` stored messages are the user's (the turn number: one COUNT)
         self._got: list[Message | None] = [None] * count
-        self._more: list[Message] = []
         self.fetched = 0  # rows read so far (what a bench or test checks)
-
-    def __len__(self) -> int:
-        return self._count + len(self._more)
 
     def _load(self, start: int, stop: int) -> None:
         """Read the rows of positions start..stop-1 not read yet (one query over the span)."""
@@ -48,45 +48,25 @@ class StoredRows(Sequence[Message]):
                 got[k] = row
         self.fetched += len(rows)
 
-    def _at(self, k: int) -> Message:
+    def _item(self, k: int) -> Message:
         row = self._got[k]
         if row is None:
             a = k - k % CHUNK
-            self._load(a, min(a + CHUNK, self._count))
+            self._load(a, min(a + CHUNK, self._h))
             row = self._got[k]
         assert row is not None
         return row
 
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            start, stop, step = k.indices(len(self))
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            n = self._count
-            if start < min(stop, n):
-                self._load(start, min(stop, n))
-            out: list[Message] = self._got[start:min(stop, n)] if start < n else []  # type: ignore[assignment]
-            out += self._more[max(0, start - n):max(0, stop - n)]
-            return out
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return self._at(k) if k < self._count else self._more[k - self._count]
+    def _items(self, start: int, stop: int) -> list[Message]:
+        self._load(start, stop)
+        return self._got[start:stop]  # type: ignore[return-value]
+
+    def _cut(self, h: int) -> None:
+        raise TypeError("stored rows are never removed (S1)")
 
     def __iter__(self) -> Iterator[Message]:  # the whole transcript: one read of what is missing
-        self._load(0, self._count)
-        yield from self._got  # type: ignore[misc]
-        yield from self._more
-
-    def __reversed__(self) -> Iterator[Message]:  # read chunk by chunk from the end (the readers stop early)
-        yield from reversed(self._more)
-        for k in range(self._count - 1, -1, -1):
-            yield self._at(k)
-
-    def extend(self, messages: Iterable[Message]) -> None:
-        """Messages stored after these (read by seq after the last one)."""
-        self._more += messages
+        self._load(0, self._h)
+        return chain(self._got, self._tail)
 
     def __eq__(self, other: object) -> bool:  # as the list it stands for (reads every row)
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
@@ -96,4 +76,4 @@ class StoredRows(Sequence[Message]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"StoredRows({len(self)} messages, {self.fetched} of {self._count} read)"
+        return f"StoredRows({len(self)} messages, {self.fetched} of {self._h} read)"
