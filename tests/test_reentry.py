@@ -337,3 +337,18 @@ def test_c7_a_saved_plan_over_other_messages_is_refused_and_planned_again():
     assert build_request_view(other, policy, cache=fresh).messages == build_request_view(other, policy).messages
     assert fresh.resume_note == "the saved plan does not match the stored messages"
     assert fresh.misses == len(plan_counted(other).sources) > 100  # planned from scratch
+
+
+def test_c7_sent_forms_made_where_read_or_all_at_once_are_the_plans():
+    """`SentForms`: a few read first (the compacting path), then all at once (the everything-fits path sends every
+    step: one plan_counted pass), the same dicts as the plan's and the same objects on every read."""
+    msgs = _session(40)
+    n = len(msgs) - 1
+    want = plan_counted(msgs[:n]).sent
+    forms = SentForms(msgs, n)
+    early = [forms[k] for k in (n - 1, n - 2, 3)]
+    assert early == [want[n - 1], want[n - 2], want[3]]
+    assert list(forms) == want and forms[n - 1] is early[0] and forms[3] is early[2]
+    del forms[n - 5:]
+    forms += [{"role": "user", "content": "x"}]
+    assert list(forms) == [*want[:n - 5], {"role": "user", "content": "x"}]

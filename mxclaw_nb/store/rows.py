@@ -15,7 +15,7 @@ from typing import Any
 from mxclaw_nb.context.rows import HeadTail
 
 Message = dict[str, Any]
-CHUNK = 256  # rows per read: one query's fixed cost shared; the safe tail is usually within one or two
+CHUNK = 512  # rows per read: one query's cost shared; the safe tail and what the summary reads from the end
 
 
 class StoredRows(HeadTail):
