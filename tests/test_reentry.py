@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from mxclaw_nb import Agent
 from mxclaw_nb.context import ContextPolicy, TokenCache, build_request_view, build_structured_summary
-from mxclaw_nb.context.incremental import PLAN_STATE_VERSION, plan_snapshot, summary_snapshot
+from mxclaw_nb.context.incremental import PLAN_RESAVE_STEPS, PLAN_STATE_VERSION, plan_snapshot, summary_snapshot
 from mxclaw_nb.context.repair import SentForms, plan_counted
 from mxclaw_nb.context.rows import Spliced, with_appended
 from mxclaw_nb.context.summary import SUMMARY_STATE_VERSION, StructuredSummaryState
@@ -352,3 +352,23 @@ def test_c7_sent_forms_made_where_read_or_all_at_once_are_the_plans():
     del forms[n - 5:]
     forms += [{"role": "user", "content": "x"}]
     assert list(forms) == [*want[:n - 5], {"role": "user", "content": "x"}]
+
+
+def test_c7_a_turns_save_reuses_a_recent_plan_and_makes_it_again_after_many_steps():
+    """The plan is made again only every PLAN_RESAVE_STEPS steps (a save stays O(new) in between); a fresh process
+    continuing the older plan plans the steps after it and builds the same view."""
+    msgs = _session(300)
+    policy = ContextPolicy(4_000, 0.8, 1_000)
+    cache = TokenCache(append_only=True)
+    build_request_view(msgs[:400], policy, cache=cache)
+    first = plan_snapshot(cache, msgs[:400])
+    build_request_view(msgs[:440], policy, cache=cache)
+    assert plan_snapshot(cache, msgs[:440]) is first and first["n"] < 400
+    build_request_view(msgs, policy, cache=cache)
+    again = plan_snapshot(cache, msgs)
+    assert again is not first and again["n"] == len(msgs) - 1 > first["n"] + PLAN_RESAVE_STEPS
+    fresh = TokenCache(append_only=True)
+    fresh.resume_plan = json.loads(json.dumps(first))
+    assert build_request_view(copy.deepcopy(msgs), policy, cache=fresh).messages == build_request_view(
+        msgs, policy).messages
+    assert fresh.resume_note is None and fresh.misses == len(msgs) - first["n"]

@@ -534,6 +534,7 @@ def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
 
 
 PLAN_STATE_VERSION = 1  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
+PLAN_RESAVE_STEPS = 512  # a saved plan is made again once the transcript grew by more steps than this
 _ROLE_CODES = {"system": "s", "developer": "d", "user": "u", "assistant": "a", "tool": "t"}
 _CODE_ROLES = {code: role for role, code in _ROLE_CODES.items()}
 
@@ -560,12 +561,19 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
     stored `rows` (the caller's). None otherwise (the fresh process plans it all again: never a wrong plan).
 
     Data: the number of steps `n` (= input positions), the fingerprints of the first and last of them, each step's
-    C1 count (packed int32, base64) and role (one letter each), the system steps and the two totals (C5's bound)."""
+    C1 count (packed int32, base64) and role (one letter each), the system steps and the two totals (C5's bound).
+    Made again only when the transcript grew by more than `PLAN_RESAVE_STEPS` steps since the plan this cache last
+    made or resumed (`TokenCache.saved_plan`, kept as it is until then): a turn's save stays O(new) but once in a
+    while, and a fresh process plans at most that many steps more."""
     slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if not p.continued]
     if not slots:
         return None
     prefix = max(slots, key=lambda p: p.length)
     planned, k = prefix.planned, prefix.resume_step
+    kept = cache.saved_plan
+    if (isinstance(kept, dict) and isinstance(kept.get("n"), int) and 0 <= k - kept["n"] <= PLAN_RESAVE_STEPS
+            and 0 < kept["n"] <= len(rows) and fingerprint(rows[kept["n"] - 1]) == kept.get("last")):
+        return kept  # still the plan of the first n stored rows (they never change, S1): not made again
     c1 = planned.estimates if planned.estimates is not None else (
         planned.tokens if prefix.counter_key is None else None)
     layout = planned.layout
@@ -580,9 +588,12 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
     except (KeyError, TypeError, OverflowError):
         return None
     head = c1[:k]
-    return {"version": PLAN_STATE_VERSION, "n": k, "first": fingerprint(rows[0]), "last": fingerprint(rows[k - 1]),
-            "c1": counts, "roles": roles, "systems": [s for s in layout.systems if s < k], "total": sum(head),
-            "tool_total": _tool_sum(head, layout.roles[:k])}
+    made: dict[str, Any] = {
+        "version": PLAN_STATE_VERSION, "n": k, "first": fingerprint(rows[0]), "last": fingerprint(rows[k - 1]),
+        "c1": counts, "roles": roles, "systems": [s for s in layout.systems if s < k], "total": sum(head),
+        "tool_total": _tool_sum(head, layout.roles[:k])}
+    cache.saved_plan = made
+    return made
 
 
 def _same_rows(inputs: Sequence[Any], rows: Sequence[Message], k: int) -> bool:
@@ -625,7 +636,7 @@ def _seed(cache: TokenCache, inputs: list[Any]) -> None:
     if prefix is None:
         cache.resume_note = why if not cache.resume_note else f"{cache.resume_note}; {why}"
     else:
-        cache.slots = [prefix]
+        cache.slots, cache.saved_plan = [prefix], saved
 
 
 def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:

@@ -186,6 +186,7 @@ class TokenCache:
         # C7: the repair plan and C1 counts saved with it (`incremental.plan_snapshot`), which seed the first
         # build's plan instead of planning the whole stored transcript again
         self.resume_plan: Any = None
+        self.saved_plan: Any = None  # the plan data last made or resumed (a save reuses it while it is recent)
         self.resume_note: str | None = None
         self.rows: dict[int, tuple[Any, ...]] = {}  # provenance display facts per message (view.Trace.memo)
         # C5/C7: messages (by identity, kept alive here) that never get a placeholder (`micro.stays`): a turn's
