@@ -27,6 +27,7 @@ import base64
 import math
 import operator
 import sys
+import zlib
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -533,22 +534,26 @@ def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
     return snapshot
 
 
-PLAN_STATE_VERSION = 1  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
+PLAN_STATE_VERSION = 2  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
 PLAN_RESAVE_STEPS = 512  # a saved plan is made again once the transcript grew by more steps than this
 _ROLE_CODES = {"system": "s", "developer": "d", "user": "u", "assistant": "a", "tool": "t"}
 _CODE_ROLES = {code: role for role, code in _ROLE_CODES.items()}
 
 
 def _counts_bytes(counts: Sequence[int]) -> str:
+    """Counts as text: int32 little-endian, zlib (small counts pack about tenfold), base64."""
     packed = array("i", counts)  # OverflowError past 2**31 (never a C1 count of a bounded message)
     if sys.byteorder == "big":
         packed.byteswap()
-    return base64.b64encode(packed.tobytes()).decode("ascii")
+    return base64.b64encode(zlib.compress(packed.tobytes(), 1)).decode("ascii")
 
 
 def _counts_of(text: Any) -> list[int]:
     packed = array("i")
-    packed.frombytes(base64.b64decode(text, validate=True))
+    try:
+        packed.frombytes(zlib.decompress(base64.b64decode(text, validate=True)))
+    except zlib.error as exc:
+        raise ValueError(str(exc)) from exc
     if sys.byteorder == "big":
         packed.byteswap()
     return packed.tolist()
@@ -561,7 +566,7 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
     stored `rows` (the caller's). None otherwise (the fresh process plans it all again: never a wrong plan).
 
     Data: the number of steps `n` (= input positions), the fingerprints of the first and last of them, each step's
-    C1 count (packed int32, base64) and role (one letter each), the system steps and the two totals (C5's bound).
+    C1 count (packed int32, zlib, base64) and role (one letter each), the system steps and the two totals (C5's bound).
     Made again only when the transcript grew by more than `PLAN_RESAVE_STEPS` steps since the plan this cache last
     made or resumed (`TokenCache.saved_plan`, kept as it is until then): a turn's save stays O(new) but once in a
     while, and a fresh process plans at most that many steps more."""
