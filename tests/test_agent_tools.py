@@ -7,6 +7,7 @@ server over HTTP through the `openai` client, a real DuckDB file.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from mxclaw_nb.context.overhead import tool_definitions_text, tool_definitions_t
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.provider.client import OpenAIProvider
 from mxclaw_nb.settings import DEMO_MODEL, Settings
-from mxclaw_nb.tools import Tool
+from mxclaw_nb.tools import Tool, default_registry
 
 DESCRIPTION = "Report the weather of one city for the next days: temperature, wind, rain and a short forecast. " * 8
 WEATHER = Tool("weather_report", DESCRIPTION,
@@ -79,3 +80,19 @@ def test_t1_a_replaced_registry_or_a_fresh_policy_is_followed_too(tmp_path: Path
         assert agent.dry_run("hi").fixed_tokens == tool_definitions_tokens(agent.policy.tool_definitions)
     finally:
         agent.close()
+
+
+def test_t1_the_readme_figures_of_the_tool_definitions_are_the_shipped_tools():
+    """The README quotes the tool definitions' size (T1); the figures are those of the shipped registry."""
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    plain, kernel = default_registry(), default_registry(namespace=lambda: {})
+    text = tool_definitions_text(plain.schemas())
+    found = re.search(r"(\d+) tools, about ([\d,]+) characters of JSON, (\d+) in a kernel", readme)
+    assert found, "the README's tool-definitions sentence"
+    tools, chars, in_kernel = int(found[1]), int(found[2].replace(",", "")), int(found[3])
+    assert (tools, in_kernel) == (len(plain.names()), len(kernel.names()))
+    assert abs(chars - len(text)) <= 100, (chars, len(text))
+    found = re.search(r"schemas \((\d+) tools, which the C1 estimate counts as about ([\d,]+) tokens\)", readme)
+    assert found, "the README's local-models sentence on tool definitions"
+    assert int(found[1]) == len(plain.names())
+    assert abs(int(found[2].replace(",", "")) - tool_definitions_tokens(text)) <= 50

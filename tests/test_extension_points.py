@@ -47,6 +47,7 @@ def summary_only() -> Iterator[Strategy]:
         yield registered
     finally:
         STRATEGIES.pop("summary-only", None)
+        STRATEGIES.pop("summary-only-cache", None)
 
 
 # 120 synthetic messages at an 11k window: the article's ladder places placeholders (C5) on 9 calls.
@@ -59,6 +60,7 @@ def test_c12_a_strategy_from_one_outside_module_is_known_by_name(summary_only):
     assert any(row["strategy"] == "summary-only" for row in describe())
     assert check_setting("strategy", "summary-only") == "summary-only"
     STRATEGIES.pop("summary-only")
+    STRATEGIES.pop("summary-only-cache")
     with pytest.raises(ValueError, match="unknown strategy 'summary-only'"):
         strategy_from("summary-only")
 
@@ -80,6 +82,22 @@ def test_c12_replay_and_compare_run_the_registered_strategy(summary_only):
                    progress=False, facts=False)
     assert both["policy"].nunique() == 2
     assert any(label.startswith("summary-only") for label in both["policy"].unique())
+
+
+def test_c12_e4_a_strategy_registered_later_gets_its_cache_variant(summary_only):
+    """The `<name>-cache` companion (E4) exists for a strategy registered after import too, by name, with the
+    inner strategy's parameters and its own, and replay runs it: never more tokens than its plain strategy sends
+    when the prefix is kept warm, the same calls otherwise."""
+    variant = strategy_from("summary-only-cache")
+    assert variant.name == "summary-only-cache"
+    assert variant.inner is summary_only  # type: ignore[attr-defined]
+    assert "clear_at_least" in variant.params() and "idle_ratio" in variant.params()
+    assert check_setting("strategy", "summary-only-cache:clear_at_least=500") == "summary-only-cache:clear_at_least=500"
+    plain = replay(MESSAGES, {"window": WINDOW, "strategy": "summary-only"})
+    cached = replay(MESSAGES, {"window": WINDOW, "strategy": "summary-only-cache"})
+    assert len(cached) == len(plain)
+    assert set(cached["stage"]) <= {"unchanged", "summary"}
+    assert (cached["after_tokens"] <= WINDOW).all()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -22,7 +22,7 @@ from typing import Any
 from mxclaw_nb.context import model_summary as _model_summary  # noqa: F401 - `model-summary` registered first
 from mxclaw_nb.context.cache_aware import CacheAware, cache_aware_choice
 from mxclaw_nb.context.pipeline import ContextPolicy, Summarizer, _Builder
-from mxclaw_nb.context.strategies import ARTICLE, STRATEGIES, Strategy, register, strategy_from
+from mxclaw_nb.context.strategies import ARTICLE, Strategy, add_variant_maker, strategy_from
 from mxclaw_nb.context.view import RequestView
 
 SUFFIX = "-cache"
@@ -94,8 +94,13 @@ def choose(build: Callable[[list[Any], ContextPolicy], RequestView], policy: Con
     return view, decision | {"continued": other is not None and view is other}
 
 
-for _name, (_default, _about) in list(STRATEGIES.items()):
-    if not _name.endswith(SUFFIX):
-        register(CacheVariant(name=_name + SUFFIX, inner=_default),
-                 f"cache-aware {_name} (E4): keeps a warm cached prefix unless the threshold is passed or the "
-                 f"compaction frees clear_at_least tokens more")
+def _variant_of(default: Strategy, _description: str) -> tuple[Strategy, str] | None:
+    """`<name>-cache` for each plain strategy, also one registered after import (SPEC C12, E4)."""
+    if default.name.endswith(SUFFIX) or isinstance(default, CacheVariant):
+        return None
+    return (CacheVariant(name=default.name + SUFFIX, inner=default),
+            f"cache-aware {default.name} (E4): keeps a warm cached prefix unless the threshold is passed or the "
+            f"compaction frees clear_at_least tokens more")
+
+
+add_variant_maker(_variant_of)

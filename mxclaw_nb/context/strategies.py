@@ -44,7 +44,7 @@ and parameters); a wrapper can read `b.before`, `b.policy`, `b.split()` and call
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from itertools import compress, filterfalse
 from typing import Any
@@ -184,10 +184,29 @@ ARTICLE = Strategy()
 STRATEGIES: dict[str, tuple[Strategy, str]] = {}
 
 
+# SPEC C12, E4: functions that derive companion strategies from each registered one (the `<name>-cache` variants);
+# each returns the companion and its description, or None. Applied to every strategy, also one registered later.
+VARIANT_MAKERS: list[Callable[[Strategy, str], tuple[Strategy, str] | None]] = []
+
+
 def register(default: Strategy, description: str) -> Strategy:
-    """Make a strategy available by its name (its fields give the parameters `strategy_from` accepts)."""
+    """Make a strategy available by its name (its fields give the parameters `strategy_from` accepts), with the
+    companions `VARIANT_MAKERS` derive from it."""
     STRATEGIES[default.name] = (default, description)
+    for make in VARIANT_MAKERS:
+        made = make(default, description)
+        if made is not None and made[0].name not in STRATEGIES:
+            register(*made)
     return default
+
+
+def add_variant_maker(make: Callable[[Strategy, str], tuple[Strategy, str] | None]) -> None:
+    """Derive companions with `make` for every strategy registered so far and every one registered later."""
+    VARIANT_MAKERS.append(make)
+    for default, description in list(STRATEGIES.values()):
+        made = make(default, description)
+        if made is not None and made[0].name not in STRATEGIES:
+            register(*made)
 
 
 def strategy_from(name: str | Strategy | None = None, params: Mapping[str, Any] | None = None,
