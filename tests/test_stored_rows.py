@@ -99,3 +99,17 @@ def test_c7_a_spliced_input_is_compared_by_its_tail_only():
     b = Spliced(head, 6, copy.deepcopy([*head[6:8], {"role": "user", "content": "x"}]))
     assert a == b and a != Spliced(head, 9)
     assert a[:4] == head[:4] and isinstance(a[:4], Spliced) and a[3:5] == head[3:5]
+
+
+def test_c7_stored_rows_read_in_order_take_larger_reads(tmp_path):
+    n = 40 * CHUNK
+    store = _store(tmp_path, n)
+    rows = store.transcript_rows("s")
+    assert rows is not None
+    reads: list[tuple[int, int]] = []
+    fetch = rows._fetch
+    rows._fetch = lambda a, b: reads.append((a, b)) or fetch(a, b)
+    assert [rows[k]["content"] for k in range(n)] == [f"m{k}" for k in range(n)]  # a plan of everything, in order
+    assert len(reads) <= 4 and reads[0][0] == 0 and reads[-1][1] == n  # not n / CHUNK = 40 queries
+    assert all(b == c for (_, b), (c, _) in zip(reads, reads[1:], strict=False))  # each read once
+    store.close()

@@ -22,7 +22,7 @@ class StoredRows(HeadTail):
     """The first `count` stored messages of a session (seq 0..count-1), read by `fetch(start, stop)` on demand,
     then the messages `extend`ed onto it. Only grows; items are the same dict objects on every read."""
 
-    __slots__ = ("_fetch", "_got", "fetched", "users")
+    __slots__ = ("_ahead", "_fetch", "_got", "fetched", "users")
 
     def __init__(self, fetch: Callable[[int, int], list[Message]], count: int, users: int = 0) -> None:
         super().__init__(count)
@@ -30,6 +30,7 @@ class StoredRows(HeadTail):
         self.users = users  # how many of the `count` stored messages are the user's (the turn number: one COUNT)
         self._got: list[Message | None] = [None] * count
         self.fetched = 0  # rows read so far (what a bench or test checks)
+        self._ahead = (0, CHUNK)  # (where the last forward read ended, how many rows the next one there reads)
 
     def _load(self, start: int, stop: int) -> None:
         """Read the rows of positions start..stop-1 not read yet (one query over the span)."""
@@ -51,8 +52,14 @@ class StoredRows(HeadTail):
     def _item(self, k: int) -> Message:
         row = self._got[k]
         if row is None:
-            a = k - k % CHUNK
-            self._load(a, min(a + CHUNK, self._h))
+            end, size = self._ahead
+            if k == end:  # read in order (a plan of everything, without a saved one): larger reads, fewer queries
+                a, size = k, min(size * 4, 64 * CHUNK)
+            else:
+                a, size = k - k % CHUNK, CHUNK
+            stop = min(a + size, self._h)
+            self._load(a, stop)
+            self._ahead = (stop, size)
             row = self._got[k]
         assert row is not None
         return row
