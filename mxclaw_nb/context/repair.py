@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 from typing import Any
 
 from mxclaw_nb.context.rows import HeadTail
@@ -328,4 +329,10 @@ class SentForms(HeadTail):
             plan = plan_counted(list(self._messages[:h]))
             if len(plan.sent) == h and isinstance(plan.sources, range):
                 done[:] = [d if d is not None else s for d, s in zip(done, plan.sent, strict=True)]
+        if None not in done:  # every form made: read at C speed (a later call of the everything-fits path)
+            return chain(islice(done, h), self._tail)
         return super().__iter__()
+
+    def _items(self, start: int, stop: int) -> list[Message]:
+        part = self._done[start:stop]
+        return part if None not in part else super()._items(start, stop)  # type: ignore[return-value]

@@ -22,7 +22,7 @@ class StoredRows(HeadTail):
     """The first `count` stored messages of a session (seq 0..count-1), read by `fetch(start, stop)` on demand,
     then the messages `extend`ed onto it. Only grows; items are the same dict objects on every read."""
 
-    __slots__ = ("_ahead", "_fetch", "_got", "fetched", "users")
+    __slots__ = ("_ahead", "_fetch", "_got", "_loaded", "fetched", "users")
 
     def __init__(self, fetch: Callable[[int, int], list[Message]], count: int, users: int = 0) -> None:
         super().__init__(count)
@@ -30,10 +30,13 @@ class StoredRows(HeadTail):
         self.users = users  # how many of the `count` stored messages are the user's (the turn number: one COUNT)
         self._got: list[Message | None] = [None] * count
         self.fetched = 0  # rows read so far (what a bench or test checks)
+        self._loaded = 0  # positions filled (== count: every row is here, nothing is looked for)
         self._ahead = (0, CHUNK)  # (where the last forward read ended, how many rows the next one there reads)
 
     def _load(self, start: int, stop: int) -> None:
         """Read the rows of positions start..stop-1 not read yet (one query over the span)."""
+        if self._loaded == self._h:
+            return
         got = self._got
         while start < stop and got[start] is not None:
             start += 1
@@ -47,6 +50,7 @@ class StoredRows(HeadTail):
         for k, row in enumerate(rows, start):
             if got[k] is None:
                 got[k] = row
+                self._loaded += 1
         self.fetched += len(rows)
 
     def _item(self, k: int) -> Message:
