@@ -372,3 +372,15 @@ def test_c7_a_turns_save_reuses_a_recent_plan_and_makes_it_again_after_many_step
     assert build_request_view(copy.deepcopy(msgs), policy, cache=fresh).messages == build_request_view(
         msgs, policy).messages
     assert fresh.resume_note is None and fresh.misses == len(msgs) - first["n"]
+
+
+def test_c7_a_long_lazily_read_input_without_a_saved_plan_is_planned_from_one_list_of_it():
+    msgs = _session(1_300)
+    policy = ContextPolicy(4_000, 0.8, 1_000)
+    cache = TokenCache(append_only=True)
+    lazy = with_appended(Spliced(msgs, len(msgs) - 1), msgs[-1:])
+    view = build_request_view(lazy, policy, cache=cache)
+    assert view.messages == build_request_view(msgs, policy).messages and cache.misses == len(msgs)
+    more = with_appended(lazy, [{"role": "user", "content": "next"}])
+    assert build_request_view(more, policy, cache=cache).messages == build_request_view(list(more), policy).messages
+    assert cache.misses < len(msgs) + 10  # the next build grew from it

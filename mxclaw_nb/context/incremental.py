@@ -448,7 +448,10 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     if cache is not None and cache.resume_plan is not None:  # C7: a fresh process's first build
         _seed(cache, inputs)
     reuse = _pick(cache, inputs, snap) if cache is not None else None
-    new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
+    start = reuse.resume if reuse is not None else 0
+    # a long stretch of a lazily read input (no saved plan, or a stale one) is planned from one list of it: one read
+    # of the rows and list indexing, not a call per message through the lazy sequence (same messages, same plan)
+    new = plan_counted(list(inputs) if isinstance(inputs, Spliced) and len(inputs) - start > 4_096 else inputs, start)
     k = 0
     old_tail: Sequence[int] | None = None
     sources, messages, dropped, sent = new.sources, new.messages, new.dropped, new.sent
