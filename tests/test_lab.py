@@ -197,7 +197,8 @@ def test_n2_lab_inspector_html_is_the_inspectors_own(lab: PolicyLab) -> None:
 def test_s4_a_newer_policy_cancels_the_background_replay_and_a_failure_is_said() -> None:
     """S4: moving on before the timeline's replay is done cancels it (only the last policy's timeline is drawn); a
     replay that fails says so where the timeline was and raises from wait()."""
-    lab = PolicyLab({"long": long_session(300)}, datasets=False, window=16_000, keep_recent=2_000)
+    lab = PolicyLab({"long": long_session(300)}, datasets=False, window=16_000, keep_recent=2_000,
+                    wait_ms=0)  # never wait for the whole replay: the background path
     drawn = lab.redraws["timeline"]
     with lab._lock:  # both moves before the first replay may draw (a loaded machine could finish it in between)
         lab.window.value = 20_000
@@ -226,3 +227,43 @@ def test_s4_a_newer_policy_cancels_the_background_replay_and_a_failure_is_said()
         with pytest.raises(RuntimeError, match="the store went away"):
             lab.wait()
     assert "the replay for the timeline failed: RuntimeError: the store went away" in lab.timeline.value
+
+
+@pytest.mark.parametrize("wait_ms", [10_000.0, 0.0])
+def test_s4_a_quick_whole_replay_is_waited_for_and_drawn_with_the_call(wait_ms: float) -> None:
+    """S4: when the transcript's last whole replay took at most `wait_ms`, a policy change waits for the new one
+    and redraws timeline, gauge and inspector at once (no background replay, nothing dimmed); else the call first
+    and the timeline from a background replay (dimmed meanwhile)."""
+    lab = PolicyLab({"long": long_session(120)}, datasets=False, window=16_000, keep_recent=2_000, wait_ms=wait_ms)
+    drawn, calls = lab.redraws["timeline"], lab.redraws["call"]
+    lab.call.value = 100
+    lab.window.value = 20_000
+    waited = wait_ms > 0
+    assert (lab._job is None) == waited and ("mx-lab-stale" in lab.plot._dom_classes) != waited
+    assert lab.redraws["timeline"] == drawn + waited and lab.redraws["call"] == calls + 2
+    assert f'data-timeline="{int(waited)}"' in lab.status.value and "window 20,000" in lab.status.value
+    lab.wait()
+    assert lab.redraws["timeline"] == drawn + 1 and 'data-timeline="1"' in lab.status.value
+    assert lab.data is not None and lab.data.record.after_tokens == lab.current.views[99].after_tokens
+    assert "window 20,000" in lab.timeline.value or lab.current.rows[0]["window"] == 20_000
+
+
+def test_s4_replays_sharing_the_transcripts_caches_give_the_views_of_fresh_ones() -> None:
+    """The lab's replays on the kernel's thread share one SessionCaches per transcript across policies and
+    strategies (as `compare` does): every view equals that of a replay with caches of its own."""
+    import json
+
+    msgs = long_session(200, per_turn=17)
+    lab = PolicyLab({"long": msgs}, datasets=False, window=16_000, keep_recent=2_000, wait_ms=10_000)
+    lab.call.value = 150
+    for state in ({"strategy": "masking", "keep_last": 4}, {"window": 12_000}, {"strategy": "clearing"},
+                  {"strategy": "model-summary", "keep_recent": 1_500}, {"strategy": "article", "threshold_ratio": 0.6}):
+        lab.set(**state)
+        fresh: list[Any] = []
+        replay_messages(msgs, lab.policy(), facts=False, views=fresh)
+
+        def dump(views: list[Any]) -> list[str]:
+            return [json.dumps([v.messages, v.stage, v.summary, v.after_tokens, v.sources]) for v in views]
+
+        assert dump(lab.current.views) == dump(fresh), state
+        assert lab._caches  # the shared caches were used

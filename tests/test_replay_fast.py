@@ -26,7 +26,7 @@ from mxclaw_nb.context.strategies import Clearing, Masking, strategy_from
 from tests.context.test_properties import cases
 from tests.test_lab import long_session
 
-STRATEGIES = ["article", "masking", "clearing"]
+STRATEGIES = ["article", "masking", "clearing", "model-summary"]
 replay_mod = importlib.import_module("mxclaw_nb.analysis.replay")  # the package exports a `replay` function
 
 
@@ -119,7 +119,8 @@ def sessions(draw: st.DrawFn) -> list[Any]:
                                                                    HealthCheck.function_scoped_fixture])
 @given(messages=sessions(), window=st.integers(200, 6_000), ratio=st.sampled_from([0.5, 0.8, 1.0]),
        tail=st.integers(0, 1_500), strategy=st.sampled_from([strategy_from("article"), Masking(), Masking(keep_last=1),
-                                                             Clearing(), Clearing(keep_last=0, clear_at_least=50)]))
+                                                             Clearing(), Clearing(keep_last=0, clear_at_least=50),
+                                                             strategy_from("model-summary")]))
 def test_s4_fast_replay_equals_the_plain_one_on_random_sessions(messages: list[Any], window: int, ratio: float,
                                                                tail: int, strategy: Any,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +135,8 @@ def test_s4_fast_replay_equals_the_plain_one_on_random_sessions(messages: list[A
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(case=cases(), strategy=st.sampled_from([strategy_from("article"), Masking(), Masking(keep_last=0), Clearing(),
-                                               Clearing(keep_last=0, clear_at_least=50)]), facts=st.booleans())
+                                               Clearing(keep_last=0, clear_at_least=50),
+                                               strategy_from("model-summary")]), facts=st.booleans())
 def test_s4_fast_replay_equals_the_plain_one_on_random_transcripts(case: tuple[list[Any], ContextPolicy],
                                                                    strategy: Any, facts: bool,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,3 +151,53 @@ def test_s4_fast_replay_equals_the_plain_one_on_random_transcripts(case: tuple[l
             _both(messages, policy, monkeypatch, facts=facts)
         return
     assert fv == pv and _same(fast, plain)
+
+
+STATE_COLUMNS = {"kept", "placeholder", "typed_placeholders", "summarized", "dropped", "synthetic", "shared_tokens",
+                 "broken_tokens"}
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_s4_a_replay_without_state_columns_has_the_same_views_and_other_columns(name: str) -> None:
+    """S4 (the policy lab's whole replay): `states=False` leaves out the per-message state and E2 columns only."""
+    for window, tail in ((32_000, 4_000), (12_000, 1_000)):
+        policy = ContextPolicy(window, 0.8, tail, strategy=strategy_from(name))
+        full_views: list[Any] = []
+        light_views: list[Any] = []
+        full = replay_messages(long_session(300), policy, facts=False, views=full_views)
+        light = replay_messages(long_session(300), policy, facts=False, views=light_views, states=False)
+        assert _dump(light_views) == _dump(full_views)
+        assert [{k: v for k, v in r.items() if k not in STATE_COLUMNS} for r in full] == light
+        assert all(r.keys() >= STATE_COLUMNS for r in full) and not any(STATE_COLUMNS & r.keys() for r in light)
+    with pytest.raises(ValueError, match="states=False needs facts=False"):
+        replay_messages(long_session(40), policy, states=False)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_s4_replay_rows_as_requests_is_the_frame_of_their_records(name: str) -> None:
+    """The timeline's frame of replay rows (laid out once by the store's codec, then per row only the columns a
+    row sets) equals `records_frame` of each row's RequestRecord, for every counter a replay reports."""
+    import pandas as pd
+
+    from mxclaw_nb.analysis.replay import rows_as_requests
+    from mxclaw_nb.records import RequestRecord
+    from mxclaw_nb.store.records import records_frame
+
+    rows = replay_messages(long_session(120), ContextPolicy(12_000, 0.8, 1_000, strategy=strategy_from(name)),
+                           facts=False, states=False)
+    for counter in ("estimate", "calibrated", "o200k_base", None):
+        given = [{**r, "counter": counter, "estimate_tokens": None if k % 7 == 0 else r["estimate_tokens"]}
+                 for k, r in enumerate(rows)]
+        records, last, it = [], None, 0
+        for r in given:
+            it = it + 1 if r["turn"] == last else 1
+            last = r["turn"]
+            c = str(r["counter"] or "estimate")
+            est = r["estimate_tokens"]
+            records.append(RequestRecord(
+                turn=r["turn"], iteration=it, counter=c,
+                estimate_tokens=est if est is not None else r["after_tokens"] if c == "estimate" else None,
+                calibrated_tokens=r["after_tokens"] if c == "calibrated" else None, before_tokens=r["before_tokens"],
+                after_tokens=r["after_tokens"], threshold=r["threshold"], window_tokens=r["window"],
+                stage=r["stage"], session_id=r["session_id"], seq=r["call"] - 1))
+        pd.testing.assert_frame_equal(rows_as_requests(given), records_frame(records))

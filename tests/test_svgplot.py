@@ -215,3 +215,25 @@ def test_n2_turn_labels_never_overlap_and_the_first_turn_is_named(calls_per_turn
     room = min(calls_per_turn[:-1], default=0) * PLOT_WIDTH_PX / len(turns)
     if room >= text_width(f"turn {len(calls_per_turn)}", LABEL_SIZE) + LABEL_GAP_PX:  # wide turns: all named
         assert len(labels) == len(calls_per_turn)
+
+
+def test_c10_a_dense_timeline_marks_only_the_compactions_a_marker_can_show() -> None:
+    """Above MAX_MARKERS calls, a compaction whose drop is shorter than its marker (masking's, at every call) is
+    not marked: 500 such markers merged into a band over the sent line. The large drops keep marker and line."""
+    from mxclaw_nb.analysis.replay import replay_messages, rows_as_requests
+    from mxclaw_nb.context.strategies import strategy_from
+    from mxclaw_nb.widgets.timeline import MARK_R, MAX_MARKERS, timeline_frame, timeline_svg
+    from tests.test_lab import long_session
+
+    rows = replay_messages(long_session(500), ContextPolicy(32_000, 0.8, 2_500, strategy=strategy_from("masking")),
+                           facts=False, states=False)
+    layers = timeline_layers(timeline_frame(rows_as_requests(rows)))
+    root = ET.fromstring(timeline_svg(layers))
+    marks = [p for p in root.iter(f"{SVG}path") if p.get("data-stage")]
+    tips = [tuple(map(float, re.findall(r"L([\d.]+) ([\d.]+)Z", m.get("d"))[0])) for m in marks]  # (x, y) of the tip
+    sent = _ys(next(p.get("d") for p in root.iter(f"{SVG}path") if p.get("data-label") == "sent, tokens (est.)"))
+    calls = [round((x - BOX[0]) / (BOX[2] - BOX[0]) * 500 + 0.5) for x, _ in tips]
+    tips = [y for _, y in tips]
+    assert len(layers.x) > MAX_MARKERS and sum(r["compacted"] for r in rows) > 400  # one at nearly every call
+    assert 10 <= len(marks) <= 40  # the turns' large drops only
+    assert all(sent[c - 1] - (tip - MARK_R) >= MARK_R - 0.2 for c, tip in zip(calls, tips, strict=True))

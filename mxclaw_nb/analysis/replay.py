@@ -54,7 +54,8 @@ from mxclaw_nb.context.tokens import estimate_messages
 from mxclaw_nb.context.view import Trace
 from mxclaw_nb.messages import Message, sanitize
 from mxclaw_nb.records import RequestRecord, c1_estimate
-from mxclaw_nb.store.records import opt_int, records_frame
+from mxclaw_nb.store.codec import text
+from mxclaw_nb.store.records import FRAME_COLUMNS, frame_row, opt_int
 
 COMPACTED = ("placeholder", "summarized", "dropped")
 _STAYING = frozenset({"kept", "placeholder"})  # the states a kept step leaves as they are
@@ -385,7 +386,7 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                     facts: bool = True, caches: SessionCaches | None = None,
                     progress: bool | Callable[..., Any] = False,
                     views: list[RequestView] | None = None, first_call: int = 1,
-                    summary_writer: Any = None) -> list[dict[str, Any]]:
+                    summary_writer: Any = None, states: bool = True) -> list[dict[str, Any]]:
     """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
     every simulated call's RequestView (e.g. to compare them with what a live run sent).
 
@@ -396,7 +397,14 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     ``first_call``: simulate only the calls from this one on, which must open a turn (C2: the engine rebuilds
     there from the stored transcript, so its views and the rest of its turn are those of the whole replay; what
     carries over turns is not: the facts columns (refused) and the E2 shared-prefix columns of that first call).
-    The cache-aware variants may carry a view over a turn boundary (E4): refused for them."""
+    The cache-aware variants may carry a view over a turn boundary (E4): refused for them.
+
+    ``states=False`` (needs ``facts=False``): leave out the columns of per-message states and of the E2 shared
+    prefix (`kept`, `placeholder`, `typed_placeholders`, `summarized`, `dropped`, `synthetic`, `shared_tokens`,
+    `broken_tokens`), which a timeline does not draw: the same views and other columns, about a third sooner
+    (the policy lab's whole replay, S4)."""
+    if not states and facts:
+        raise ValueError("states=False needs facts=False (the fact columns follow the message states)")
     msgs = list(messages)
     caches = caches or SessionCaches()
     cache = caches.token_cache(policy)
@@ -470,12 +478,14 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         view = built
         if views is not None:
             views.append(view)
-        shared, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
-                                       view.after_tokens if view.trace is not None else None,
-                                       extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
-        synthetic = chain.record(view)
-        counts = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
-        counts["kept"] = i - sum(counts.values())  # every other transcript message so far
+        counts: dict[str, Any] = {}  # the per-message states and the E2 shared prefix (S4: states=False skips)
+        shared: dict[str, Any] = {}
+        if states:
+            got, pstate = shared_prefix(pstate, view.messages, _sent_tokens(view, policy), view.counter,  # E2
+                                        view.after_tokens if view.trace is not None else None,
+                                        extends=not rebuilt and view.stage == "unchanged" and not view.repaired)
+            shared = {"shared_tokens": got.tokens, "broken_tokens": got.broken_tokens}  # E2, in `counter`
+            counts = _state_columns(chain, view, caches, i)
         row: dict[str, Any] = {
             "session_id": session_id, "call": call_no, "turn": turns[i - 1], "n_messages": i,
             "n_input": len(inputs), "rebuilt": rebuilt, "full_tokens": prefix[i], "before_tokens": view.before_tokens,
@@ -483,10 +493,8 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
             "saved_tokens": prefix[i] - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
-            "typed_placeholders": caches.typed_count(view.messages),  # K2
-            "synthetic": synthetic, "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
-            "over_threshold": view.over_threshold,
-            "shared_tokens": shared.tokens, "broken_tokens": shared.broken_tokens,  # E2, in `counter`
+            "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
+            "over_threshold": view.over_threshold, **shared,
             "completion_tokens": full[i] if i < len(full) else 0, "cache_decision": decision.get("decision"),
             **_summary_call(view, policy, summarized),
             **(written.columns() if written is not None else {}),  # C11: what the writer really did
@@ -500,6 +508,15 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
         rows.append(row)
         prev = i
     return rows
+
+
+def _state_columns(chain: _Chain, view: RequestView, caches: SessionCaches, i: int) -> dict[str, Any]:
+    """The per-message state columns of the call at `i` (its view folded into the chain's states first)."""
+    synthetic = chain.record(view)
+    counts: dict[str, Any] = {a: chain.action_counts.get(a, 0) for a in COMPACTED}
+    counts["kept"] = i - sum(counts.values())  # every other transcript message so far
+    counts.update(typed_placeholders=caches.typed_count(view.messages), synthetic=synthetic)  # K2
+    return counts
 
 
 def _write_summary(writer: Any, session_id: str, policy: ContextPolicy, view: RequestView,
@@ -589,17 +606,30 @@ def as_requests(df: pd.DataFrame, session_id: str | None = None) -> pd.DataFrame
         df = df[df["session_id"] == session_id]
     if df["session_id"].nunique() > 1 or ("policy" in df and df["policy"].nunique() > 1):
         raise ValueError("as_requests takes the rows of one session and one policy; filter the frame first")
-    records, last_turn, it = [], None, 0
-    for row in df.to_dict("records"):
+    return rows_as_requests(df.to_dict("records"))
+
+
+def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """`as_requests` of the rows of one replay (`replay_messages`' dicts, one session and policy) without making
+    their DataFrame first (the policy lab's timeline, S4). The store's codec lays out the first row's record; the
+    others differ from it only in the columns a replay row sets (`records_frame`'s frame: a test holds it)."""
+    out: list[dict[str, Any]] = []
+    template: dict[str, Any] | None = None
+    last_turn, it = None, 0
+    for row in rows:
+        it = it + 1 if row["turn"] == last_turn else 1
+        last_turn = row["turn"]
         counter = str(row.get("counter") or "estimate")
         after = int(row["after_tokens"])
         estimate = opt_int(row.get("estimate_tokens"))
-        it = it + 1 if row["turn"] == last_turn else 1
-        last_turn = row["turn"]
-        records.append(RequestRecord(
-            turn=int(row["turn"]), iteration=it, counter=counter,
-            estimate_tokens=estimate if estimate is not None else after if counter == "estimate" else None,
-            calibrated_tokens=after if counter == "calibrated" else None, before_tokens=int(row["before_tokens"]),
-            after_tokens=after, threshold=int(row["threshold"]), window_tokens=int(row["window"]),
-            stage=str(row["stage"]), session_id=str(row["session_id"]), seq=int(row["call"]) - 1))
-    return records_frame(records)
+        values = {"session_id": str(row["session_id"]), "seq": int(row["call"]) - 1, "turn": int(row["turn"]),
+                  "iteration": it, "counter": counter,
+                  "estimate_tokens": estimate if estimate is not None else after if counter == "estimate" else None,
+                  "calibrated_tokens": after if counter == "calibrated" else None,
+                  "before_tokens": int(row["before_tokens"]), "after_tokens": after,
+                  "threshold": int(row["threshold"]), "window_tokens": int(row["window"]), "stage": str(row["stage"])}
+        if template is None:  # the record a stored call would have (`mxclaw_nb.records.RequestRecord`)
+            template = frame_row(RequestRecord(**values))
+        values["counter"], values["stage"] = text(counter), text(values["stage"])  # as the codec writes them
+        out.append({**template, **values})
+    return pd.DataFrame(out, columns=list(FRAME_COLUMNS))

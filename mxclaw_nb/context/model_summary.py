@@ -148,7 +148,8 @@ class ModelSummary(Strategy):
         if b.before <= b.policy.threshold:
             return b.finish("unchanged", None, None)
         conv = b.split()
-        micro = microcompact(conv, b.step_messages, b.sent, b.tokens, b.layout_now, b.policy, b.before, b.recall_of)
+        micro = microcompact(conv, b.step_messages, b.sent, b.tokens, b.layout_now, b.policy, b.before, b.recall_of,
+                             b.cache)  # the session cache: placeholders made once (as the article's C5 pass)
         if micro.after <= b.policy.threshold or not conv.old:
             return b.finish_micro(conv, micro)
         seqs = [s for s in map(b.recall_of, conv.old) if s is not None]

@@ -129,12 +129,14 @@ def records_frame(records: Sequence[RequestRecord], *, session_id: str | None = 
     the same columns and JSON text, so every reader of stored records reads these too."""
     import pandas as pd
 
-    rows = []
-    for k, rec in enumerate(records):
-        values = row_values(rec)
-        rows.append({"session_id": rec.session_id if rec.session_id is not None else session_id,
-                     "seq": rec.seq if rec.seq is not None else k, **values, "created_at": rec.created_at})
+    rows = [frame_row(rec, k, session_id) for k, rec in enumerate(records)]
     return pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+
+
+def frame_row(record: RequestRecord, k: int = 0, session_id: str | None = None) -> dict[str, Any]:
+    """One row of `records_frame` (the `k`-th record; `session_id` when the record names none)."""
+    return {"session_id": record.session_id if record.session_id is not None else session_id,
+            "seq": record.seq if record.seq is not None else k, **row_values(record), "created_at": record.created_at}
 
 
 # -- row -> record ------------------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ views; moving the call slider only redraws the gauge, the inspector and the time
 itself is redrawn only when the policy changes). A policy change is live on a long session too: the engine
 rebuilds the view from the stored transcript at each turn's first call (C2), so the chosen call's view is that
 of a replay of its turn alone (`replay_messages(first_call=...)`, the same view as the whole replay's); gauge,
-inspector and comparison are redrawn from it at once, while the whole replay (the timeline's rows) runs in a
-background thread and the timeline is dimmed until it is redrawn (a newer change cancels it). The `-cache`
-variants may carry a view over a turn (E4): for them the whole replay is waited for.
+inspector and comparison are redrawn from it at once, while the whole replay (the timeline's rows, without the
+per-message state columns a timeline does not draw) runs in a background thread and the timeline is dimmed until
+it is redrawn (a newer change cancels it). When the transcript's last whole replay took at most `wait_ms`, the
+change waits for the new one instead and redraws timeline, gauge and inspector at once from it (the quickest
+whole redraw). The `-cache` variants may carry a view over a turn (E4): for them the whole replay is waited for.
 A second strategy runs over the same call side by side: two compact gauges and a one-line difference of the
 two views. Displayed by `%agent lab` with a static snapshot after it (`LiveSnapshot`), so a saved notebook
 keeps the last state as HTML (N2).
@@ -22,6 +24,7 @@ keeps the last state as HTML (N2).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -30,7 +33,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from mxclaw_nb.analysis.replay import _turns, as_requests, call_positions, frame, replay_messages
+from mxclaw_nb.analysis.replay import SessionCaches, _turns, call_positions, replay_messages, rows_as_requests
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
@@ -43,6 +46,7 @@ from mxclaw_nb.widgets.timeline import BOX, THEME_STYLE, W, timeline_frame, time
 
 NONE = "(none)"
 CACHE_SIZE = 32  # replays kept (transcript x policy); a 500-call session's views are a few MB
+WAIT_MS = 60.0  # PolicyLab's `wait_ms` default
 POLICY_KEYS = ("window", "threshold_ratio", "keep_recent")
 
 
@@ -133,11 +137,14 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def __init__(self, transcripts: Mapping[str, Sequence[Any]] | Sequence[Any] | None = None, *, store: Any = None,
                  current: str | None = None, datasets: bool = True, strategy: str = "article",
                  compare: str | None = None, window: int = 32_000, threshold_ratio: float = 0.8,
-                 keep_recent: int = 4_000, max_rows: int = 12, background: bool = True, **kwargs: Any) -> None:
+                 keep_recent: int = 4_000, max_rows: int = 12, background: bool = True, wait_ms: float = WAIT_MS,
+                 **kwargs: Any) -> None:
         """`transcripts`: {label: messages} or one list of messages (shown first); `store`/`current`: the stored
         sessions, the current one first; `datasets`: add the shipped datasets' conversations; `background`: a
         policy change redraws the chosen call from its turn's replay and the timeline when the whole replay, run
-        in a thread, is done (False: every change waits for the whole replay)."""
+        in a thread, is done (False: every change waits for the whole replay); `wait_ms`: a change waits for the
+        whole replay anyway (timeline, gauge and inspector redrawn at once from it, no replay of the call's turn
+        alone, no thread to share the interpreter with) when the transcript's last one took at most this long."""
         sources: dict[str, Callable[[], list[Any]]] = {}
         if isinstance(transcripts, Mapping):
             sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
@@ -156,12 +163,16 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self._turns_cache: dict[tuple[str, ContextPolicy, int], list[RequestView]] = {}  # views of one turn
         self._timelines: dict[tuple[str, ContextPolicy], str] = {}  # the timeline HTML of a whole replay
         self._layouts: dict[str, tuple[list[int], list[int]]] = {}
+        self._replay_ms: dict[str, float] = {}  # the last whole replay's time per transcript (wait_ms)
+        # replay's caches per transcript, shared by the replays made on the kernel's thread across policies (as
+        # `compare` shares them): a call's turn and a quick whole replay re-plan and re-count no message
+        self._caches: dict[str, SessionCaches] = {}
         self._lock = threading.RLock()  # redraws happen on the kernel's thread and the background replay's
         self._job: _Job | None = None
         self._key: tuple[str, ContextPolicy] | None = None  # the (transcript, policy) shown
         self._full: Replayed | None = None  # its whole replay, once done
         self._n = 0  # its number of model calls
-        self.background = background
+        self.background, self.wait_ms = background, wait_ms
         self._quiet = False
         self.redraws = {"timeline": 0, "call": 0}  # what was redrawn (tests read it)
         self.last_ms: dict[str, float] = {}
@@ -299,14 +310,24 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         if hit is None:
             start = time.perf_counter()
             views: list[RequestView] = []
+            # the rows the timeline draws (no per-message state columns: S4, a third sooner) and every view; a
+            # background replay (`steps` its cancellation points) has caches of its own (one thread each)
             rows = replay_messages(self.messages(key[0]), policy, session_id=key[0], facts=False, views=views,
-                                   progress=steps)
+                                   progress=steps, states=False,
+                                   caches=None if callable(steps) else self._session_caches(key[0]))
             hit = Replayed(rows, views, (time.perf_counter() - start) * 1000)
             with self._lock:
+                self._replay_ms[key[0]] = hit.ms
                 if len(self._cache) >= CACHE_SIZE:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = hit
         return hit
+
+    def _session_caches(self, label: str) -> SessionCaches:
+        """The transcript's replay caches (kernel thread only; a few kept)."""
+        if label not in self._caches and len(self._caches) >= 4:
+            self._caches.pop(next(iter(self._caches)))
+        return self._caches.setdefault(label, SessionCaches())
 
     @property
     def current(self) -> Replayed:
@@ -345,7 +366,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         if views is None or len(views) <= call - first:  # the turn up to this call (a later one extends it)
             views = []
             replay_messages(self.messages(label)[:calls[call - 1] + 1], policy, session_id=label, facts=False,
-                            views=views, first_call=first)
+                            views=views, first_call=first, states=False, caches=self._session_caches(label))
             with self._lock:
                 if len(self._turns_cache) >= 4 * CACHE_SIZE:
                     self._turns_cache.pop(next(iter(self._turns_cache)))
@@ -374,8 +395,11 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         with self._lock:
             self._key, self._n = key, n
             self._full = self._cache.get(key)
-        if self._full is None and (first or not self.background or cache_variant(policy) is not None or n == 0):
-            self._full = self.replayed(policy)  # the first draw (it opens on the first compaction), or no other way
+        if self._full is None and (first or not self.background or cache_variant(policy) is not None or n == 0
+                                   or self._replay_ms.get(label, math.inf) <= self.wait_ms):
+            # the first draw (it opens on the first compaction), no other way, or a whole replay quick enough to
+            # wait for: timeline, gauge and inspector at once from it (no second replay of the call's turn)
+            self._full = self.replayed(policy)
         self._quiet = True
         try:
             self.call.max = max(n, 1)
@@ -427,7 +451,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             if not full.rows:
                 html = f'<div style="{FONT}color:{MUTED}">this transcript has no model calls</div>'
             else:
-                req = timeline_frame(as_requests(frame(full.rows, facts=False, exact=False)))
+                req = timeline_frame(rows_as_requests(full.rows))
                 layers = timeline_layers(req, f"replay · {key[1].strategy.label()} · tokens per call")
                 html = THEME_STYLE + f'<div style="color:{MUTED}">{timeline_svg(layers)}</div>'
             if len(self._timelines) >= CACHE_SIZE:

@@ -63,6 +63,7 @@ SUMMARY_COLOR = "#ef6c00"  # C11: a summary call's marker (a diamond)
 SUMMARY_LABEL = "summary call (C11), its prompt tokens"
 SUMMARY_OFFSET = 0.3  # drawn this far left of the call it was made for (it happened before that call)
 MAX_MARKERS = 200  # above this many calls the lines carry no per-call markers (they would merge anyway)
+MARK_R = 5.4  # a compaction marker's size in the SVG (px)
 
 
 def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
@@ -335,12 +336,15 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
             c.add(f'<path class="mx-points" d="{_markers(s.marker, sx, sy)}" fill="{color}"/>')
         legend.append((_legend_line(s, color), s.label))
     if layers.marks:
+        # above MAX_MARKERS calls a compaction whose drop is shorter than its marker is not marked: one at every
+        # call (masking's) would merge into a band over the sent line, hiding it (the line shows those drops)
+        shown = [m for m in layers.marks if n <= MAX_MARKERS or py(m[1]) - py(m[2]) >= MARK_R]
         c.add("".join(f'<path d="M{px(call):.1f} {py(after):.1f}V{py(before):.1f}" stroke="{color}" '
                       f'stroke-opacity="0.8" stroke-width="{1.5 * PT:.2f}"/>'
-                      for call, after, before, _, color in layers.marks))
+                      for call, after, before, _, color in shown))
         c.add('<g class="mx-compactions">' + "".join(
-            f'<path data-stage="{stage}" d="{_triangle(px(call), py(before), 5.4)}" fill="{color}" stroke="{ink}" '
-            f'stroke-width="0.7"/>' for call, _, before, stage, color in layers.marks) + "</g>")
+            f'<path data-stage="{stage}" d="{_triangle(px(call), py(before), MARK_R)}" fill="{color}" stroke="{ink}" '
+            f'stroke-width="0.7"/>' for call, _, before, stage, color in shown) + "</g>")
         for stage in layers.stages:
             legend.append((f'<path d="{_triangle(9, 0, 4)}" fill="{STAGE_COLORS[stage]}" stroke="{ink}" '
                            f'stroke-width="0.7"/>', f"compaction: {stage} (before → sent)"))

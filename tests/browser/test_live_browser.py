@@ -12,7 +12,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the JupyterLab fixture
+from .harness import chromium_page, open_notebook, run_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -28,50 +28,32 @@ def _notebook(ws: str) -> nbformat.NotebookNode:
     return nb
 
 
-def test_live_view_streams_in_order_and_ends_static(jupyterlab, tmp_path):  # noqa: F811 - pytest fixture
+def test_live_view_streams_in_order_and_ends_static(jupyterlab, tmp_path):
     """Spinner and streamed narration while running; [show] opens a tool line; the end is static HTML."""
-    from playwright.sync_api import sync_playwright
-
     from mxclaw_nb.demo.model import copy_demo_workspace
 
     base, root = jupyterlab
     ws = copy_demo_workspace(root / "ws")
     nbformat.write(_notebook(str(ws)), root / "live.ipynb")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 1400})
-            page.goto(f"{base}/lab/tree/live.ipynb?reset", wait_until="domcontentloaded")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-            page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel",
-                                   timeout=60_000)
-            page.evaluate("async () => { const app = window.jupyterapp;"
-                          " await app.shell.currentWidget.sessionContext.ready;"
-                          " if (app.shell.leftCollapsed === false) { app.shell.collapseLeft(); }"
-                          " app.commands.execute('notebook:run-all-cells'); }")  # not awaited: watch it run
-            live = page.locator(".mx-live-turn")
-            live.wait_for(timeout=60_000)
-            page.locator(".mx-live-turn .mx-spinner").first.wait_for(timeout=30_000)  # waiting, with a spinner
-            page.locator(".mx-live-turn .mx-narration").nth(1).wait_for(timeout=60_000)  # call 2 is streaming
-            text = live.inner_text()
-            assert text.index("call 1 · model") < text.index("→ list_dir") < text.index("call 2 · model")
-            page.screenshot(path=str(tmp_path / "live-running.png"))
-            show = live.locator("details.mx-tool summary").first
-            show.click()
-            assert "arguments" in live.locator("details.mx-tool").first.inner_text()
-            page.locator(".mx-static .mx-answer").wait_for(timeout=120_000)  # the turn ended: static HTML
-            final = page.locator(".mx-static")
-            assert page.locator(".mx-live-turn").count() == 0 and "Error displaying widget" not in page.content()
-            final_text = final.inner_text()
-            assert final_text.index("call 8 · model") < final_text.index("answer") and "done · 9 model calls" in \
-                final_text
-            assert final.locator(".mx-answer pre.mx-code").count() >= 1  # the diff and test output in monospace
-            page.screenshot(path=str(tmp_path / "live-final.png"), full_page=True)
-            print("screenshots:", tmp_path / "live-running.png", tmp_path / "live-final.png")
-        except Exception:
-            page.screenshot(path=str(tmp_path / "live-failed.png"), full_page=True)
-            print("failure screenshot:", tmp_path / "live-failed.png")
-            raise
-        finally:
-            browser.close()
+    with chromium_page({"width": 1300, "height": 1400}, failed=tmp_path / "live-failed.png", full_page=True) as page:
+        open_notebook(page, base, "live.ipynb")
+        run_all(page, wait=False)  # not awaited: watch it run
+        live = page.locator(".mx-live-turn")
+        live.wait_for(timeout=60_000)
+        page.locator(".mx-live-turn .mx-spinner").first.wait_for(timeout=30_000)  # waiting, with a spinner
+        page.locator(".mx-live-turn .mx-narration").nth(1).wait_for(timeout=60_000)  # call 2 is streaming
+        text = live.inner_text()
+        assert text.index("call 1 · model") < text.index("→ list_dir") < text.index("call 2 · model")
+        page.screenshot(path=str(tmp_path / "live-running.png"))
+        show = live.locator("details.mx-tool summary").first
+        show.click()
+        assert "arguments" in live.locator("details.mx-tool").first.inner_text()
+        page.locator(".mx-static .mx-answer").wait_for(timeout=120_000)  # the turn ended: static HTML
+        final = page.locator(".mx-static")
+        assert page.locator(".mx-live-turn").count() == 0 and "Error displaying widget" not in page.content()
+        final_text = final.inner_text()
+        assert final_text.index("call 8 · model") < final_text.index("answer") and "done · 9 model calls" in \
+            final_text
+        assert final.locator(".mx-answer pre.mx-code").count() >= 1  # the diff and test output in monospace
+        page.screenshot(path=str(tmp_path / "live-final.png"), full_page=True)
+        print("screenshots:", tmp_path / "live-running.png", tmp_path / "live-final.png")

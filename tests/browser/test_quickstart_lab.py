@@ -8,23 +8,18 @@ to $MXCLAW_SHOTS or a new temporary folder (printed).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .test_agent_kernel_lab import _run_new_cell
-from .test_agent_views_lab import PANEL, _open, _theme, agent_views_lab  # noqa: F401 - the server fixture
-from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the server fixture
+from .harness import PANEL, REPO, chromium_page, open_notebook, run_new_cell, shots_dir, switch_theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(480)]
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "notebooks" / "01-quickstart.ipynb"
+QUICKSTART = REPO / "notebooks" / "01-quickstart.ipynb"
 COUNTS = re.compile(r"(Before \(transcript, (\d+) msgs?\)|After \(sent, (\d+) msgs?\))")
 
 
@@ -39,55 +34,43 @@ def _inspector_counts(page: Any) -> tuple[int, int, Any]:
     return before, after, out
 
 
-def test_n3_quickstart_biggest_compaction_inspector_is_full_shipped_and_live(agent_views_lab: Any) -> None:  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
+def test_n3_quickstart_biggest_compaction_inspector_is_full_shipped_and_live(agent_views_lab: Any) -> None:
     base, root = agent_views_lab
     shutil.copyfile(QUICKSTART, root / "quickstart.ipynb")
-    shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-quickstart-"))
-    shots.mkdir(parents=True, exist_ok=True)
-    print("screenshots in", shots)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            _open(page, base, "quickstart.ipynb")
-            before, after, out = _inspector_counts(page)  # the outputs the notebook ships
-            assert before > 0 and after > 0, (before, after)
-            out.evaluate("e => e.scrollIntoView({block: 'start'})")
-            time.sleep(0.4)
-            page.screenshot(path=str(shots / "quickstart-inspector-shipped-light.png"))
+    shots = shots_dir("mxclaw-quickstart-")
+    with chromium_page({"width": 1400, "height": 1000}, failed=shots / "failed.png") as page:
+        open_notebook(page, base, "quickstart.ipynb")
+        before, after, out = _inspector_counts(page)  # the outputs the notebook ships
+        assert before > 0 and after > 0, (before, after)
+        out.evaluate("e => e.scrollIntoView({block: 'start'})")
+        time.sleep(0.4)
+        page.screenshot(path=str(shots / "quickstart-inspector-shipped-light.png"))
 
-            page.evaluate("window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            cell = page.locator(f"{PANEL} .jp-CodeCell", has_text="CompactionInspector(biggest").first
-            cell.locator(".jp-OutputArea-output", has_text="Before (transcript").first.wait_for(timeout=300_000)
-            before, after, out = _inspector_counts(page)  # the live run
-            assert before > 0 and after > 0, (before, after)
-            assert "no summary" not in out.inner_text()
-            out.evaluate("e => e.scrollIntoView({block: 'start'})")
-            time.sleep(0.4)
-            page.screenshot(path=str(shots / "quickstart-inspector-live-light.png"))
-            # the live widget form: its tab titles are whole (ipywidgets' 144 px tabs cut them to
-            # "Before (transcript, 19")
-            _run_new_cell(page, "CompactionInspector(biggest.iloc[0], live=True)")
-            labels = page.locator(f"{PANEL} .mx-compaction-inspector .lm-TabBar-tabLabel")
-            labels.first.wait_for(timeout=60_000)
-            cut = labels.evaluate_all("ls => ls.map(l => [l.textContent, l.scrollWidth > l.clientWidth])")
-            assert cut[0][0].startswith("Before (transcript, ") and cut[0][0].endswith(" msgs)"), cut
-            assert not any(c for _, c in cut), cut
-            bar = "e => e.closest('.mx-compaction-inspector').scrollIntoView({block: 'start'})"
-            labels.first.evaluate(bar)
-            time.sleep(0.4)
-            page.screenshot(path=str(shots / "quickstart-inspector-widget-light.png"))
-            _theme(page, "JupyterLab Dark", light=False)
-            labels.first.evaluate(bar)
-            time.sleep(0.4)
-            page.screenshot(path=str(shots / "quickstart-inspector-widget-dark.png"))
-            out.evaluate("e => e.scrollIntoView({block: 'start'})")
-            page.screenshot(path=str(shots / "quickstart-inspector-live-dark.png"))
-        except Exception:
-            page.screenshot(path=str(shots / "failed.png"))
-            raise
-        finally:
-            browser.close()
+        page.evaluate("window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        cell = page.locator(f"{PANEL} .jp-CodeCell", has_text="CompactionInspector(biggest").first
+        cell.locator(".jp-OutputArea-output", has_text="Before (transcript").first.wait_for(timeout=300_000)
+        before, after, out = _inspector_counts(page)  # the live run
+        assert before > 0 and after > 0, (before, after)
+        assert "no summary" not in out.inner_text()
+        out.evaluate("e => e.scrollIntoView({block: 'start'})")
+        time.sleep(0.4)
+        page.screenshot(path=str(shots / "quickstart-inspector-live-light.png"))
+        # the live widget form: its tab titles are whole (ipywidgets' 144 px tabs cut them to
+        # "Before (transcript, 19")
+        run_new_cell(page, "CompactionInspector(biggest.iloc[0], live=True)")
+        labels = page.locator(f"{PANEL} .mx-compaction-inspector .lm-TabBar-tabLabel")
+        labels.first.wait_for(timeout=60_000)
+        cut = labels.evaluate_all("ls => ls.map(l => [l.textContent, l.scrollWidth > l.clientWidth])")
+        assert cut[0][0].startswith("Before (transcript, ") and cut[0][0].endswith(" msgs)"), cut
+        assert not any(c for _, c in cut), cut
+        bar = "e => e.closest('.mx-compaction-inspector').scrollIntoView({block: 'start'})"
+        labels.first.evaluate(bar)
+        time.sleep(0.4)
+        page.screenshot(path=str(shots / "quickstart-inspector-widget-light.png"))
+        switch_theme(page, "JupyterLab Dark", light=False)
+        labels.first.evaluate(bar)
+        time.sleep(0.4)
+        page.screenshot(path=str(shots / "quickstart-inspector-widget-dark.png"))
+        out.evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.screenshot(path=str(shots / "quickstart-inspector-live-dark.png"))

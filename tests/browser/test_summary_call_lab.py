@@ -10,16 +10,12 @@ folder) for a human look.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from .test_jupyterlab import CHROMIUM, CHROMIUM_ARGS, jupyterlab  # noqa: F401 - the JupyterLab fixture
+from .harness import chromium_page, open_notebook, run_all, shots_dir, themes, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 PANEL = ".jp-NotebookPanel"
@@ -61,61 +57,31 @@ stop = agent.subscribe(view)
 agent.run(ask(5))
 stop()
 '''
+CELLS = [SESSION, LIVE, "TokenTimeline(store=agent.store, session_id=agent.session_id)"]
 
 
-def _notebook() -> nbformat.NotebookNode:
-    nb = nbformat.v4.new_notebook()
-    cells = [SESSION, LIVE, "TokenTimeline(store=agent.store, session_id=agent.session_id)"]
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb
-
-
-def _theme(page: Any, name: str, light: bool) -> None:
-    page.evaluate("t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name)
-    page.wait_for_function(f"document.body.dataset.jpThemeLight === '{str(light).lower()}'", timeout=30_000)
-    time.sleep(1.0)
-
-
-def test_c11_the_summary_call_in_the_live_log_and_the_timeline_light_and_dark(jupyterlab: Any,  # noqa: F811
-                                                                              tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
+def test_c11_the_summary_call_in_the_live_log_and_the_timeline_light_and_dark(jupyterlab: Any) -> None:
     base, root = jupyterlab
-    nbformat.write(_notebook(), root / "summary.ipynb")
-    shots = Path(os.environ.get("MXCLAW_SHOTS") or tempfile.mkdtemp(prefix="mxclaw-c11-"))
-    shots.mkdir(parents=True, exist_ok=True)
-    print("screenshots in", shots)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 1000})
-            page.goto(f"{base}/lab/tree/summary.ipynb?reset", wait_until="domcontentloaded")
-            page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel",
-                                   timeout=60_000)
-            page.evaluate("async () => { const app = window.jupyterapp;"
-                          " await app.shell.currentWidget.sessionContext.ready;"
-                          " if (app.shell.leftCollapsed === false) { app.shell.collapseLeft(); }"
-                          " await app.commands.execute('notebook:run-all-cells'); }")
-            page.wait_for_function("document.querySelectorAll('.mx-timeline-caption').length >= 1", timeout=180_000)
-            turn = page.locator(f"{PANEL} .mx-live-turn, {PANEL} .mx-static").first
-            text = turn.inner_text()
-            assert "✎ model summary of #" in text and "(merged into #" in text and "· summary call " in text
-            assert " tokens, " in text and text.index("✎ model summary") < text.index("answer")
-            caption = page.locator(f"{PANEL} .mx-timeline-caption").first.inner_text()
-            made = page.locator(f"{PANEL} .mx-timeline-plot .mx-summary-calls path").count()  # one diamond each
-            assert made >= 2 and f"+ {made} summary calls" in caption and f"for {made} summary calls (C11)" in caption
-            assert caption.count("$") == 1  # a second one would make JupyterLab typeset the line as LaTeX
-            page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
-            for theme, light in (("light", True), ("dark", False)):
-                _theme(page, "JupyterLab Light" if light else "JupyterLab Dark", light)
-                for target, what in ((turn, "live-log"), (page.locator(f"{PANEL} .mx-timeline").first,
-                                                          "timeline")):
-                    target.scroll_into_view_if_needed()
-                    time.sleep(0.3)
-                    target.screenshot(path=str(shots / f"summary-call-{theme}-{what}.png"))
-            assert all((shots / f"summary-call-{t}-{w}.png").stat().st_size > 5_000 for t in ("light", "dark")
-                       for w in ("live-log", "timeline"))
-        finally:
-            browser.close()
+    write_notebook(root / "summary.ipynb", CELLS)
+    shots = shots_dir("mxclaw-c11-")
+    with chromium_page({"width": 1300, "height": 1000}) as page:
+        open_notebook(page, base, "summary.ipynb")
+        run_all(page)
+        page.wait_for_function("document.querySelectorAll('.mx-timeline-caption').length >= 1", timeout=180_000)
+        turn = page.locator(f"{PANEL} .mx-live-turn, {PANEL} .mx-static").first
+        text = turn.inner_text()
+        assert "✎ model summary of #" in text and "(merged into #" in text and "· summary call " in text
+        assert " tokens, " in text and text.index("✎ model summary") < text.index("answer")
+        caption = page.locator(f"{PANEL} .mx-timeline-caption").first.inner_text()
+        made = page.locator(f"{PANEL} .mx-timeline-plot .mx-summary-calls path").count()  # one diamond each
+        assert made >= 2 and f"+ {made} summary calls" in caption and f"for {made} summary calls (C11)" in caption
+        assert caption.count("$") == 1  # a second one would make JupyterLab typeset the line as LaTeX
+        page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
+        for theme in themes(page):
+            for target, what in ((turn, "live-log"), (page.locator(f"{PANEL} .mx-timeline").first,
+                                                      "timeline")):
+                target.scroll_into_view_if_needed()
+                time.sleep(0.3)
+                target.screenshot(path=str(shots / f"summary-call-{theme}-{what}.png"))
+        assert all((shots / f"summary-call-{t}-{w}.png").stat().st_size > 5_000 for t in ("light", "dark")
+                   for w in ("live-log", "timeline"))
