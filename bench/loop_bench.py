@@ -23,7 +23,9 @@ re-entry) and everything-fits (a window of twice the session's estimate: every c
 
 The re-entry lines (SPEC C7, T3, N2) compare the fresh process's first call with a later call and across sizes
 (`--sizes 1000 100000 300000`): the fresh process continues the engine state saved with the session
-(`engine_state`, see mxclaw_nb/reentry.py), but still reads the stored transcript (store column of "fresh").
+(`engine_state`, see mxclaw_nb/reentry.py: the C6 summary state, the C4 plan and C1 counts) and reads the stored
+transcript lazily (`transcript_rows`: a COUNT, then the rows the view sends and the summary reads, in chunks; the
+chunks read inside the engine's build count as engine time here, see bench/reentry_bench.py for the split).
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ def one_run(template: Path, root: Path, window: int, turns: int, iterations: int
             agent = Agent(workspace=ws, db=str(db), base_url=srv.base_url, api_key="k", model="bench-model",
                           approval="allow", context_window_tokens=window, session_id=SESSION)
             for name in ("append_request", "append_message", "append_messages", "append_event",
-                         "load_transcript_after", "load_transcript"):
+                         "load_transcript_after", "load_transcript", "transcript_rows"):
                 if hasattr(agent.store, name):
                     timers.wrap(agent.store, name, "store")
             timers.wrap_batch(agent.store)

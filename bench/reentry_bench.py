@@ -3,8 +3,10 @@ saved with the session (`engine_state`) and without it (deleted: rebuilt from th
 
 A session of N synthetic messages is seeded and primed by one compacting turn (128k window), which saves the engine
 state; then, alternately, a copy with and a copy without the saved state is opened by a fresh Agent that runs one
-turn. Per first call: the transcript read (`load_transcript_after`), the engine (`build_request_view`), the whole
-loop overhead up to the model call, and the C6 old messages the summary state scanned. Medians over `--runs` pairs.
+turn. Per first call: the transcript read (`transcript_rows`: a COUNT, then the chunks of rows read where the engine
+uses them, counted here; `load_transcript_after` for a store without it), the engine (`build_request_view`, without
+the reads inside it), the whole loop overhead up to the model call, the C6 old messages the summary state scanned
+and the stored rows read. Medians over `--runs` pairs.
 
     .venv/bin/python bench/reentry_bench.py [--sizes 1000 100000 300000] [--runs 5]
 """
@@ -43,6 +45,29 @@ def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict
     agent = Agent(workspace=root / "ws", db=str(db), base_url=srv.base_url, api_key="k", model="bench-model",
                   approval="allow", context_window_tokens=COMPACT_WINDOW, session_id=SESSION)
     timers.wrap(agent.store, "load_transcript_after", "read")
+    fetched = [0]
+    rows_of = getattr(agent.store, "transcript_rows", None)
+    if rows_of is not None:  # C7, N2: the lazily read transcript: its COUNT, then each chunk where it is read
+        def rows(session_id: str) -> Any:
+            t0 = time.perf_counter()
+            got = rows_of(session_id)
+            timers.spent["read"] = timers.spent.get("read", 0.0) + time.perf_counter() - t0
+            if got is not None:
+                fetch = got._fetch
+
+                def timed_fetch(start: int, stop: int) -> Any:
+                    t1 = time.perf_counter()
+                    try:
+                        return fetch(start, stop)
+                    finally:  # a read inside the engine's build is the store's time, not the engine's
+                        spent = time.perf_counter() - t1
+                        timers.spent["read"] = timers.spent.get("read", 0.0) + spent
+                        if timers.depth.get("engine"):
+                            timers.spent["fetch_in_engine"] = timers.spent.get("fetch_in_engine", 0.0) + spent
+                        fetched[0] += stop - start
+                got._fetch = timed_fetch
+            return got
+        agent.store.transcript_rows = rows  # type: ignore[method-assign]
     complete = agent.provider.complete
     out: dict[str, float] = {}
     start = [0.0]
@@ -51,7 +76,8 @@ def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict
         if not out:
             spent = timers.take()
             out.update(overhead=(time.perf_counter() - start[0]) * 1000, read=spent.get("read", 0) * 1000,
-                       engine=spent.get("engine", 0) * 1000)
+                       engine=(spent.get("engine", 0) - spent.get("fetch_in_engine", 0)) * 1000,
+                       rows_read=float(fetched[0]))
         return complete(messages, *args, **kwargs)
 
     agent.provider.complete = timed  # type: ignore[method-assign]
@@ -74,7 +100,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     print(f"{'stored':>8} {'state':>6} | {'overhead ms':>11} {'read ms':>8} {'engine ms':>9} {'rest ms':>8} | "
-          f"{'C6 scanned':>10}", flush=True)
+          f"{'C6 scanned':>10} {'rows read':>10}", flush=True)
     with tempfile.TemporaryDirectory() as tmp, TestServer(usage_counter="estimate") as srv:
         root = Path(tmp)
         (root / "ws").mkdir()
@@ -89,7 +115,8 @@ def main() -> None:
             for saved in (True, False):
                 m = med[saved]
                 print(f"{n:>8,} {'saved' if saved else 'none':>6} | {m['overhead']:11.1f} {m['read']:8.1f} "
-                      f"{m['engine']:9.1f} {m['overhead'] - m['read'] - m['engine']:8.1f} | {m['scanned']:10,.0f}",
+                      f"{m['engine']:9.1f} {m['overhead'] - m['read'] - m['engine']:8.1f} | {m['scanned']:10,.0f} "
+                      f"{m['rows_read']:10,.0f}",
                       flush=True)
             print(f"{n:>8,} engine with the saved state / without: {med[True]['engine'] / med[False]['engine']:.2f}x; "
                   f"whole first call: {med[True]['overhead'] / med[False]['overhead']:.2f}x", flush=True)

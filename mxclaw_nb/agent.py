@@ -18,6 +18,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -332,7 +333,7 @@ class Agent:
         # of repair plans and counts over it (append-only: stored rows are values, S2).
         self._cache = TokenCache(append_only=True)
         self._prefix: dict[str, Any] = {}  # E2: the previous call's sent messages, per session (context.prefix)
-        self._stored: list[Message] = []
+        self._stored: Any = []  # a list, or the store's lazily read rows (store.rows.StoredRows), extended
         self._users = 0
         self._stored_session = self.session_id if hasattr(self, "session_id") else None
 
@@ -343,12 +344,18 @@ class Agent:
             self._reset_session_state()
             self._stored_session = self.session_id
         first = not self._stored
+        lazy = getattr(self.store, "transcript_rows", None) if first else None
+        rows = lazy(self.session_id) if lazy is not None else None
+        if rows is not None:  # C7, N2: read lazily, only what the first view sends and what its summary needs
+            self._stored, self._users = rows, rows.users
+            reentry.resume(self.store, self.session_id, self._cache, self._stored)
+            return self._stored
         new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
         if new:
             self._stored.extend(new)
             if first:  # C7: this process's first read of the session: continue the engine state saved with it
                 reentry.resume(self.store, self.session_id, self._cache, self._stored)
-            self._users += sum(1 for m in new if isinstance(m, dict) and m.get("role") == "user")
+            self._users += list(map(dict.get, new, repeat("role"))).count("user")  # rows are dicts (C speed)
         return self._stored
 
     def transcript(self) -> list[Message]:

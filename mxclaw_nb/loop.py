@@ -29,7 +29,9 @@ from mxclaw_nb.context import (
     build_fallback_view,
     build_request_view,
     build_structured_summary,
+    copied,
     shared_prefix,
+    with_appended,
 )
 from mxclaw_nb.context.lineage import NextCall, first_call, next_call
 from mxclaw_nb.events import Subscriber
@@ -206,10 +208,10 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
         doing = "starting the turn"
         started = {"session_id": session_id, "prompt": user_message.get("content")}
         _emit(ctx, session_id, "turn.started", started, turn, None)
-        view_input: list[Message] = [*transcript, user_message]
+        view_input: list[Message] = with_appended(transcript, [user_message])  # C7: a lazy transcript not read
         # C7 + N3: the input, the stored seq of each input position, what the turn's calls did so far, and the
         # stored transcript by seq (live views rebuild their transcript-relative rows from it; None if seqs skip)
-        nxt = first_call(view_input, range(user_seq + 1), list(view_input)) if user_seq == len(transcript) \
+        nxt = first_call(view_input, range(user_seq + 1), copied(view_input)) if user_seq == len(transcript) \
             else first_call(view_input, [*range(len(transcript)), user_seq], None)
         while True:
             if result.iterations >= (limit := ctx.settings.max_iterations):

@@ -6,8 +6,11 @@ in the store's `engine_state` table, one row per session, replaced after every t
 itself is never rewritten), keyed by the stored rows it was made from (their count and a fingerprint of the last
 one) and by the engine's version. A fresh Agent checks it against the stored rows and hands it to the engine
 (`TokenCache.resume_summary`), which checks it once more against the old messages themselves and continues it
-with the messages stored after it. Anything that does not fit (another engine version, other rows, malformed
-data: a database may come from someone else) is dropped and the state rebuilt once from the rows, and the first
+with the messages stored after it. The C4 repair plan and C1 counts of the stored rows are saved beside it
+(`plan_snapshot`, clean plans only) and seed the first build (`TokenCache.resume_plan`): the fresh process plans
+and counts only the rows stored after them, and sanitises only the steps it sends (`repair.SentForms`). Anything
+that does not fit (another engine version, other rows, malformed data: a database may come from someone else) is
+dropped and the state rebuilt once from the rows, and the first
 model call says so in a stored `context.state_rebuilt` event: never a wrong view.
 
 Glue only: the engine stays pure (it exposes the snapshot and the resume entry point), the store does the I/O.
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mxclaw_nb.context import TokenCache
-from mxclaw_nb.context.incremental import summary_snapshot
+from mxclaw_nb.context.incremental import plan_snapshot, summary_snapshot
 from mxclaw_nb.context.summary import SUMMARY_STATE_VERSION, fingerprint
 from mxclaw_nb.messages import Message
 from mxclaw_nb.version import __version__
@@ -49,20 +52,22 @@ def resume(store: Any, session_id: str, cache: TokenCache, stored: Sequence[Mess
     elif not 0 < rows <= len(stored) or fingerprint(stored[rows - 1]) != boundary:
         cache.resume_note = (f"the saved engine state was made from {rows} stored messages that do not match "
                              f"the {len(stored)} stored now")
-    elif not isinstance(state, dict) or not isinstance(state.get("summary"), dict):
+    elif not isinstance(state, dict) or not any(isinstance(state.get(k), dict) for k in ("summary", "plan")):
         cache.resume_note = "the saved engine state is malformed"
     elif state.get("package") != __version__:  # the engine may have changed without a state version bump
         cache.resume_note = (f"the saved engine state was saved by mxclaw_nb {state.get('package')}, "
                              f"this is {__version__}")
-    else:
-        cache.resume_summary = state["summary"]
+    else:  # each part is checked again by the engine against the messages themselves
+        cache.resume_summary, cache.resume_plan = state.get("summary"), state.get("plan")
 
 
 def save(store: Any, session_id: str, cache: TokenCache, stored: Sequence[Message]) -> None:
     """Save what re-entry needs of `cache` (built over `stored`); best effort: a failure costs a rebuild later."""
-    snapshot = summary_snapshot(cache)
-    if snapshot is None or not stored or getattr(store, "read_only", False):
+    if not stored or getattr(store, "read_only", False):
+        return
+    snapshot, plan = summary_snapshot(cache), plan_snapshot(cache, stored)
+    if snapshot is None and plan is None:
         return
     with contextlib.suppress(Exception):
         store.save_engine_state(session_id, ENGINE_STATE_VERSION, len(stored), fingerprint(stored[-1]),
-                                {"summary": snapshot, "package": __version__})
+                                {"summary": snapshot, "plan": plan, "package": __version__})

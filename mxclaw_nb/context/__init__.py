@@ -13,6 +13,7 @@ from mxclaw_nb.context.micro import placeholder_for
 from mxclaw_nb.context.pipeline import ContextPolicy, build_fallback_view, build_request_view
 from mxclaw_nb.context.prefix import PrefixState, SharedPrefix, shared_prefix
 from mxclaw_nb.context.repair import repair_tool_call_transcript
+from mxclaw_nb.context.rows import Spliced, copied, with_appended
 from mxclaw_nb.context.stages import STAGES
 from mxclaw_nb.context.summary import build_structured_summary
 from mxclaw_nb.context.tail import safe_tail_start
@@ -27,11 +28,12 @@ from mxclaw_nb.context.view import (
 
 __all__ = [
     "ACTIONS", "LAYERS", "STAGES", "ContextPolicy", "Lineage", "MessageRecord", "PrefixState", "Provenance",
-    "RequestView", "SentRecord", "SharedPrefix", "TokenCache", "build_fallback_view", "build_request_view",
+    "RequestView", "SentRecord", "SharedPrefix", "Spliced", "TokenCache", "build_fallback_view", "build_request_view",
     "build_structured_summary",
-    "compose_lineage", "estimate_messages", "estimate_text", "estimate_tokens", "fallback_window", "is_prompt_too_long",
+    "compose_lineage", "copied", "estimate_messages", "estimate_text", "estimate_tokens", "fallback_window",
+    "is_prompt_too_long",
     "layer_tokens", "lineage_messages", "lineage_rows", "message_layer", "placeholder_for",
-    "repair_tool_call_transcript", "safe_tail_start", "shared_prefix",
+    "repair_tool_call_transcript", "safe_tail_start", "shared_prefix", "with_appended",
 ]
 
 # C12: the strategies that live in their own modules register themselves on import. The package imports them

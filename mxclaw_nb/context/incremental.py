@@ -23,8 +23,12 @@ turn's later builds stay O(new) under masking and clearing too.
 
 from __future__ import annotations
 
+import base64
 import math
 import operator
+import sys
+import zlib
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +37,9 @@ from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
 from mxclaw_nb.context.micro import FACTS_KEY
-from mxclaw_nb.context.repair import Planned, append_result, plan_counted
+from mxclaw_nb.context.repair import Planned, SentForms, append_result, plan_counted
+from mxclaw_nb.context.rows import HeadTail, Spliced
+from mxclaw_nb.context.summary import fingerprint
 from mxclaw_nb.context.tokens import TokenCache, estimate_sent
 from mxclaw_nb.context.view import RequestView, raw
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message
@@ -366,11 +372,11 @@ def _joined(head: Sequence[int | None], tail: Sequence[int | None]) -> Sequence[
 
 def _grown(head: Sequence[Any], k: int, tail: list[Any]) -> list[Any]:
     """`head[:k] + tail` with one copy of the head."""
-    out = head[:k]
-    if not isinstance(out, list):
+    out: Any = head[:k]
+    if not isinstance(out, (list, Spliced)):  # a Spliced prefix stays one (its head is not read)
         out = list(out)
     out += tail
-    return out
+    return cast(list[Any], out)
 
 
 def _extended(head: list[Any], k: int, tail: list[Any]) -> list[Any]:
@@ -412,7 +418,8 @@ def own_inputs(messages: Sequence[Any], cache: TokenCache | None) -> list[Any]:
     that extends a cached prefix, that prefix's list is extended in place by the new messages instead (O(new)
     plus a comparison of pointers at C speed): no copy of the history per build. Views built earlier hold
     it as `view.Upto` their length, so they do not see it grow."""
-    if cache is None or not getattr(cache, "append_only", False) or messages.__class__ is not list:
+    spliced = isinstance(messages, Spliced)  # C7: a long stored head read lazily, plus the turn's messages
+    if cache is None or not getattr(cache, "append_only", False) or (messages.__class__ is not list and not spliced):
         return list(messages)
     n = len(messages)
     slots: list[_Prefix] = getattr(cache, "slots", [])
@@ -426,7 +433,7 @@ def own_inputs(messages: Sequence[Any], cache: TokenCache | None) -> list[Any]:
         if mine == messages:  # identity first per item: pointer reads only when it is the same history
             return mine
         del mine[m:]
-    return list(messages)
+    return cast(list[Any], messages.copy()) if isinstance(messages, Spliced) else list(messages)
 
 
 def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: TokenCache | None,
@@ -438,8 +445,13 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
     # The plan (repair, sent forms, C1 estimates) does not depend on the counter, so it is reused even when
     # the counter changed (the calibrated counter is a new one after every usage report); only the counts
     # are then redone.
+    if cache is not None and cache.resume_plan is not None:  # C7: a fresh process's first build
+        _seed(cache, inputs)
     reuse = _pick(cache, inputs, snap) if cache is not None else None
-    new = plan_counted(inputs, reuse.resume if reuse is not None else 0)
+    start = reuse.resume if reuse is not None else 0
+    # a long stretch of a lazily read input (no saved plan, or a stale one) is planned from one list of it: one read
+    # of the rows and list indexing, not a call per message through the lazy sequence (same messages, same plan)
+    new = plan_counted(list(inputs) if isinstance(inputs, Spliced) and len(inputs) - start > 4_096 else inputs, start)
     k = 0
     old_tail: Sequence[int] | None = None
     sources, messages, dropped, sent = new.sources, new.messages, new.dropped, new.sent
@@ -523,6 +535,148 @@ def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
         return None
     snapshot: dict[str, Any] | None = max(slots, key=lambda p: p.length).summary.snapshot()
     return snapshot
+
+
+PLAN_STATE_VERSION = 2  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
+PLAN_RESAVE_STEPS = 512  # a saved plan is made again once the transcript grew by more steps than this
+_ROLE_CODES = {"system": "s", "developer": "d", "user": "u", "assistant": "a", "tool": "t"}
+_CODE_ROLES = {code: role for role, code in _ROLE_CODES.items()}
+
+
+def _counts_bytes(counts: Sequence[int]) -> str:
+    """Counts as text: int32 little-endian, zlib (small counts pack about tenfold), base64."""
+    packed = array("i", counts)  # OverflowError past 2**31 (never a C1 count of a bounded message)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return base64.b64encode(zlib.compress(packed.tobytes(), 1)).decode("ascii")
+
+
+def _counts_of(text: Any) -> list[int]:
+    packed = array("i")
+    try:
+        packed.frombytes(zlib.decompress(base64.b64decode(text, validate=True)))
+    except zlib.error as exc:
+        raise ValueError(str(exc)) from exc
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tolist()
+
+
+def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] | None:
+    """C7: the C4 plan and C1 counts of the session cache's whole-transcript prefix, as plain data, for a fresh
+    process to seed its first build with (`TokenCache.resume_plan`): the steps planned before the prefix's resume
+    point, when repair changed nothing there (a dangling call at the end is after it) and those inputs are the first
+    stored `rows` (the caller's). None otherwise (the fresh process plans it all again: never a wrong plan).
+
+    Data: the number of steps `n` (= input positions), the fingerprints of the first and last of them, each step's
+    C1 count (packed int32, zlib, base64) and role (one letter each), the system steps and the two totals (C5's bound).
+    Made again only when the transcript grew by more than `PLAN_RESAVE_STEPS` steps since the plan this cache last
+    made or resumed (`TokenCache.saved_plan`, kept as it is until then): a turn's save stays O(new) but once in a
+    while, and a fresh process plans at most that many steps more."""
+    slots: list[_Prefix] = [p for p in getattr(cache, "slots", ()) if not p.continued]
+    if not slots:
+        return None
+    prefix = max(slots, key=lambda p: p.length)
+    planned, k = prefix.planned, prefix.resume_step
+    kept = cache.saved_plan
+    if (isinstance(kept, dict) and isinstance(kept.get("n"), int) and 0 <= k - kept["n"] <= PLAN_RESAVE_STEPS
+            and 0 < kept["n"] <= len(rows) and fingerprint(rows[kept["n"] - 1]) == kept.get("last")):
+        return kept  # still the plan of the first n stored rows (they never change, S1): not made again
+    c1 = planned.estimates if planned.estimates is not None else (
+        planned.tokens if prefix.counter_key is None else None)
+    layout = planned.layout
+    sources = planned.sources
+    if (c1 is None or layout is None or prefix.resume != k or not 0 < k <= min(len(rows), len(prefix.inputs))
+            or any(d < k for d in planned.dropped)  # repaired before the resume point: planned again
+            or (sources[:k] != range(k) if isinstance(sources, range) else sources[:k] != list(range(k)))
+            or not _same_rows(prefix.inputs, rows, k)):
+        return None
+    try:
+        counts, roles = _counts_bytes(c1[:k]), "".join(map(_ROLE_CODES.__getitem__, layout.roles[:k]))
+    except (KeyError, TypeError, OverflowError):
+        return None
+    head = c1[:k]
+    made: dict[str, Any] = {
+        "version": PLAN_STATE_VERSION, "n": k, "first": fingerprint(rows[0]), "last": fingerprint(rows[k - 1]),
+        "c1": counts, "roles": roles, "systems": [s for s in layout.systems if s < k], "total": sum(head),
+        "tool_total": _tool_sum(head, layout.roles[:k])}
+    cache.saved_plan = made
+    return made
+
+
+def _same_rows(inputs: Sequence[Any], rows: Sequence[Message], k: int) -> bool:
+    """`inputs[:k] == rows[:k]`: identity first, at C speed; past the lazy head only when `inputs` is `rows` plus
+    its own messages (C7: the head is not read)."""
+    if isinstance(inputs, Spliced) and inputs.head is rows:
+        h = min(inputs.h, k)  # the first h inputs are rows[:h] themselves
+        return h == k or inputs[h:k] == list(rows[h:k])
+    return list(inputs[:k]) == list(rows[:k])
+
+
+class _Roles(HeadTail):
+    """The roles of a resumed plan's steps, made from their saved one-letter codes where read (C7: no list of a
+    long session's roles made up front); the roles of the steps planned after them follow as a list. Supports what
+    `layout_of` does to a layout's roles: read, cut back, extend."""
+
+    __slots__ = ("_codes",)
+
+    def __init__(self, codes: str) -> None:
+        super().__init__(len(codes))
+        self._codes = codes
+
+    def _item(self, k: int) -> Any:
+        return _CODE_ROLES[self._codes[k]]
+
+    def _items(self, start: int, stop: int) -> list[Any]:
+        return list(map(_CODE_ROLES.__getitem__, self._codes[start:stop]))
+
+    def _cut(self, h: int) -> None:
+        self._codes, self._h = self._codes[:h], h
+
+
+def _seed(cache: TokenCache, inputs: list[Any]) -> None:
+    """C7: the saved plan (`plan_snapshot`) as the cache's prefix over `inputs`, when it fits them; else
+    `cache.resume_note` says why not (the build then plans everything, once)."""
+    saved, cache.resume_plan = cache.resume_plan, None
+    if not cache.append_only or cache.slots:
+        return
+    prefix, why = _seeded(saved, inputs)
+    if prefix is None:
+        cache.resume_note = why if not cache.resume_note else f"{cache.resume_note}; {why}"
+    else:
+        cache.slots, cache.saved_plan = [prefix], saved
+
+
+def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
+    if not isinstance(data, dict):
+        return None, "the saved plan is not an object"
+    if data.get("version") != PLAN_STATE_VERSION:
+        return None, f"the saved plan is of version {data.get('version')!r}, this engine's is {PLAN_STATE_VERSION}"
+    fields: list[Any] = [data.get(k) for k in ("n", "roles", "systems", "total", "tool_total")]
+    n, codes, systems, total, tool_total = fields
+    try:
+        if (not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, total, tool_total))
+                or not isinstance(codes, str) or not isinstance(systems, list)):
+            raise ValueError
+        c1 = _counts_of(data.get("c1"))
+    except (ValueError, TypeError):
+        return None, "the saved plan is malformed"
+    # checked at C speed: the counts (their number and sum), the roles (known letters, the systems where said)
+    if (len(c1) != n or len(codes) != n or not n > 0 or sum(c1) != total or not 0 <= tool_total <= total
+            or sum(map(codes.count, _CODE_ROLES)) != n
+            or codes.count("s") + codes.count("d") != len(systems)
+            or not all(isinstance(k, int) and 0 <= k < n and codes[k] in "sd" for k in systems)
+            or systems != sorted(set(systems))):
+        return None, "the saved plan is malformed"
+    if len(inputs) < n:
+        return None, f"the saved plan covers {n} messages, the transcript has {len(inputs)}"
+    after = inputs[n] if n < len(inputs) else None
+    if (fingerprint(inputs[0]) != data.get("first") or fingerprint(inputs[n - 1]) != data.get("last")
+            or (after is not None and (not isinstance(after, dict) or after.get("role") not in _TOP_LEVEL_ROLES))):
+        return None, "the saved plan does not match the stored messages"
+    layout = Layout(cast(list[Any], _Roles(codes)), systems, total, tool_total)
+    planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)), c1, None, layout)
+    return _Prefix(inputs, n, None, None, planned, n, n, None), ""
 
 
 def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCache | None,

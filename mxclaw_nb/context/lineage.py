@@ -202,8 +202,10 @@ def next_call(view: RequestView, appended: Sequence[Message], new_seqs: Sequence
     if lineage is None:  # no lineage to follow: the next call starts one (its inputs must all be stored)
         return NextCall(inputs, [None] * (len(inputs) - len(new_seqs)) + list(new_seqs), None, None)
     stored = lineage.transcript
-    if isinstance(stored, list) and list(new_seqs) == list(range(len(stored), len(stored) + len(appended))):
-        stored.extend(appended)
+    grow = getattr(stored, "extend", None)  # a list, or the loop's Spliced over a lazy stored transcript (C7)
+    if stored is not None and grow is not None \
+            and list(new_seqs) == list(range(len(stored), len(stored) + len(appended))):
+        grow(appended)
     else:
         stored = None
     sent = lineage.sent

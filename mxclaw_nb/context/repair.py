@@ -13,10 +13,12 @@ the estimate is of what will be sent).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 from typing import Any
 
+from mxclaw_nb.context.rows import HeadTail
 from mxclaw_nb.context.tokens import _string as _json_string
 from mxclaw_nb.context.tokens import estimate_sent, estimate_text
 from mxclaw_nb.messages import ROLES, SYSTEM_ROLES, Message, fallback_call_id, sanitize, tool_call_name
@@ -284,3 +286,53 @@ def plan_repair(messages: list[Message]) -> RepairPlan:
 def repair_tool_call_transcript(messages: list[Message]) -> list[Message]:
     """SPEC C4: a transcript where every tool call has exactly one result directly after its call."""
     return [step.message for step in plan_repair(list(messages)).steps]
+
+
+def sent_form(message: Message) -> Message:
+    """The sent form `plan_counted` gives `message` as a step of a plan that repaired nothing (C4): a tool result
+    is sent with its own id (it was paired with the call of that id), anything else as planned on its own."""
+    if message.get("role") == "tool":
+        out: list[Message] = []
+        append_result(message, str(message.get("tool_call_id")), out, [])
+        return out[0]
+    return plan_counted([message]).sent[0]
+
+
+class SentForms(HeadTail):
+    """The sent forms of a plan's steps (C7: a plan resumed from a saved one): for the first `base` steps of a plan
+    that repaired nothing (step k is `messages[k]`) each is made where it is first read (`sent_form`, kept), so a
+    fresh process pays only for the steps it sends; after them, a plain list. Supports what a session cache does
+    to a plan's sent list: read, copy, cut back and extend (`del forms[k:]`, `forms += more`)."""
+
+    __slots__ = ("_done", "_messages")
+
+    def __init__(self, messages: Sequence[Message], base: int) -> None:
+        super().__init__(base)
+        self._messages = messages
+        self._done: list[Message | None] = [None] * base
+
+    def _item(self, k: int) -> Message:
+        done = self._done[k]
+        if done is None:
+            done = self._done[k] = sent_form(self._messages[k])
+        return done
+
+    def _cut(self, h: int) -> None:
+        del self._done[h:]
+        self._h = h
+
+    def __iter__(self) -> Iterator[Message]:
+        """Every step (the everything-fits path sends them all): the rest made in one `plan_counted` pass over the
+        messages, as fast as the plan they stand for was (a clean plan's sent forms are these, in order)."""
+        h, done = self._h, self._done
+        if h > 64 and done.count(None) > h // 2:
+            plan = plan_counted(list(self._messages[:h]))
+            if len(plan.sent) == h and isinstance(plan.sources, range):
+                done[:] = [d if d is not None else s for d, s in zip(done, plan.sent, strict=True)]
+        if None not in done:  # every form made: read at C speed (a later call of the everything-fits path)
+            return chain(islice(done, h), self._tail)
+        return super().__iter__()
+
+    def _items(self, start: int, stop: int) -> list[Message]:
+        part = self._done[start:stop]
+        return part if None not in part else super()._items(start, stop)  # type: ignore[return-value]

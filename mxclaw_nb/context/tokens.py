@@ -183,6 +183,10 @@ class TokenCache:
         # C7: a C6 state saved by another process (`StructuredSummaryState.snapshot`, plain data), continued by
         # the first summary build instead of a rescan; `resume_note` says why it could not be (then rebuilt once)
         self.resume_summary: Any = None
+        # C7: the repair plan and C1 counts saved with it (`incremental.plan_snapshot`), which seed the first
+        # build's plan instead of planning the whole stored transcript again
+        self.resume_plan: Any = None
+        self.saved_plan: Any = None  # the plan data last made or resumed (a save reuses it while it is recent)
         self.resume_note: str | None = None
         # C5/C7: messages (by identity, kept alive here) that never get a placeholder (`micro.stays`): a turn's
         # carried placeholders are not looked at again by every later build (append-only caches only)

@@ -13,10 +13,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
-from typing import Any, NamedTuple, TypeVar, overload
+from typing import Any, NamedTuple, TypeVar, cast, overload
 
 from mxclaw_nb.context.actions import ACTION_NAMES
 from mxclaw_nb.context.micro import FACTS_KEY
+from mxclaw_nb.context.rows import Spliced
 from mxclaw_nb.messages import (
     Message,
 )
@@ -164,7 +165,7 @@ class Upto(Sequence[_T]):
 
 
 def _bounded(seq: Any) -> Any:
-    return Upto(seq, len(seq)) if seq.__class__ is list else seq
+    return Upto(cast(list[Any], seq), len(seq)) if seq.__class__ is list or isinstance(seq, Spliced) else seq
 
 
 def raw(seq: Sequence[_T]) -> Sequence[_T]:

@@ -20,6 +20,7 @@ from mxclaw_nb.store.codec import MESSAGE_COLUMNS, row_to_message
 from mxclaw_nb.store.errors import StoreError, translate
 from mxclaw_nb.store.lease import Lease, first_row
 from mxclaw_nb.store.parquet import export_partitioned, export_tables, import_tables
+from mxclaw_nb.store.rows import StoredRows
 
 if TYPE_CHECKING:  # DuckDB's .df() imports pandas when a DataFrame is asked for, not at import
     import pandas as pd
@@ -87,6 +88,25 @@ class StoreReads:
                 [session_id, after_seq],
             ).fetchall()
         return [row_to_message(r) for r in rows]
+
+    def transcript_rows(self, session_id: str) -> StoredRows | None:
+        """C7, N2: the session's stored messages as a lazily read sequence (`StoredRows`: one COUNT now, rows read
+        where they are used), or None when its seqs are not 0..n-1 (then `load_transcript` it)."""
+        with self._lease.connection("load a transcript") as con:
+            row = first_row(con, "SELECT count(*), min(seq), max(seq), count(*) FILTER (WHERE role = 'user') "
+                            "FROM messages WHERE session_id = ?", [session_id])
+        count = 0 if row is None else int(row[0])
+        if not count or row is None or row[1] != 0 or row[2] != count - 1:
+            return None
+
+        def fetch(start: int, stop: int) -> list[dict[str, Any]]:
+            with self._lease.connection("load a transcript") as con:
+                rows = con.execute(
+                    f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? AND seq >= ? AND seq < ? "
+                    "ORDER BY seq", [session_id, start, stop]).fetchall()
+            return [row_to_message(r) for r in rows]
+
+        return StoredRows(fetch, count, int(row[3]))
 
     def load_engine_state(self, session_id: str) -> tuple[int, int, str, Any] | None:
         """C7: (engine version, rows, boundary, state) saved for the session by `save_engine_state`, or None. The
