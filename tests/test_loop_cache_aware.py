@@ -41,10 +41,10 @@ def _agent(server: TestServer, tmp_path: Path, strategy: str, clock: Clock, **kw
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "big.txt").write_text("x" * 6_000, encoding="utf-8")
     (ws / "b.txt").write_text("y" * 6_000, encoding="utf-8")
+    kw.setdefault("context_window_tokens", 20_000)
     return Agent(workspace=ws, db=kw.pop("db", str(tmp_path / f"{strategy.split(':')[0]}.duckdb")),
                  base_url=server.base_url, api_key="k", model="test-model", home=tmp_path / "home",
-                 approval="allow", strategy=strategy, context_window_tokens=20_000, keep_recent_tokens=500,
-                 counter="estimate", clock=clock, **kw)
+                 approval="allow", strategy=strategy, keep_recent_tokens=500, counter="estimate", clock=clock, **kw)
 
 
 def _script(server: TestServer) -> None:
@@ -55,13 +55,13 @@ def _script(server: TestServer) -> None:
     server.enqueue_text("done two")
 
 
-def _two_turns(tmp_path: Path, strategy: str, idle: float) -> tuple[Agent, list[dict], list[dict]]:
+def _two_turns(tmp_path: Path, strategy: str, idle: float, **kw) -> tuple[Agent, list[dict], list[dict]]:
     """Turn 1 reads two files (2 tool calls, then an answer); turn 2 starts `idle` seconds after turn 1's last
     call ended. Returns the agent, turn 1's last request and turn 2's first request (as the server got them)."""
     clock = Clock()
     with TestServer() as server:
         _script(server)
-        agent = _agent(server, tmp_path, strategy, clock)
+        agent = _agent(server, tmp_path, strategy, clock, **kw)
         assert agent.run("read both files").status == "ok"
         clock.now += idle
         assert agent.run("and again").status == "ok"
@@ -142,6 +142,16 @@ def test_e4_live_clear_at_least_breaks_a_warm_prefix_for_enough_tokens(tmp_path)
     assert first[:len(prev)] != prev
     [decision] = _decisions(agent)
     assert decision["decision"] == "compacted" and decision["why"] == "clear_at_least" and decision["freed"] >= 1000
+
+
+def test_e4_live_a_warm_prefix_is_broken_when_its_continuation_would_pass_the_threshold(tmp_path) -> None:
+    """Threshold 2,800 (window 3,500): the continuation (about 3,000 est.) would pass it, so the compaction is made."""
+    agent, prev, first = _two_turns(tmp_path, "masking-cache:keep_last=0", idle=10, context_window_tokens=3_500)
+    assert first[:len(prev)] != prev and "y" * 100 not in json.dumps(first)
+    [decision] = _decisions(agent)
+    assert decision["decision"] == "compacted" and decision["why"] == "threshold" and decision["warm"] is True
+    assert decision["sent_tokens"] <= 2_800
+    assert "broke the warm cached prefix" in parse("context.cache_decision", decision).text()
 
 
 def test_e4_live_a_fresh_process_has_no_previous_call_and_sends_the_plain_view(tmp_path) -> None:
