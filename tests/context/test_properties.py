@@ -248,7 +248,8 @@ def agent_session(draw: st.DrawFn) -> list[dict]:
 @given(agent_session(), st.integers(0, 3_000), st.data())
 def test_c5_micro_is_chosen_exactly_when_placeholders_suffice(messages: list, keep: int, data) -> None:
     """C0/C5: with the threshold between the micro view and the full view, the stage is `micro`; below the
-    micro view, the summary path runs (C6); the view follows the SPEC in both cases."""
+    micro view, the summary path runs (C6), and its view is sent when it is smaller than what it replaces (else
+    the view goes on unchanged and says the summary had nothing to gain); the view follows the SPEC in all cases."""
     before, after_micro = micro_figures(messages, keep)
     if after_micro >= before:
         return  # nothing replaceable before the tail
@@ -257,7 +258,27 @@ def test_c5_micro_is_chosen_exactly_when_placeholders_suffice(messages: list, ke
     assert view.stage == "micro" and view.after_tokens == after_micro
     if after_micro > 1:
         below = build_and_check(messages, ContextPolicy(after_micro - 1, 1.0, keep))
-        assert below.stage == "summary"
+        if below.no_gain is None:
+            assert below.stage == "summary" and below.after_tokens < below.before_tokens
+        else:  # e.g. a tiny transcript whose C6 scaffold is longer than the messages it would replace
+            assert below.stage == "unchanged" and below.after_tokens == before
+            assert below.no_gain["stage"] == "summary"
+            assert below.no_gain["after_tokens"] >= below.no_gain["before_tokens"]
+
+
+def test_c5_c6_a_summary_longer_than_what_it_replaces_is_not_sent() -> None:
+    """C5/C6 (the example Hypothesis found): placeholders are not enough and the C6 scaffold is longer than the
+    few messages it would replace, so the view goes on unchanged and says the summary had nothing to gain."""
+    call = {"id": "c0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    messages = [{"role": "system", "content": ""}, {"role": "user", "content": ""},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c0", "content": "x" * 57}, {"role": "assistant", "content": ""}]
+    before, after_micro = micro_figures(messages, 0)
+    assert after_micro < before
+    view = build_and_check(messages, ContextPolicy(after_micro - 1, 1.0, 0))
+    assert view.stage == "unchanged" and view.after_tokens == before
+    assert view.no_gain is not None and view.no_gain["stage"] == "summary"
+    assert view.no_gain["after_tokens"] >= view.no_gain["before_tokens"]
 
 
 odd_assistant = st.builds(lambda c, calls, e: with_extras({"role": "assistant", "content": c, "tool_calls": calls}, e),
