@@ -697,7 +697,7 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
             or any(action != "placeholder" for _a, _b, action in trace.runs)):  # only micro's own placeholders
         return view.next_input(appended)
     m = len(view.messages)
-    in_place = len(trace.step_sources) == m and trace.sent_sources == list(range(m))
+    in_place = len(trace.step_sources) == m and sent_in_place(trace, m)
     if in_place:
         # every step sent in place (micro): `next_input` at C speed, the originals (and the placeholders carried
         # as inputs) with this build's placeholders put in; the same list
@@ -739,6 +739,15 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
     seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True)
     cache.slots = [seeded, *(p for p in cache.slots if not p.continued)][:2]
     return out
+
+
+def sent_in_place(trace: Any, n: int) -> bool:
+    """The view sent its `n` steps at their own positions (`sent_sources == range(n)`): O(1) when the build said so
+    (`sent_of_step` a range over as many sent messages: step k at position k, nothing else), else compared."""
+    sent = trace.sent_sources
+    if isinstance(trace.sent_of_step, range) and trace.sent_of_step == range(n) and len(sent) == n:
+        return True
+    return sent == range(n) if isinstance(sent, range) else (len(sent) == n and sent == list(range(n)))
 
 
 def _continued_layout(cache: TokenCache, trace: Any, planned: Planned) -> Layout:
