@@ -298,9 +298,7 @@ def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: S
     chars = 0
     known = cache.stays if cache is not None and cache.append_only else None
     if known is not None:
-        steps = list(steps)
-        steps = list(compress(steps, map(not_, map(known.__contains__, map(id, map(step_messages.__getitem__,
-                                                                                   steps))))))
+        steps = [k for k in steps if id(step_messages[k]) not in known]  # a comprehension beats a map chain here
         if len(known) > cache.max_entries:  # type: ignore[union-attr]
             known.clear()
     made = cache.placeholders if known is not None and policy.counter is None else None  # type: ignore[union-attr]
