@@ -315,7 +315,7 @@ def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: S
         if known is not None and stays(msg):
             known[id(msg)] = msg
             continue
-        text = placeholder_for(msg, seq)
+        text = placeholder_for(msg, seq, known is not None)  # with a session cache, `stays` was asked just above
         if text is not None:
             n = len(content_text(msg.get("content")))
             chars += n
