@@ -702,7 +702,8 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
         # every step sent in place (micro): `next_input` at C speed, the originals (and the placeholders carried
         # as inputs) with this build's placeholders put in; the same list
         steps = raw(trace.step_messages)
-        out = list(steps[:m])
+        # (a list's slice is already a new list: not copied twice)
+        out: list[Any] = steps[:m] if steps.__class__ is list else list(steps[:m])
         for a, b, _action in trace.runs:
             for k in range(a, b):
                 out[k] = view.messages[k] if FACTS_KEY not in steps[k] else {**view.messages[k],
