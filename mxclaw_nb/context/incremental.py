@@ -29,6 +29,7 @@ import operator
 import sys
 import zlib
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ class Layout:
     total: int
     tool_total: int
     estimate_total: int | None = None  # sum of the C1 estimates when the counts are another counter's (kept)
+    # the tool steps, ascending (C12: masking's and clearing's candidates), kept beside `roles` as they grow (O(new)
+    # per build); None when not tracked (a resumed plan's lazy roles): then scanned from `roles` where read
+    tools: list[int] | None = None
 
     def tool_tokens_before(self, tokens: Sequence[int], step: int) -> int:
         """Tool tokens of the steps before `step` (walks the steps after it: the safe tail is short)."""
@@ -86,6 +90,13 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     roles += map(dict.get, planned.messages[k:], repeat("role"))
     systems = [s for s in old.systems if s < k] if old is not None and k else []
     systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
+    tools: list[int] | None = None
+    if not (k and old is not None):
+        tools = list(compress(range(len(roles)), map("tool".__eq__, roles)))
+    elif old.tools is not None:  # like the roles: the consumed prefix's list, cut back and extended in place
+        tools = old.tools
+        del tools[bisect_left(tools, k):]
+        tools += compress(range(k, len(roles)), map("tool".__eq__, roles[k:]))
     if totals is not None:
         total, tool_total = totals
     elif reuse_totals:
@@ -94,7 +105,7 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     else:
         total = sum(tokens)
         tool_total = _tool_sum(tokens, roles)
-    return Layout(roles, systems, total, tool_total, estimate_total)
+    return Layout(roles, systems, total, tool_total, estimate_total, tools)
 
 
 def _tool_sum(tokens: Sequence[int], roles: Sequence[Any]) -> int:
@@ -766,4 +777,5 @@ def _continued_layout(cache: TokenCache, trace: Any, planned: Planned) -> Layout
         for k in range(a, b):  # a placeholder replaces a tool step (a C5 placeholder is a tool result)
             total += planned.tokens[k] - before[k]
             tool_total += max(planned.tokens[k], 0) - max(before[k], 0)
-    return Layout(old.roles[:m], list(old.systems), total, tool_total)
+    tools = None if old.tools is None else old.tools[:bisect_left(old.tools, m)]
+    return Layout(old.roles[:m], list(old.systems), total, tool_total, tools=tools)
