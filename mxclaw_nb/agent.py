@@ -15,6 +15,7 @@ import inspect
 import os
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb import events, reentry
+from mxclaw_nb.cache_live import LiveCacheAware
 from mxclaw_nb.context import (
     ContextPolicy,
     RequestView,
@@ -106,15 +108,6 @@ def check_prompt_size(prompt: str, limit: int = MAX_PROMPT_BYTES) -> None:
                          "ask the agent to read it, or raise max_prompt_bytes")
 
 
-def _live_strategy(spec: Any) -> Any:
-    """The strategy a live session runs (C12); E4's cache-aware ones need the previous call (replay has it)."""
-    chosen = parse_strategy(spec)
-    if chosen.name.endswith("-cache"):
-        raise ValueError(f"strategy {chosen.name!r} runs in replay and compare only for now; live, use "
-                         f"{chosen.name.removesuffix('-cache')!r}")
-    return chosen
-
-
 def _provider(s: Settings, api_key: str | None, env: dict[str, str]) -> Any:
     """The provider the settings name (the demo when none is configured; L2, L7, L10)."""
     from mxclaw_nb.connect import resolve_provider
@@ -191,14 +184,14 @@ class Agent:
                  approver: Callable[[str], bool | None] | None = console_approver, home: str | Path | None = None,
                  env: dict[str, str] | None = None, summarize: Callable[[list[Message]], str] | None = None,
                  api_key: str | None = None, namespace: Callable[[], dict[str, Any]] | None = None,
-                 **overrides: Any) -> None:
+                 clock: Callable[[], float] | None = None, **overrides: Any) -> None:
         from mxclaw_nb.store.writer import Store
 
         store = db if isinstance(db, Store) else None
         given = {k: v for k, v in (("workspace", workspace), ("db", db)) if v is not None and v is not store}
         s = self.settings = agent_settings(settings, {**given, **overrides})
         env = dict(os.environ) if env is None else env
-        strategy = _live_strategy(s.strategy)
+        strategy = parse_strategy(s.strategy)  # C12: any registered one, E4's `-cache` variants too
         # validate before the store opens: a bad value leaves nothing behind
         self.provider = _provider(s, api_key, env) if provider is None else provider
         self.store = store or Store(s.db)
@@ -215,6 +208,9 @@ class Agent:
         self.workspace = self._resolve_workspace(s.workspace)
         self.tools = default_registry(namespace)  # K1: kernel tools when a namespace is given
         self._subscribers: list[Subscriber] = []
+        # E4: the previous call of each session in this process and the clock that says whether its prefix is
+        # still cached (`clock`: seconds, time.time unless given; tests pass their own)
+        self._cache_aware = LiveCacheAware(clock=clock or time.time)
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
         # never leaves empty sessions behind; whether it is stored is checked on the first turn.
@@ -293,13 +289,21 @@ class Agent:
         from mxclaw_nb.context.model_summary import ModelSummary
         from mxclaw_nb.summary_call import recorded_from_store
 
-        if not isinstance(self.policy.strategy, ModelSummary):
+        outer = self.policy.strategy
+        inner = getattr(outer, "inner", outer)  # E4: `model-summary-cache` wraps the ModelSummary
+        if not isinstance(inner, ModelSummary):
             return None
-        strategy = replace(self.policy.strategy, summaries=recorded_from_store(self.store, session_id))
-        self.policy = replace(self.policy, strategy=strategy)
+
+        def put(summary: ModelSummary) -> None:
+            outer = self.policy.strategy
+            wrapped = replace(outer, inner=summary) if getattr(outer, "inner", None) is not None else summary
+            self.policy = replace(self.policy, strategy=wrapped)
+
+        put(replace(inner, summaries=recorded_from_store(self.store, session_id)))
 
         def keep(summary: Any) -> None:
-            self.policy = replace(self.policy, strategy=self.policy.strategy.with_summary(summary))
+            outer = self.policy.strategy
+            put(getattr(outer, "inner", outer).with_summary(summary))
         return keep
 
     def _observe_usage(self, sent: list[Message], prompt_tokens: int | None) -> None:
@@ -439,7 +443,8 @@ class Agent:
             on_summary = self._model_summaries(session_id)
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.settings, self.summarize,
-                              transcript=transcript, prefix=self._prefix, on_summary=on_summary)
+                              transcript=transcript, prefix=self._prefix, on_summary=on_summary,
+                              cache_aware=self._cache_aware)
             try:
                 result = run_turn(ctx, session_id, user, turn)
                 reentry.save(self.store, session_id, self._cache, self._sync_transcript())  # C7: for a restart

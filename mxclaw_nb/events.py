@@ -23,6 +23,7 @@ STORED: frozenset[str] = frozenset({
     "approval.decided",  # L5: who allowed or denied a command
     "artifact.fallback",  # A3: an artifact could not be written
     "context.compacted",  # C10
+    "context.cache_decision",  # E4: a cache-aware strategy kept a warm prefix (deferred) or compacted, and why
     "context.nothing_to_gain",  # C5/C6: a compaction tried and not applied: it would not have shrunk the view
     "context.summary", "context.summary_rejected",  # C11: a recorded model summary, or why one was rejected
     "context.state_rebuilt",  # C7: a saved engine state did not fit the stored rows: rebuilt from them, once
@@ -153,6 +154,48 @@ class ContextNothingToGain(Event):
 
 
 @dataclass(frozen=True)
+class ContextCacheDecision(Event):
+    """E4: at a turn's first call, a cache-aware strategy (`<name>-cache`) sent the continuation of the previous
+    call (`deferred`: its cached prefix kept) or its own view (`compacted`, `plain`, `idle`), and why."""
+
+    decision: str = "plain"
+    strategy: str = ""
+    warm: bool = False
+    why: str = ""
+    freed: int | None = None
+    clear_at_least: int | None = None
+    idle_seconds: float | None = None
+    ttl_seconds: float | None = None
+    plain_stage: str = ""
+    plain_tokens: int | None = None
+    sent_tokens: int | None = None
+
+    def text(self) -> str:
+        """One line for the live log and `%agent events`: what was sent and why (E4)."""
+        name, plain = self.strategy or "cache-aware strategy", (self.strategy or "").removesuffix("-cache")
+        ago = "" if self.idle_seconds is None else f"previous call {self.idle_seconds:,.0f} s ago, "
+        ttl = "" if self.ttl_seconds is None else f"{self.ttl_seconds:,.0f} s"
+        freed = f"{self.freed:,}" if self.freed is not None else "?"
+        if self.decision == "deferred":
+            bar = (f"under clear_at_least {self.clear_at_least:,}" if self.clear_at_least
+                   else "only the threshold breaks a warm prefix (clear_at_least 0)")
+            return (f"{name}: kept the warm cached prefix ({ago}within the {ttl} cache time to live); {plain} "
+                    f"would have rewritten it ({self.plain_stage}) to free {freed} tokens, {bar}; sent the "
+                    f"continuation of the previous call ({self.sent_tokens or 0:,} tokens)")
+        if self.decision == "compacted":
+            why = ("the threshold required it" if self.why.startswith("threshold")
+                   else f"it frees {freed} tokens, at least clear_at_least {self.clear_at_least or 0:,}")
+            return f"{name}: broke the warm cached prefix ({ago}within {ttl}): {why}"
+        if self.decision == "idle":
+            return f"{name}: cache cold ({ago}past {ttl}): compacted early (idle_ratio), freeing {freed} tokens"
+        if self.why == "keeps the prefix":
+            return f"{name}: {plain}'s own view extends the previous call's, so its cached prefix is kept ({ago[:-2]})"
+        if not self.warm:
+            return f"{name}: cache cold ({ago}past the {ttl} cache time to live): sent {plain}'s own view"
+        return f"{name}: sent {plain}'s own view ({ago}within {ttl})"
+
+
+@dataclass(frozen=True)
 class ToolStarted(Event):
     call_id: str = ""
     name: str = "?"
@@ -243,7 +286,8 @@ TYPES: dict[str, type[Event]] = {
     "model.delta": ModelDelta, "model.completed": ModelCompleted, "context.compacted": ContextCompacted,
     "context.summary": ContextSummary, "context.summary_rejected": ContextSummaryRejected,
     "provider.note": ProviderNote, "frozen.note": FrozenNote,
-    "context.nothing_to_gain": ContextNothingToGain, "tool.started": ToolStarted,
+    "context.nothing_to_gain": ContextNothingToGain, "context.cache_decision": ContextCacheDecision,
+    "tool.started": ToolStarted,
     "tool.finished": ToolFinished,
     "tool.skipped": ToolSkipped, "approval.pending": ApprovalPending, "approval.decided": ApprovalDecided,
     "artifact.fallback": ArtifactFallback, "turn.finished": TurnFinished, "turn.failed": TurnFailed,
@@ -270,10 +314,12 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
 
 
 _INTS = frozenset({"turn", "iteration", "before_tokens", "after_tokens", "chars", "exit_code", "iterations",
-                   "limit", "count", "asked", "bound", "counter_tokens", "partial_chars"})
+                   "limit", "count", "asked", "bound", "counter_tokens", "partial_chars", "freed", "clear_at_least",
+                   "plain_tokens", "sent_tokens"})
 _OPTIONAL = frozenset({"turn", "iteration", "before_tokens", "after_tokens", "chars", "exit_code", "iterations",
                        "limit", "counter_tokens", "partial_chars", "artifact_id", "usage", "latency_ms", "record",
-                       "session_id", "prompt", "view", "timeout"})
+                       "session_id", "prompt", "view", "timeout", "freed", "clear_at_least", "idle_seconds",
+                       "ttl_seconds", "plain_tokens", "sent_tokens"})
 
 
 def parse(kind: str, payload: dict[str, Any] | None) -> Event:

@@ -122,6 +122,8 @@ class TurnContext:
     on_summary: Callable[[Any], None] | None = None
     # E2: the previous call's sent messages per session (context.prefix.PrefixState); the Agent keeps it across turns
     prefix: dict[str, Any] = field(default_factory=dict)
+    # E4: a cache-aware strategy's previous call per session and its clock (cache_live.LiveCacheAware); None: plain
+    cache_aware: Any = None
 
 
 class TurnFailed(Exception):
@@ -227,7 +229,7 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
             # model call; an interrupt or failure inside still writes what was done, and a slow tool or approval
             # prompt does not keep the answer unstored: what is queued is committed after COMMIT_AFTER seconds
             with ctx.store.deferred(commit_after=COMMIT_AFTER):
-                view, completion, record = _call_model(ctx, session_id, nxt, turn, it, result)
+                view, completion, record, nxt = _call_model(ctx, session_id, nxt, turn, it, result)
                 doing = f"storing the answer of model call {it}"
                 assistant = dict(completion.message)
                 assistant.setdefault("role", "assistant")
@@ -239,6 +241,8 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     doing = "finishing the turn"
                     finished = {"text": result.text, "iterations": result.iterations, "status": result.status}
                     ctx.store.append_event(session_id, "turn.finished", finished, turn=turn, iteration=it)
+                    if ctx.cache_aware is not None:  # E4: the next turn may keep this call's prefix
+                        ctx.cache_aware.called(session_id, view, nxt.seqs, new_seqs[-1] + 1)
                     break
                 appended = [assistant]
                 bound = ctx.tool_context.max_tool_calls
@@ -253,6 +257,8 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
                     skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
                     appended.extend(m for m, _ in skipped)
                     new_seqs.extend(s for _, s in skipped)
+                if ctx.cache_aware is not None:
+                    ctx.cache_aware.called(session_id, view, nxt.seqs, new_seqs[-1] + 1)
             doing = f"preparing model call {it + 1}"
             nxt = next_call(view, appended, new_seqs, nxt.seqs)
         doing = "finishing the turn"
@@ -299,6 +305,7 @@ def _model_summary(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, 
                    ) -> RequestView:
     """C11: ask the model for the planned summary; when it passes the gates, rebuild the view with it."""
     strategy = ctx.policy_for().strategy
+    strategy = getattr(strategy, "inner", strategy)  # E4: `model-summary-cache` wraps the ModelSummary
     summary = ask_summary(ctx.provider, view.plan, float(getattr(strategy, "deadline", 60.0)),
                         lambda kind, payload: _emit(ctx, session_id, kind, payload, turn, it),
                         lambda rec: ctx.store.append_request(session_id, replace(rec, turn=turn, iteration=it)))
@@ -309,19 +316,27 @@ def _model_summary(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, 
     return _build_view(ctx, nxt, it)
 
 
-def _build_view(ctx: TurnContext, nxt: NextCall, it: int) -> RequestView:
+def _build_view(ctx: TurnContext, nxt: NextCall, it: int, policy: ContextPolicy | None = None, cached: bool = True
+                ) -> RequestView:
     """C0 + N3: call `it`'s view, with its lineage composed onto what the turn's earlier calls did."""
-    return build_request_view(nxt.inputs, ctx.policy_for(), ctx.summarize, cache=ctx.cache, seqs=nxt.seqs,
-                              previous=nxt.previous, transcript=nxt.transcript, call=it)
+    return build_request_view(nxt.inputs, policy or ctx.policy_for(), ctx.summarize, cache=ctx.cache if cached
+                              else None, seqs=nxt.seqs, previous=nxt.previous, transcript=nxt.transcript, call=it)
 
 
 def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it: int, result: TurnResult,
-                ) -> tuple[RequestView, Any, RequestRecord]:
-    """C0 + provider call, with the single C9 retry per turn."""
+                ) -> tuple[RequestView, Any, RequestRecord, NextCall]:
+    """C0 + provider call, with the single C9 retry per turn; also returns what the view was built from (E4 may
+    have chosen the continuation of the session's previous call)."""
     built = time.perf_counter()
     view = _build_view(ctx, nxt, it)
     if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
         view = _model_summary(ctx, session_id, nxt, turn, it, view)
+    decision: dict[str, Any] | None = None
+    if it == 1 and ctx.cache_aware is not None:  # E4: keep the warm prefix of this process's previous call?
+        view, nxt, decision = ctx.cache_aware.choose_first(
+            session_id, nxt, view, ctx.policy_for(), lambda n, p, cached: _build_view(ctx, n, it, p, cached))
+        if decision is not None and decision["warm"] is not None:  # stored: why a compaction was deferred, or made
+            _emit(ctx, session_id, "context.cache_decision", {**decision, "session_id": session_id}, turn, it)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     if getattr(ctx.cache, "resume_note", None):  # C7: a saved engine state did not fit: rebuilt once, said so
         _emit(ctx, session_id, "context.state_rebuilt", {"reason": ctx.cache.resume_note, "session_id": session_id},
@@ -330,7 +345,8 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
     retry = False
     while True:
         result.views.append(view)
-        shared = _shared_prefix(ctx, session_id, view, it > 1 and not retry)  # E2, before the call: no I/O
+        continued = (it > 1 or bool(decision and decision["continued"])) and not retry
+        shared = _shared_prefix(ctx, session_id, view, continued)  # E2, before the call: no I/O
         _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
         event = view.event()
         if view.no_gain is not None:  # C5/C6: said, stored, and kept with the record; not shown as a compaction
@@ -383,6 +399,8 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
         usage = getattr(completion, "usage", None)
         record = _with_prefix(_request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency,
                                               retry=retry, engine_ms=engine_ms), shared)
+        if decision is not None:  # E4: kept with the call's record, as replay keeps it with its row
+            record = replace(record, extra={**record.extra, "cache_decision": decision})
         ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
         for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
             _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
@@ -390,7 +408,7 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
             "latency_ms": latency, "record": record, "turn": turn, "iteration": it})
-        return view, completion, record
+        return view, completion, record, nxt
 
 
 def _skip_tools(ctx: TurnContext, session_id: str, calls: list[dict[str, Any]], asked: int, bound: int, turn: int,

@@ -19,7 +19,8 @@ from mxclaw_nb.settings import CONFIG_KEYS, LIMITS, SETTING, SETTINGS, Settings,
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 # Agent(...) arguments that are not settings: objects and per-call wiring, or a setting's other form
-NOT_SETTINGS = {"settings", "session_id", "provider", "approver", "home", "env", "summarize", "api_key", "namespace"}
+NOT_SETTINGS = {"settings", "session_id", "provider", "approver", "home", "env", "summarize", "api_key", "namespace",
+                "clock"}  # E4: the clock that says whether a cached prefix is still warm (tests pass their own)
 
 
 def _section(title: str) -> list[str]:

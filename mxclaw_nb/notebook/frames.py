@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from mxclaw_nb.events import ContextCacheDecision, parse
+
 SHORT_ID = 8  # characters of a session id shown (and accepted by %agent resume)
 PREVIEW_CHARS = 120
 DETAIL_CHARS = 90
@@ -113,6 +115,10 @@ def _event_row(kind: str, p: dict[str, Any]) -> dict[str, Any]:
                    unit=UNITS.get(str(p.get("tokens_are") or "estimate"), p.get("tokens_are")),
                    threshold=p.get("threshold"), detail=one_line(p.get("summary"), DETAIL_CHARS),
                    cache_break=p.get("cache_break_tokens"))  # E3: prefix tokens rewritten (est., in `unit`)
+    elif kind == "context.cache_decision":  # E4: kept a warm prefix or broke it, and why (the live log's line)
+        event = parse(kind, p)
+        text = event.text() if isinstance(event, ContextCacheDecision) else ""
+        row.update(decision=p.get("decision"), detail=one_line(text, DETAIL_CHARS))
     elif kind == "approval.decided":
         row.update(tool="bash", decision=p.get("decision"), by=p.get("by"),
                    detail=one_line(p.get("command"), DETAIL_CHARS))

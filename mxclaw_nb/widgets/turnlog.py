@@ -255,6 +255,10 @@ class TurnLog:
         self._add(LogLine("note", f"ⓘ {e.stage} compaction: nothing to gain ({fmt_int(e.before_tokens)} → "
                                   f"{fmt_int(e.after_tokens)} {unit} tokens); sent unchanged", iteration=e.iteration))
 
+    def _on_ContextCacheDecision(self, e: ev.ContextCacheDecision) -> None:
+        """E4: why a cache-aware strategy kept the warm prefix (or broke it) at the turn's first call."""
+        self._add(LogLine("note", f"ⓘ {e.text()}", iteration=e.iteration))
+
     def _on_FrozenNote(self, e: ev.FrozenNote) -> None:
         """L9: a project file of the frozen context was refused (a link out, a FIFO, ...): a warning line."""
         self._add(LogLine("note", f"⚠ {' '.join(e.note.split())}", color=WARN_CSS, warning=True))

@@ -51,12 +51,16 @@ def test_e4_c12_every_strategy_has_its_cache_variant_by_name_and_numbers() -> No
         as_policy({"cache_aware": {"deadline": 1}})
 
 
-def test_e4_the_live_agent_refuses_a_cache_variant_clearly(tmp_path) -> None:
+def test_c12_the_live_agent_takes_a_cache_variant_by_name_and_refuses_a_bad_one_clearly(tmp_path) -> None:
+    """C12: `-cache` variants run live too (tests/test_loop_cache_aware.py runs them over HTTP); bad numbers are
+    refused before anything is opened."""
     from mxclaw_nb.agent import Agent
 
-    with pytest.raises(ValueError, match="'article-cache' runs in replay and compare only.*use 'article'"):
-        Agent(tmp_path, db=str(tmp_path / "a.duckdb"), strategy="article-cache")
-    assert not (tmp_path / "a.duckdb").exists()  # refused before anything opened
+    agent = Agent(tmp_path, db=str(tmp_path / "a.duckdb"), strategy="article-cache:clear_at_least=500")
+    assert isinstance(agent.policy.strategy, CacheVariant) and agent.policy.strategy.clear_at_least == 500
+    with pytest.raises(ValueError, match="idle_ratio must be in"):
+        Agent(tmp_path, db=str(tmp_path / "b.duckdb"), strategy="article-cache:idle_ratio=2")
+    assert not (tmp_path / "b.duckdb").exists()  # refused before anything opened
 
 
 def _replayed(messages: list, policy: ContextPolicy) -> tuple[list[dict], list[RequestView]]:

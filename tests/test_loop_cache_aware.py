@@ -1,0 +1,205 @@
+"""SPEC E4 + C12 live: the cache-aware variants (`<name>-cache`) run in the live agent.
+
+Real parts: the Agent over HTTP (the real openai client) to the shipped TestServer, a real DuckDB file. At a turn's
+first call the loop rebuilds from the stored transcript (C7); when this process made the session's previous call
+less than the prefix-cache time to live ago, `masking-cache` sends the continuation of that call (its prefix kept)
+where plain `masking` rewrites it, and the decision is stored (`context.cache_decision`, the request record's
+`cache_decision`). The clock is injected (`Agent(clock=...)`): no sleeping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mxclaw_nb import Agent
+from mxclaw_nb.analysis.cost import DEFAULT_TTL
+from mxclaw_nb.cache_live import DEFAULT_TTL_SECONDS
+from mxclaw_nb.context import lineage_messages
+from mxclaw_nb.context.cache_variants import CacheVariant
+from mxclaw_nb.context.model_summary import ASK, ModelSummary
+from mxclaw_nb.context.strategies import STRATEGIES
+from mxclaw_nb.demo.server import TestServer
+from mxclaw_nb.events import parse
+from mxclaw_nb.messages import SUMMARY_PREFIX
+from mxclaw_nb.notebook.frames import events_frame
+from mxclaw_nb.store.provenance import decode_lineage
+from mxclaw_nb.widgets.turnlog import TurnLog
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _agent(server: TestServer, tmp_path: Path, strategy: str, clock: Clock, **kw) -> Agent:
+    ws = tmp_path / "ws"
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "big.txt").write_text("x" * 6_000, encoding="utf-8")
+    (ws / "b.txt").write_text("y" * 6_000, encoding="utf-8")
+    kw.setdefault("context_window_tokens", 20_000)
+    return Agent(workspace=ws, db=kw.pop("db", str(tmp_path / f"{strategy.split(':')[0]}.duckdb")),
+                 base_url=server.base_url, api_key="k", model="test-model", home=tmp_path / "home",
+                 approval="allow", strategy=strategy, keep_recent_tokens=500, counter="estimate", clock=clock, **kw)
+
+
+def _script(server: TestServer) -> None:
+    """Turn 1: two reads of 6,000 characters each, then an answer; turn 2: an answer."""
+    server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+    server.enqueue_tool_calls([("read_file", {"path": "b.txt"})])
+    server.enqueue_text("done one")
+    server.enqueue_text("done two")
+
+
+def _two_turns(tmp_path: Path, strategy: str, idle: float, **kw) -> tuple[Agent, list[dict], list[dict]]:
+    """Turn 1 reads two files (2 tool calls, then an answer); turn 2 starts `idle` seconds after turn 1's last
+    call ended. Returns the agent, turn 1's last request and turn 2's first request (as the server got them)."""
+    clock = Clock()
+    with TestServer() as server:
+        _script(server)
+        agent = _agent(server, tmp_path, strategy, clock, **kw)
+        assert agent.run("read both files").status == "ok"
+        clock.now += idle
+        assert agent.run("and again").status == "ok"
+        return agent, server.requests[-2]["messages"], server.requests[-1]["messages"]
+
+
+def _shape(messages: list[dict]) -> list[tuple[str, str]]:
+    return [(m["role"], str(m.get("content"))) for m in messages[1:]]
+
+
+def _decisions(agent: Agent) -> list[dict]:
+    df = agent.store.events(agent.session_id, type="context.cache_decision")
+    return [json.loads(p) if isinstance(p, str) else p for p in df["payload"]]
+
+
+def _extra(agent: Agent) -> list[dict]:
+    rows = agent.store.requests(agent.session_id)
+    return [json.loads(e) if isinstance(e, str) else e for e in rows["extra"]]
+
+
+def test_e4_the_ttl_is_the_cost_models() -> None:
+    assert DEFAULT_TTL.total_seconds() == DEFAULT_TTL_SECONDS
+
+
+def test_e4_live_masking_cache_keeps_a_warm_prefix_that_plain_masking_rewrites(tmp_path) -> None:
+    plain, p_prev, p_first = _two_turns(tmp_path / "plain", "masking:keep_last=0", idle=30)
+    assert p_first[:len(p_prev)] != p_prev  # plain masking masks turn 1's last result at turn 2: prefix rewritten
+    assert "y" * 100 not in json.dumps(p_first)
+
+    agent, prev, first = _two_turns(tmp_path / "cache", "masking-cache:keep_last=0", idle=30)
+    assert first[:len(prev)] == prev and len(first) == len(prev) + 2  # the warm prefix, + the answer and the prompt
+    assert first[-1] == {"role": "user", "content": "and again"}
+    [decision] = _decisions(agent)  # one per turn start with a previous call in this process
+    assert decision["decision"] == "deferred" and decision["warm"] is True and decision["continued"] is True
+    assert decision["strategy"] == "masking-cache" and decision["idle_seconds"] == 30 and decision["ttl_seconds"] == 300
+    assert decision["plain_stage"] == "micro" and decision["freed"] > 1_000  # what masking would have freed
+    assert decision["sent_tokens"] > decision["plain_tokens"]
+    extras = _extra(agent)
+    # the first turn's first call had no previous call in this process: the plain strategy, said so on its record
+    assert extras[0]["cache_decision"]["decision"] == "plain"
+    assert extras[0]["cache_decision"]["why"] == "no previous call in this process"
+    assert "cache_decision" not in extras[1] and "cache_decision" not in extras[2]  # inside a turn: C7 as ever
+    assert extras[3]["cache_decision"]["decision"] == "deferred"
+    # E2: the record says the whole previous prompt is shared (nothing broken)
+    rows = agent.store.requests(agent.session_id)
+    assert "prefix_broken_tokens" not in extras[3] and rows["prefix_tokens"].iloc[3] > 0
+    # N3: the deferred call's stored lineage rebuilds exactly what was sent, from the stored transcript
+    stored = agent.transcript()
+    lineage = decode_lineage(extras[3]["lineage"], stored)
+    assert lineage_messages(lineage, stored) == first
+    # the stored transcript is untouched (S2)
+    assert sum(m.get("content") == "y" * 6_000 for m in stored) == 1
+    # what a user sees: the live log's line says why the compaction was deferred
+    text = parse("context.cache_decision", decision).text()
+    assert text.startswith("masking-cache: kept the warm cached prefix (previous call 30 s ago, within the 300 s")
+    assert "masking would have rewritten it (micro)" in text
+    frame = events_frame(agent.store.events(agent.session_id, type="context.cache_decision"))  # `%agent events`
+    assert list(frame["decision"]) == ["deferred"] and "kept the warm cached prefix" in frame["detail"].iloc[0]
+    log = TurnLog()
+    log.handle("context.cache_decision", {**decision, "turn": 2, "iteration": 1})
+    assert log.entries[-1].kind == "note" and "kept the warm cached prefix" in log.entries[-1].text
+
+
+def test_e4_live_masking_cache_past_the_ttl_behaves_as_plain_masking(tmp_path) -> None:
+    _, p_prev, p_first = _two_turns(tmp_path / "plain", "masking:keep_last=0", idle=301)
+    agent, prev, first = _two_turns(tmp_path / "cache", "masking-cache:keep_last=0", idle=301)
+    # the same view as plain masking (each run has its own workspace path and call ids): prefix rewritten
+    assert _shape(first) == _shape(p_first) and first[:len(prev)] != prev and "y" * 100 not in json.dumps(first)
+    [decision] = _decisions(agent)
+    assert decision["decision"] == "plain" and decision["warm"] is False and decision["continued"] is False
+    assert parse("context.cache_decision", decision).text().startswith(
+        "masking-cache: cache cold (previous call 301 s ago, past the 300 s cache time to live)")
+
+
+def test_e4_live_clear_at_least_breaks_a_warm_prefix_for_enough_tokens(tmp_path) -> None:
+    """A rewrite freeing at least `clear_at_least` tokens is made even on a warm cache (and recorded why)."""
+    agent, prev, first = _two_turns(tmp_path, "masking-cache:keep_last=0,clear_at_least=1000", idle=10)
+    assert first[:len(prev)] != prev
+    [decision] = _decisions(agent)
+    assert decision["decision"] == "compacted" and decision["why"] == "clear_at_least" and decision["freed"] >= 1000
+
+
+def test_e4_live_a_warm_prefix_is_broken_when_its_continuation_would_pass_the_threshold(tmp_path) -> None:
+    """Threshold 2,800 (window 3,500): the continuation (about 3,000 est.) would pass it, so the compaction is made."""
+    agent, prev, first = _two_turns(tmp_path, "masking-cache:keep_last=0", idle=10, context_window_tokens=3_500)
+    assert first[:len(prev)] != prev and "y" * 100 not in json.dumps(first)
+    [decision] = _decisions(agent)
+    assert decision["decision"] == "compacted" and decision["why"] == "threshold" and decision["warm"] is True
+    assert decision["sent_tokens"] <= 2_800
+    assert "broke the warm cached prefix" in parse("context.cache_decision", decision).text()
+
+
+def test_e4_live_a_fresh_process_has_no_previous_call_and_sends_the_plain_view(tmp_path) -> None:
+    """Re-entry in a new Agent (a new process's view of the session): the plain strategy, no decision event."""
+    clock = Clock()
+    with TestServer() as server:
+        _script(server)
+        first = _agent(server, tmp_path, "masking-cache:keep_last=0", clock)
+        first.run("read both files")
+        clock.now += 5
+        again = _agent(server, tmp_path, "masking-cache:keep_last=0", clock, db=first.store,
+                       session_id=first.session_id)
+        again.run("and again")
+        prev, sent = server.requests[-2]["messages"], server.requests[-1]["messages"]
+    assert sent[:len(prev)] != prev  # as plain masking: nothing of the previous call is known here
+    assert not _decisions(again)
+    assert _extra(again)[-1]["cache_decision"]["why"] == "no previous call in this process"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in STRATEGIES if n.endswith("-cache")))
+def test_c12_the_live_agent_takes_every_cache_variant_by_name(tmp_path, name: str) -> None:
+    with TestServer() as server:
+        agent = _agent(server, tmp_path, name, Clock())
+        assert isinstance(agent.policy.strategy, CacheVariant) and agent.policy.strategy.name == name
+        assert agent.run("hello").status == "ok" and agent.run("again").status == "ok"
+        assert [d["decision"] for d in _decisions(agent)] == ["plain"]  # nothing to defer: it extends
+        assert _decisions(agent)[0]["why"] == "keeps the prefix"
+
+
+def test_e4_live_model_summary_cache_asks_keeps_and_sends_the_model_summary(tmp_path) -> None:
+    """C11 under the variant: the live summary hook sees the ModelSummary inside `model-summary-cache`."""
+
+    def summary(messages: list[dict]) -> str:
+        return "Model summary of the older turns: facts kept."
+
+    (tmp_path / "ws").mkdir()
+    with TestServer(answers={ASK: summary}) as server:
+        agent = Agent(workspace=tmp_path / "ws", db=str(tmp_path / "ms.duckdb"), base_url=server.base_url,
+                      api_key="k", model="test-model", home=tmp_path / "home", approval="allow",
+                      context_window_tokens=4_000, keep_recent_tokens=800, counter="estimate",
+                      strategy="model-summary-cache:free_form=true", clock=Clock())
+        for k in range(6):
+            assert agent.run(f"turn {k}: " + f"please remember fact {k} about the project. " * 60).status == "ok"
+        df = agent.store.events(agent.session_id, type="context.summary")
+        assert len(df) >= 1
+        strategy = agent.policy.strategy
+        assert isinstance(strategy, CacheVariant) and isinstance(strategy.inner, ModelSummary)
+        assert strategy.inner.summaries  # kept in the variant's inner strategy
+        sent = [m["content"] for r in server.requests for m in r["messages"]
+                if m["role"] == "system" and m["content"].startswith(SUMMARY_PREFIX)]
+        assert any("facts kept." in s for s in sent)
