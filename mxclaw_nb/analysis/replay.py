@@ -46,7 +46,7 @@ from mxclaw_nb.analysis.facts import (
 from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.cache_variants import cache_variant, choose
-from mxclaw_nb.context.incremental import continued_input
+from mxclaw_nb.context.incremental import continued_input, sent_in_place
 from mxclaw_nb.context.micro import is_typed_placeholder
 from mxclaw_nb.context.model_summary import summary_prompt
 from mxclaw_nb.context.prefix import shared_prefix
@@ -347,9 +347,8 @@ class _ContinuedSeqs(Sequence[Any]):
 def _as_came(trace: Trace, n: int) -> bool:
     """Every one of the `n` input positions is a step sent in place (unchanged, or micro's placeholders in place):
     the next input's positions are this one's (checked at C speed)."""
-    steps, sent = trace.step_sources, trace.sent_sources
-    return (isinstance(steps, range) and steps == range(n)
-            and (isinstance(sent, range) or (len(sent) == n and sent == list(range(n)))))
+    steps = trace.step_sources
+    return isinstance(steps, range) and steps == range(n) and sent_in_place(trace, n)
 
 
 def _trace(view: RequestView) -> Trace:

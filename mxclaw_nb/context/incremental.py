@@ -29,6 +29,7 @@ import operator
 import sys
 import zlib
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ class Layout:
     total: int
     tool_total: int
     estimate_total: int | None = None  # sum of the C1 estimates when the counts are another counter's (kept)
+    # the tool steps, ascending (C12: masking's and clearing's candidates), kept beside `roles` as they grow (O(new)
+    # per build); None when not tracked (a resumed plan's lazy roles): then scanned from `roles` where read
+    tools: list[int] | None = None
 
     def tool_tokens_before(self, tokens: Sequence[int], step: int) -> int:
         """Tool tokens of the steps before `step` (walks the steps after it: the safe tail is short)."""
@@ -86,6 +90,13 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     roles += map(dict.get, planned.messages[k:], repeat("role"))
     systems = [s for s in old.systems if s < k] if old is not None and k else []
     systems += compress(range(k, len(roles)), map(SYSTEM_ROLES.__contains__, roles[k:]))
+    tools: list[int] | None = None
+    if not (k and old is not None):
+        tools = list(compress(range(len(roles)), map("tool".__eq__, roles)))
+    elif old.tools is not None:  # like the roles: the consumed prefix's list, cut back and extended in place
+        tools = old.tools
+        del tools[bisect_left(tools, k):]
+        tools += compress(range(k, len(roles)), map("tool".__eq__, roles[k:]))
     if totals is not None:
         total, tool_total = totals
     elif reuse_totals:
@@ -94,7 +105,7 @@ def layout_of(planned: Planned, old: Layout | None = None, k: int = 0, same_coun
     else:
         total = sum(tokens)
         tool_total = _tool_sum(tokens, roles)
-    return Layout(roles, systems, total, tool_total, estimate_total)
+    return Layout(roles, systems, total, tool_total, estimate_total, tools)
 
 
 def _tool_sum(tokens: Sequence[int], roles: Sequence[Any]) -> int:
@@ -697,12 +708,13 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
             or any(action != "placeholder" for _a, _b, action in trace.runs)):  # only micro's own placeholders
         return view.next_input(appended)
     m = len(view.messages)
-    in_place = len(trace.step_sources) == m and trace.sent_sources == list(range(m))
+    in_place = len(trace.step_sources) == m and sent_in_place(trace, m)
     if in_place:
         # every step sent in place (micro): `next_input` at C speed, the originals (and the placeholders carried
         # as inputs) with this build's placeholders put in; the same list
         steps = raw(trace.step_messages)
-        out = list(steps[:m])
+        # (a list's slice is already a new list: not copied twice)
+        out: list[Any] = steps[:m] if steps.__class__ is list else list(steps[:m])
         for a, b, _action in trace.runs:
             for k in range(a, b):
                 out[k] = view.messages[k] if FACTS_KEY not in steps[k] else {**view.messages[k],
@@ -741,6 +753,15 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
     return out
 
 
+def sent_in_place(trace: Any, n: int) -> bool:
+    """The view sent its `n` steps at their own positions (`sent_sources == range(n)`): O(1) when the build said so
+    (`sent_of_step` a range over as many sent messages: step k at position k, nothing else), else compared."""
+    sent = trace.sent_sources
+    if isinstance(trace.sent_of_step, range) and trace.sent_of_step == range(n) and len(sent) == n:
+        return True
+    return sent == range(n) if isinstance(sent, range) else (len(sent) == n and sent == list(range(n)))
+
+
 def _continued_layout(cache: TokenCache, trace: Any, planned: Planned) -> Layout:
     """The layout of a plan seeded from a micro view that sent every step in place: the layout of the build
     that made the view (the same steps and roles, in the same order), its totals moved by this build's
@@ -756,4 +777,5 @@ def _continued_layout(cache: TokenCache, trace: Any, planned: Planned) -> Layout
         for k in range(a, b):  # a placeholder replaces a tool step (a C5 placeholder is a tool result)
             total += planned.tokens[k] - before[k]
             tool_total += max(planned.tokens[k], 0) - max(before[k], 0)
-    return Layout(old.roles[:m], list(old.systems), total, tool_total)
+    tools = None if old.tools is None else old.tools[:bisect_left(old.tools, m)]
+    return Layout(old.roles[:m], list(old.systems), total, tool_total, tools=tools)

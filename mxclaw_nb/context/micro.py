@@ -77,11 +77,12 @@ def stays(message: Message) -> bool:
             or _PLACEHOLDER_RE.fullmatch(content_text(message.get("content"))) is not None)
 
 
-def placeholder_for(message: Message, recall: int | None = None) -> str | None:
+def placeholder_for(message: Message, recall: int | None = None, stays_checked: bool = False) -> str | None:
     """The placeholder text for a tool result, or None when it must stay (not a tool, failure, not shorter).
 
-    `recall`: the stored seq it replaces, named at the end (C13, `; recall #41`); None gives the version 1 text."""
-    if stays(message):
+    `recall`: the stored seq it replaces, named at the end (C13, `; recall #41`); None gives the version 1 text.
+    `stays_checked`: the caller already found `stays(message)` False (not asked again)."""
+    if not stays_checked and stays(message):
         return None
     original = content_text(message.get("content"))
     facts = message.get(FACTS_KEY)

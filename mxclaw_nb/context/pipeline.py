@@ -298,9 +298,7 @@ def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: S
     chars = 0
     known = cache.stays if cache is not None and cache.append_only else None
     if known is not None:
-        steps = list(steps)
-        steps = list(compress(steps, map(not_, map(known.__contains__, map(id, map(step_messages.__getitem__,
-                                                                                   steps))))))
+        steps = [k for k in steps if id(step_messages[k]) not in known]  # a comprehension beats a map chain here
         if len(known) > cache.max_entries:  # type: ignore[union-attr]
             known.clear()
     made = cache.placeholders if known is not None and policy.counter is None else None  # type: ignore[union-attr]
@@ -317,7 +315,7 @@ def placeholders(steps: Iterable[int], step_messages: Sequence[Message], sent: S
         if known is not None and stays(msg):
             known[id(msg)] = msg
             continue
-        text = placeholder_for(msg, seq)
+        text = placeholder_for(msg, seq, known is not None)  # with a session cache, `stays` was asked just above
         if text is not None:
             n = len(content_text(msg.get("content")))
             chars += n
@@ -439,9 +437,13 @@ class _Builder:
         if micro.sent:
             summary = micro_summary(len(micro.sent), micro.chars, self.before, micro.after,
                                     self.policy.counter_name, label)
-        # every step, systems first: the micro view drops nothing
-        return self.finish("micro" if micro.sent else "unchanged", self.systems + list(conv.steps), summary,
-                           micro.tokens)
+        # every step, systems first: the micro view drops nothing; in place (a range, no list per build) when the
+        # systems lead (C7: the next input's positions are this one's)
+        steps, lead, n = conv.steps, len(self.systems), len(self.sources)
+        leading = not lead or self.systems[-1] == lead - 1
+        order: Sequence[int] = (range(n) if isinstance(steps, range) and steps == range(lead, n) and leading
+                                else self.systems + list(steps))
+        return self.finish("micro" if micro.sent else "unchanged", order, summary, micro.tokens)
 
     def summarize(self, conv: Conversation, summarize: Summarizer | None) -> RequestView:
         """Passes 5-6: the old messages become one summary (C6), or the C8 window when the summariser fails."""
@@ -501,7 +503,7 @@ class _Builder:
             sent_sources = sent_of_step
         else:
             out, sent_tokens, sent_of_step = self._arrange(order, override or {}, extra)
-            sent_sources = list(order)
+            sent_sources = list(order)  # a list: a range says "every step sent as it came" (lineage)
         after = self.before if order is None else sum(sent_tokens) + self.fixed
         estimate = after if self.policy.counter is None else self._estimate(order, out, override or {}) + self.fixed
         tail_start = None
@@ -526,14 +528,14 @@ class _Builder:
         return sum(estimate_sent(m) if k is None or k in override else est[k] for k, m in zip(order, out, strict=True))
 
     def _arrange(self, order: Sequence[int | None], override: dict[int, int], extra: Message | None
-                 ) -> tuple[list[Message], list[int], list[int | None]]:
+                 ) -> tuple[list[Message], list[int], Sequence[int | None]]:
         n = len(self.sources)
-        if extra is None and len(order) == n and order == list(range(n)):  # every step in order (micro): C speed
+        if extra is None and len(order) == n and (order == range(n) if isinstance(order, range)
+                                                  else order == list(range(n))):  # every step in order (micro)
             counts = list(self.tokens)
             for step, count in override.items():
                 counts[step] = count
-            in_place: list[int | None] = list(range(n))
-            return list(self.sent), counts, in_place
+            return list(self.sent), counts, range(n)
         out: list[Message] = []
         sent_tokens: list[int] = []
         sent_of_step: list[int | None] = [None] * len(self.sources)

@@ -89,7 +89,12 @@ def _show(value: Any) -> str:
 
 
 def _tool_steps(b: _Builder, steps: Sequence[int]) -> list[int]:
-    roles = b.layout_now.roles
+    layout = b.layout_now
+    roles, tools = layout.roles, layout.tools
+    if isinstance(steps, range) and steps.step == 1 and tools is not None:  # kept by the layout: one slice of it
+        return tools[bisect_left(tools, steps.start):bisect_left(tools, steps.stop)]
+    if isinstance(steps, range) and steps.step == 1:  # the usual shape: one slice of the roles, at C speed
+        return list(compress(steps, map("tool".__eq__, roles[steps.start:steps.stop])))
     return list(compress(steps, map("tool".__eq__, map(roles.__getitem__, steps))))
 
 
