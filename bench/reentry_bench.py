@@ -55,16 +55,16 @@ def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict
             if got is not None:
                 fetch = got._fetch
 
-                def timed_fetch(start: int, stop: int) -> Any:
+                def timed_fetch(start: int, stop: int, head: int = 0) -> Any:
                     t1 = time.perf_counter()
                     try:
-                        return fetch(start, stop)
+                        return fetch(start, stop, head)
                     finally:  # a read inside the engine's build is the store's time, not the engine's
                         spent = time.perf_counter() - t1
                         timers.spent["read"] = timers.spent.get("read", 0.0) + spent
                         if timers.depth.get("engine"):
                             timers.spent["fetch_in_engine"] = timers.spent.get("fetch_in_engine", 0.0) + spent
-                        fetched[0] += stop - start
+                        fetched[0] += stop - start + head
                 got._fetch = timed_fetch
             return got
         agent.store.transcript_rows = rows  # type: ignore[method-assign]
