@@ -33,7 +33,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, islice, repeat
 from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
@@ -575,12 +575,12 @@ def _unpacked(text: Any) -> bytes:
         raise ValueError(str(exc)) from exc
 
 
-def _counts_of(packed: bytes) -> list[int]:
+def _counts_of(packed: bytes) -> array[int]:
     counts = array("i")
     counts.frombytes(packed)
     if sys.byteorder == "big":
         counts.byteswap()
-    return counts.tolist()
+    return counts
 
 
 def _seal(packed: bytes, n: int, codes: str, systems: list[Any], total: Any, tool_total: Any) -> int:
@@ -665,6 +665,34 @@ class _Roles(HeadTail):
         self._codes, self._h = self._codes[:h], h
 
 
+class _Counts(HeadTail):
+    """The C1 counts of a resumed plan's steps, read from the saved int32 array where read (C7: no list of a long
+    session's counts made up front), then the counts of the steps planned after them as a list. Supports what the
+    session cache does to a plan's counts: read, slice (a list), cut back, extend."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, counts: array[int]) -> None:
+        super().__init__(len(counts))
+        self._counts = counts
+
+    def _item(self, k: int) -> int:
+        return self._counts[k]
+
+    def _items(self, start: int, stop: int) -> list[int]:
+        return self._counts[start:stop].tolist()
+
+    def __iter__(self) -> Iterator[int]:  # at C speed
+        return chain(islice(self._counts, self._h), self._tail)
+
+    def __eq__(self, other: object) -> bool:  # as the list it stands for
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(other) == len(self) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def _seed(cache: TokenCache, inputs: list[Any]) -> None:
     """C7: the saved plan (`plan_snapshot`) as the cache's prefix over `inputs`, when it fits them; else
     `cache.resume_note` says why not (the build then plans everything, once)."""
@@ -709,8 +737,8 @@ def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
             or (after is not None and (not isinstance(after, dict) or after.get("role") not in _TOP_LEVEL_ROLES))):
         return None, "the saved plan does not match the stored messages"
     layout = Layout(cast(list[Any], _Roles(codes)), systems, total, tool_total)
-    planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)), _counts_of(packed), None,
-                      layout)
+    planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)),
+                      cast(list[int], _Counts(_counts_of(packed))), None, layout)
     return _Prefix(inputs, n, None, None, planned, n, n, None), ""
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cached_property
-from itertools import compress, islice
+from itertools import compress, islice, repeat
 from operator import not_
 from typing import Any
 
@@ -466,8 +466,11 @@ class _Builder:
             self.runs.append((k, k + 1, "placeholder"))  # type: ignore[union-attr]
 
     def _mark_summarized(self, old: Sequence[int]) -> None:
-        if isinstance(old, range):
-            self.actions[old.start:old.stop] = ["summarized"] * len(old)
+        if isinstance(old, range):  # a new list, not a slice assignment (no temporary lists of a long session's size)
+            actions = self.actions[:old.start]
+            actions += repeat("summarized", len(old))
+            actions += self.actions[old.stop:]
+            self.actions = actions
             self.runs = [(old.start, old.stop, "summarized")]
         else:
             for k in old:
