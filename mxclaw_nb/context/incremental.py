@@ -575,11 +575,14 @@ def _unpacked(text: Any) -> bytes:
         raise ValueError(str(exc)) from exc
 
 
-def _counts_of(packed: bytes) -> array[int]:
+def _counts_of(packed: bytes) -> memoryview | array[int]:
+    """The int32 counts of `packed`: a view of its bytes where the machine is little-endian (no copy), else an array
+    made from them."""
+    if sys.byteorder == "little":
+        return memoryview(packed).cast("i")
     counts = array("i")
     counts.frombytes(packed)
-    if sys.byteorder == "big":
-        counts.byteswap()
+    counts.byteswap()
     return counts
 
 
@@ -672,12 +675,12 @@ class _Counts(HeadTail):
 
     __slots__ = ("_counts",)
 
-    def __init__(self, counts: array[int]) -> None:
+    def __init__(self, counts: memoryview | array[int]) -> None:  # int32 each
         super().__init__(len(counts))
         self._counts = counts
 
     def _item(self, k: int) -> int:
-        return self._counts[k]
+        return int(self._counts[k])
 
     def _items(self, start: int, stop: int) -> list[int]:
         return self._counts[start:stop].tolist()
