@@ -3,7 +3,7 @@ saved with the session (`engine_state`) and without it (deleted: rebuilt from th
 
 A session of N synthetic messages is seeded and primed by one compacting turn (128k window), which saves the engine
 state; then, alternately, a copy with and a copy without the saved state is opened by a fresh Agent that runs one
-turn. Per first call: the transcript read (`transcript_rows`: a COUNT, then the chunks of rows read where the engine
+turn. Per first call: the transcript read (`transcript_rows`: a COUNT, then the rows read where the engine
 uses them, counted here; `load_transcript_after` for a store without it), the engine (`build_request_view`, without
 the reads inside it), the whole loop overhead up to the model call, the C6 old messages the summary state scanned
 and the stored rows read. Medians over `--runs` pairs.
@@ -47,7 +47,7 @@ def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict
     timers.wrap(agent.store, "load_transcript_after", "read")
     fetched = [0]
     rows_of = getattr(agent.store, "transcript_rows", None)
-    if rows_of is not None:  # C7, N2: the lazily read transcript: its COUNT, then each chunk where it is read
+    if rows_of is not None:  # C7, N2: the lazily read transcript: its COUNT, then each read of rows
         def rows(session_id: str) -> Any:
             t0 = time.perf_counter()
             got = rows_of(session_id)
