@@ -118,9 +118,14 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
         assert lineage_messages(lineage, stored) == result.views[int(row["iteration"]) - 1].messages
 
 
-def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path):
+@pytest.mark.parametrize("wording", [
+    "This model's maximum context length is 8192 tokens (context length exceeded)",  # OpenAI
+    "The decoder prompt (length 9254) is longer than the maximum model length of 8192. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",  # vLLM V1
+])
+def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path, wording):
     """C9: one retry per turn with the C8 window; the event says prompt_too_long_retry."""
-    test_server.enqueue_error(400, "This model's maximum context length is 8192 tokens (context length exceeded)")
+    test_server.enqueue_error(400, wording)
     test_server.enqueue_text("answer after retry")
     agent = make_agent(test_server, workspace, tmp_path)
     result = agent.run("hello")

@@ -128,6 +128,52 @@ def test_prompt_too_long_is_classified_and_not_retried(test_server, message):
     assert is_prompt_too_long(message) and not is_prompt_too_long("Invalid value for 'temperature'")
 
 
+# C9: the same condition as other OpenAI-compatible servers word it (each message as the server sends it).
+OTHER_SERVERS_TOO_LONG = [
+    # vLLM V1 engine (the input processor, before the OpenAI layer's own check)
+    "The decoder prompt (length 5951) is longer than the maximum model length of 4096. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",
+    "Context size has been exceeded.",  # llama.cpp server, when the slot runs out of context
+    "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575).",  # Gemini
+    "This model's maximum prompt length is 131072 but the request contains 200000 tokens.",  # xAI
+    "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 5000 `inputs` tokens "
+    "and 100 `max_new_tokens`",  # Hugging Face TGI
+    "Input is too long for requested model.",  # Bedrock
+    "Prompt has 5,958,968 tokens, but the configured context size is 256,000 tokens",
+]
+
+
+@pytest.mark.parametrize("message", OTHER_SERVERS_TOO_LONG)
+def test_other_servers_prompt_too_long_wordings_are_classified(test_server, message):
+    """C9: vLLM's, llama.cpp's, Gemini's, TGI's ... words for an over-long prompt drive the one retry too."""
+    test_server.enqueue_error(400, message)
+    with pytest.raises(ProviderError) as err:
+        provider(test_server).complete(USER, None)
+    assert err.value.kind == "prompt_too_long"
+
+
+@pytest.mark.parametrize(("message", "code"), [
+    ("Please reduce the length of the messages or completion.", "context_length_exceeded"),  # Groq
+    ("request (5000 tokens) does not fit", "exceed_context_size_error"),  # llama.cpp's error type
+])
+def test_prompt_too_long_is_told_by_the_error_code_too(test_server, message, code):
+    """C9: a server whose message alone does not say it (Groq) still says it in the error's `code`."""
+    test_server.enqueue_error(400, message, code=code)
+    with pytest.raises(ProviderError) as err:
+        provider(test_server).complete(USER, None)
+    assert err.value.kind == "prompt_too_long" and message[:20] in err.value.message
+
+
+@pytest.mark.parametrize("message", [
+    "Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.",
+    "max_tokens is too large: 5000. This model supports at most 4096 completion tokens",
+    "Invalid value for 'temperature': expected a number <= 2",
+])
+def test_other_errors_are_not_prompt_too_long(message):
+    """C9: the classifier stays narrow: a rate limit or a bad completion bound is not a context overflow."""
+    assert not is_prompt_too_long(message)
+
+
 def test_rate_limit_and_server_errors_are_retried_with_backoff(test_server):
     """429 and 5xx are retried by the client (Retry-After honoured); the call then succeeds."""
     test_server.enqueue_error(429, "rate limited")

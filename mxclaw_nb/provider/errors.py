@@ -75,6 +75,16 @@ def server_text(exc: openai.APIError) -> str:
     return str(exc.message)
 
 
+def _error_codes(exc: Exception) -> str:
+    """The `code` and `type` of an error body (`context_length_exceeded`, `exceed_context_size_error`): some servers
+    say what went wrong only there (Groq's message is "Please reduce the length of the messages or completion.")."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        return ""
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    return " ".join(str(inner[k]) for k in ("code", "type") if isinstance(inner.get(k), str))
+
+
 def _asked_wait(exc: Exception) -> str:
     """` (it asked to wait 3600 s)` from a response's Retry-After / retry-after-ms, else ''."""
     headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
@@ -109,7 +119,7 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
     short = short if len(short) <= 400 else short[:400] + "..."
     short = short if short.endswith((".", "!", "?", "...")) else short + "."
     remedy = ""
-    if is_prompt_too_long(text):
+    if is_prompt_too_long(text) or is_prompt_too_long(_error_codes(exc)):  # C9
         kind, msg = "prompt_too_long", (f"{where} rejected the request as longer than model {model}'s context "
                                         f"window{code}: {short} Send fewer tokens (compact the context) or use a "
                                         "model with a larger window.")
