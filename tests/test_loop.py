@@ -139,6 +139,27 @@ def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, work
     assert requests["error"].notna().sum() == 1 and requests["retry"].sum() == 1
 
 
+def test_an_answer_cut_at_the_output_limit_is_said(test_server, workspace, tmp_path):
+    """L7: finish_reason "length" (the server's max_tokens bound) is not a silent full answer: the text is stored as
+    sent and a provider.note says it stopped at the output limit, so a cut tool call's "Invalid arguments" failure
+    has its cause beside it."""
+    from mxclaw_nb.demo.model import Reply, ToolCall
+
+    test_server.enqueue(Reply(text="The answer is cut mid-sent", finish_reason="length"))
+    agent = make_agent(test_server, workspace, tmp_path)
+    result = agent.run("hello")
+    assert result.status == "ok" and result.text == "The answer is cut mid-sent"
+    test_server.enqueue(Reply(tool_calls=[ToolCall("write_file", '{"path": "b.txt", "content": "ab')],
+                              finish_reason="length"))
+    test_server.enqueue_text("done")
+    assert agent.run("write b.txt").text == "done"
+    notes = agent.store.events(agent.session_id, type="provider.note")
+    assert len(notes) == 2
+    for payload in notes["payload"]:
+        note = (json.loads(payload) if isinstance(payload, str) else payload)["note"]
+        assert "finish_reason 'length'" in note and "output limit" in note
+
+
 def test_second_prompt_too_long_fails_the_turn_visibly(test_server, workspace, tmp_path):
     test_server.enqueue_error(400, "prompt too long")
     test_server.enqueue_error(400, "prompt too long")

@@ -356,6 +356,12 @@ class OpenAIProvider:
         finish = answer.finish
         if finish is None and done:  # a whole answer without a finish_reason: say what it is
             finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if finish == "length" and (message.get("content") or message.get("tool_calls")):  # L7: cut, not whole
+            bound = f" (max_tokens {self.max_tokens})" if self.max_tokens is not None else ""
+            answer.notes.append(f"Model {self.model} stopped at its output limit{bound}: finish_reason 'length'. "
+                                "The answer is stored as sent and may end mid-sentence; a tool call it was writing "
+                                "may have incomplete arguments (such a call fails as invalid arguments). Raise "
+                                "max_tokens or the server's output limit if this repeats.")
         if not message.get("content") and not message.get("tool_calls"):
             why = f"finish_reason {answer.finish!r}" + (", reasoning only" if message.get("reasoning") else "")
             raise EmptyAnswer(f"an empty answer: no text and no tool calls ({why})")
