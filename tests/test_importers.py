@@ -254,3 +254,69 @@ def test_s4_a_refused_bulk_import_falls_back_to_one_conversation_at_a_time(store
     assert [n for n, _ in report.errors] == [2] and "already exists" in report.errors[0][1]
     assert len(report.sessions) == 2 and report.messages == 2
     assert [store.load_transcript(s)[0]["content"] for s in report.sessions] == ["hello 0", "hello 2"]
+
+
+def _legacy_conversation() -> list[dict[str, Any]]:
+    """OpenAI's legacy function calling (before `tools`): `function_call` on the assistant, role `function` after."""
+    big = "def f():\n    return 1\n" * 400
+
+    def call(path: str) -> dict[str, Any]:
+        return {"name": "read_file", "arguments": json.dumps({"path": path})}
+
+    return [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "read a.py and b.py"},
+            {"role": "assistant", "content": None, "function_call": call("a.py")},
+            {"role": "function", "name": "read_file", "content": big},
+            {"role": "assistant", "content": None, "function_call": call("b.py")},
+            {"role": "function", "name": "read_file", "content": big},
+            {"role": "user", "content": "now summarise " + "them " * 600}, {"role": "assistant", "content": "Done."}]
+
+
+def test_legacy_function_calls_replay_as_tool_calls(store: Store, tmp_path: Path) -> None:
+    """C1, C4, C5, S4: a transcript in the legacy `function_call` / role `function` shape is replayed with its tool
+    traffic: the results count in the estimate and compact like tool results, from a list and from the store,
+    where the import keeps the file's messages exactly (S2). Before, replay and compare dropped every function
+    result from the views (the estimate was that of a conversation without them; nothing compacted)."""
+    from mxclaw_nb.analysis import compare, replay
+
+    legacy = _legacy_conversation()
+    policy = {"window": 4_000, "keep_recent": 1_000}
+    row = replay(legacy, policy).iloc[-1]
+    modern = replay(_as_tool_calls(legacy), policy).iloc[-1]
+    assert row["full_tokens"] == modern["full_tokens"] > 4_000 * 0.8  # the results count
+    assert row["stage"] == modern["stage"] == "micro" and row["placeholder"] == 2 and row["dropped"] == 0
+    path = tmp_path / "legacy.jsonl"
+    path.write_text(json.dumps({"messages": legacy}) + "\n", encoding="utf-8")
+    report = import_openai_jsonl(store, path, progress=False)
+    assert store.load_transcript(report.sessions[0]) == legacy  # stored as the file holds it (S2)
+    assert replay(report.sessions[0], policy, store=store).iloc[-1]["placeholder"] == 2
+    df = compare(store, [policy], progress=False, executor="inline")
+    assert df.iloc[-1]["placeholder"] == 2 and df["dropped"].sum() == 0
+
+
+def _as_tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same conversation written with `tool_calls` by hand (the expected reading of the legacy shape)."""
+    out: list[dict[str, Any]] = []
+    for k, m in enumerate(messages):
+        if "function_call" in m:
+            out.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"legacy_{k}", "type": "function", "function": m["function_call"]}]})
+        elif m["role"] == "function":
+            out.append({"role": "tool", "tool_call_id": f"legacy_{k - 1}", "name": m["name"], "content": m["content"]})
+        else:
+            out.append(m)
+    return out
+
+
+def test_legacy_function_calls_in_the_policy_lab_and_orphans() -> None:
+    """C4: `PolicyLab({...})` reads a legacy transcript as `replay` does; a `function` message that answers no call
+    right before it stays an orphan (dropped from the view as any orphan result), one message for one."""
+    from mxclaw_nb.messages import modernize_legacy_calls
+    from mxclaw_nb.widgets.lab import PolicyLab
+
+    legacy = _legacy_conversation()
+    lab = PolicyLab({"legacy": legacy})
+    assert lab.messages("legacy") == _as_tool_calls(legacy)
+    orphan = [{"role": "user", "content": "q"}, {"role": "function", "name": "f", "content": "x"}]
+    out = modernize_legacy_calls(orphan)
+    assert len(out) == 2 and out[1]["role"] == "tool" and out[1]["tool_call_id"] == "legacy_orphan_1"
+    assert modernize_legacy_calls(out) is out and modernize_legacy_calls(legacy[:2]) is not None
