@@ -170,6 +170,32 @@ def test_codex_plain_text_exec_output_and_old_layout(tmp_path: Path) -> None:
     assert conv.messages[0]["content"] == "Be brief." and conv.messages[3]["is_error"] is True
 
 
+def test_codex_images_are_kept_as_image_parts(tmp_path: Path, store: Store) -> None:
+    """C1, S4: a Codex rollout's `input_image` (a pasted screenshot) becomes an `image_url` part, as Claude Code's
+    image blocks do, so the estimate counts it (2,000 per image) instead of the image vanishing from the import."""
+    from mxclaw_nb.context.tokens import estimate_tokens
+
+    url = "data:image/png;base64,iVBORw0KGgo="
+    lines = [
+        {"type": "session_meta", "payload": {"id": "img-1", "cwd": "/w"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "what is wrong in this screenshot?"},
+            {"type": "input_image", "image_url": url}]}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                              "content": [{"type": "output_text", "text": "The total is off."}]}},
+    ]
+    path = tmp_path / "rollout-img.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    conv, errors = parse_codex(path)
+    assert errors == [] and conv is not None
+    assert conv.messages[0]["content"] == [{"type": "text", "text": "what is wrong in this screenshot?"},
+                                           {"type": "image_url", "image_url": {"url": url}}]
+    assert conv.messages[1]["content"] == "The total is off."  # text only: a string, as before
+    assert estimate_tokens(conv.messages[0]) >= 2_000 and conv.title == "what is wrong in this screenshot?"
+    report = import_codex(store, path)
+    assert store.load_transcript(report.sessions[0])[0]["content"] == conv.messages[0]["content"]
+
+
 def _cc_line(uid: str, parent: str | None, kind: str, content: Any, msg_id: str | None = None) -> str:
     message: dict[str, Any] = {"role": kind, "content": content}
     if msg_id:
