@@ -316,6 +316,20 @@ CASES = [
     Case("non-JSON 200 (HTML)", lambda s: [send(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n<html>proxy error</html>")],
         "failed:bad_response", stream=False, says="not a JSON completion ('<html>proxy error</html>')"),
+    # L7, C9: some gateways (LiteLLM, OpenRouter, small proxies) answer with status 200 and an error object as the
+    # whole body: its words reach the user, and a prompt-too-long one drives the C9 retry
+    Case("error object as a 200 JSON body", lambda s: [send(JSON_HEAD + json.dumps(
+        {"error": {"message": "The upstream model is overloaded", "code": 503}}).encode())], "failed:server",
+        stream=False, says="The upstream model is overloaded"),
+    Case("error object as a 200 JSON body to a stream", lambda s: [send(JSON_HEAD + json.dumps(
+        {"error": {"message": "The upstream model is overloaded", "code": 503}}).encode())], "failed:server",
+        says="The upstream model is overloaded"),
+    Case("prompt-too-long error object as a 200 body, then the C9 retry fits", lambda s: [send(JSON_HEAD + json.dumps(
+        {"error": {"message": "This model's maximum context length is 4096 tokens", "code": 400}}).encode()),
+        answer("Fits now.")], "answer:Fits now.", served=2),
+    # L2: a server that ignores `stream: true` and answers with one whole JSON completion
+    Case("a whole JSON completion to a stream", lambda s: [send(completion_body(
+        {"role": "assistant", "content": "Whole, not streamed."}))], "answer:Whole, not streamed."),
     Case("200 with malformed JSON", lambda s: [send(JSON_HEAD + b'{"id": "x", "choices": [')],
          "failed:bad_response", stream=False),
     Case("empty choices (stream)", lambda s: [send(SSE_HEAD + event({**chunk({}), "choices": []}) + event("[DONE]"))],

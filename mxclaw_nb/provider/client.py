@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import re
 import socket
 import threading
@@ -33,6 +34,7 @@ from urllib.parse import urlparse
 from weakref import WeakSet
 
 import openai
+from openai.types.chat import ChatCompletion
 
 try:  # the transport under the openai client: httpx2 in recent releases, httpx before
     import httpx2 as _httpx
@@ -101,6 +103,23 @@ class _Watchdog:
 
 def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _json_body(stream: Any, bound: int) -> Any:
+    """The JSON body of a streamed request answered with one JSON document, or None (not JSON, or over `bound`
+    bytes: the stream-line bound, L10, as the body is one line of JSON)."""
+    response = getattr(stream, "response", None)
+    if response is None:
+        return None
+    data = bytearray()
+    for piece in response.iter_bytes():
+        data += piece
+        if len(data) > bound:
+            return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
 
 
 def _content_type(stream: Any) -> str:
@@ -331,12 +350,27 @@ class OpenAIProvider:
             self.label = f"{self.model} @ {self.base_url}"
         return self.model
 
+    def _error_in_body(self, body: Any) -> ProviderError | None:
+        """L7, C9: a 200 whose whole body is an error object (`{"error": {"message", "code"}}`, as LiteLLM, OpenRouter
+        and small proxies send): classified as the same error with a status would be, so its words reach the user
+        and a prompt-too-long one drives the C9 retry. None when the body is no such object."""
+        err = body.get("error") if isinstance(body, dict) and not isinstance(body.get("choices"), list) else None
+        if not err or not isinstance(err, dict | str):
+            return None
+        message = str(err.get("message") or err) if isinstance(err, dict) else err
+        request = _httpx.Request("POST", f"{self.base_url.rstrip('/')}{wire.PATH}")
+        exc = openai.APIError(message, request, body=err if isinstance(err, dict) else None)
+        return classify(exc, base_url=self.base_url, model=self.model, timeout=self.timeout, retries=self._retries())
+
     def _plain(self, kwargs: dict[str, Any], start: float) -> Completion:
         self._attempts = 0
         try:
             resp = wire.create(self._client, kwargs)  # the body encoded once, by orjson (L2)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a 200 whose JSON body is malformed
             raise self._bad_response(bad_data(exc)) from None
+        failed = self._error_in_body(getattr(resp, "model_extra", None))
+        if failed is not None:
+            raise failed
         if not isinstance(getattr(resp, "choices", None), list):  # the client hands back a non-JSON body as text
             shown = str(resp)[:120]
             raise self._bad_response(f"a body that is not a JSON completion ({shown!r})")
@@ -395,6 +429,17 @@ class OpenAIProvider:
         self._attempts = 0
         events = 0
         with wire.create(self._client, {**kwargs, "stream": True, **extra}) as stream:
+            if "json" in _content_type(stream):  # not an event stream: an error object, or a whole answer (L2, L7)
+                body = _json_body(stream, self.limits.line)
+                failed = self._error_in_body(body)
+                if failed is not None:
+                    raise failed
+                if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
+                    # a server that ignores `stream: true` and answers whole: the same answer, shown at once
+                    piece = answer.add(ChatCompletion.construct(**body), whole=True)
+                    if piece and on_delta is not None:
+                        on_delta(piece)
+                    return self._finish(answer, done=True)
             done = _watch_done(stream)
             try:
                 for chunk in stream:
