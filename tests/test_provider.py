@@ -140,6 +140,8 @@ OTHER_SERVERS_TOO_LONG = [
     "and 100 `max_new_tokens`",  # Hugging Face TGI
     "Input is too long for requested model.",  # Bedrock
     "Prompt has 5,958,968 tokens, but the configured context size is 256,000 tokens",
+    "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too Large"
+    "</h1></center><hr><center>nginx</center></body></html>",  # a proxy's body-size bound (nginx)
 ]
 
 
