@@ -160,6 +160,26 @@ def test_an_answer_cut_at_the_output_limit_is_said(test_server, workspace, tmp_p
         assert "finish_reason 'length'" in note and "output limit" in note
 
 
+def test_a_tool_call_with_broken_json_arguments_does_not_poison_the_session(workspace, tmp_path):
+    """L2, L7, S2: a model's tool call whose arguments are not JSON (cut at the output limit, or badly escaped) is
+    stored as written and fails as invalid arguments; the call is then sent with JSON arguments that carry the
+    text, because vLLM and llama-server parse every historical call's arguments and refuse the whole request
+    (HTTP 400, on every later turn) when one is not JSON."""
+    with TestServer(quirks={"history_args_parsed"}) as srv:
+        broken = '{"path": "a.txt", "note": "cut here'
+        srv.enqueue_raw_tool_call("read_file", broken)
+        srv.enqueue_text("The call was cut; nothing read.")
+        srv.enqueue_text("next turn works")
+        agent = make_agent(srv, workspace, tmp_path)
+        assert agent.run("read a.txt").text == "The call was cut; nothing read."
+        assert agent.run("and now?").text == "next turn works"
+        stored = [m for m in agent.transcript() if m.get("tool_calls")]
+        assert stored[0]["tool_calls"][0]["function"]["arguments"] == broken  # S2: stored as the model wrote it
+        sent = [m for m in srv.requests[-1]["messages"] if m.get("tool_calls")]
+        args = json.loads(sent[0]["tool_calls"][0]["function"]["arguments"])
+        assert isinstance(args, dict) and broken in json.dumps(args, ensure_ascii=False).replace('\\"', '"')
+
+
 def test_second_prompt_too_long_fails_the_turn_visibly(test_server, workspace, tmp_path):
     test_server.enqueue_error(400, "prompt too long")
     test_server.enqueue_error(400, "prompt too long")

@@ -71,8 +71,56 @@ EMPTY_NOTICE = "\n[the model answered with nothing; asking it once more]\n"
 
 
 def _sendable(messages: list[dict]) -> list[dict]:
-    """The sent form of each message (`messages.sanitize`, the one owner); the engine's views already are."""
-    return [m if m.keys() <= _SENT else sanitize(m) for m in messages]
+    """The sent form of each message (`messages.sanitize`, the one owner); the engine's views already are. Tool
+    calls whose arguments are not a JSON object go with `_json_arguments`."""
+    return [_json_arguments(m) if m.get("tool_calls") else m
+            for m in (m if m.keys() <= _SENT else sanitize(m) for m in messages)]
+
+
+_ARGS_OK: set[str] = set()  # arguments strings known to be JSON objects (bounded: cleared when it grows past this)
+_ARGS_OK_MAX = 50_000
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+
+
+def _is_json_object(text: str) -> bool:
+    if text in _ARGS_OK:
+        return True
+    try:
+        ok = isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+    if ok:
+        if len(_ARGS_OK) >= _ARGS_OK_MAX:
+            _ARGS_OK.clear()
+        _ARGS_OK.add(text)
+    return ok
+
+
+def _args_fine(call: Any) -> bool:
+    """True unless `call` is a well-formed call whose arguments string is not a JSON object (other shapes are
+    `sanitize`'s to send; the engine's views hold only well-formed calls)."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    return not isinstance(args, str) or _is_json_object(args)
+
+
+def _json_arguments(message: dict) -> dict:
+    """`message` with each tool call's arguments a JSON object: as stored when they are one (the usual case, the
+    message itself), `{}` when empty, else `{"_raw_arguments": <the text>}`. Why (L2, L7): vLLM and llama-server
+    parse every historical call's arguments to render the chat template and refuse the whole request when one is
+    not JSON, so a model's one cut or badly escaped call (stored as written, S2; it failed as invalid arguments)
+    would fail every later turn of the session. The model still sees what it wrote."""
+    calls = message["tool_calls"]
+    if not isinstance(calls, list) or all(_args_fine(c) for c in calls):
+        return message
+    fixed = []
+    for call in calls:
+        if not _args_fine(call):
+            args = call["function"]["arguments"]
+            args = "{}" if not args.strip() else json.dumps({RAW_ARGUMENTS_KEY: args}, ensure_ascii=False)
+            call = {**call, "function": {**call["function"], "arguments": args}}
+        fixed.append(call)
+    return {**message, "tool_calls": fixed}
 
 
 def _is_loopback(url: str) -> bool:
