@@ -644,3 +644,20 @@ def test_n1_events_frame_says_interrupted_in_words_and_sessions_have_a_title(tmp
     agent.run("Look at the build log and tell me what the slowest step was.")
     shown = sessions_frame(agent.store.sessions(), agent.session_id)
     assert shown["title"].tolist() == ["Look at the build log and tell me what the slowest step was."]
+
+
+def test_s4_replay_saves_nothing_where_nothing_was_compacted(ip: InteractiveShell) -> None:
+    """S4, T1-T3: `full_tokens` (what an uncompacted request would cost) counts the tool definitions as
+    `before_tokens`/`after_tokens` do, so a call sent unchanged saved 0 tokens (before: every row of the demo's
+    first `%agent replay` said `saved_tokens -1331`, the tool definitions' layer)."""
+    ip.run_line_magic("agent", "config approval=allow")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    replayed, _ = agent(ip, "replay")
+    unchanged = replayed[replayed["stage"] == "unchanged"]
+    assert len(unchanged) and (unchanged["saved_tokens"] == 0).all(), unchanged
+    assert (unchanged["full_tokens"] == unchanged["before_tokens"]).all()
+    tight, _ = agent(ip, "replay --window 3000 --tail 400")
+    compacted = tight[tight["stage"] != "unchanged"]
+    assert len(compacted) and (compacted["saved_tokens"] == compacted["full_tokens"] - compacted["after_tokens"]).all()
+    assert (compacted["saved_tokens"] > 0).all()
