@@ -346,3 +346,28 @@ def test_legacy_function_calls_in_the_policy_lab_and_orphans() -> None:
     out = modernize_legacy_calls(orphan)
     assert len(out) == 2 and out[1]["role"] == "tool" and out[1]["tool_call_id"] == "legacy_orphan_1"
     assert modernize_legacy_calls(out) is out and modernize_legacy_calls(legacy[:2]) is not None
+
+
+def test_a_cut_or_false_gzip_file_is_reported_and_its_whole_lines_import(store: Store, tmp_path: Path) -> None:
+    """S4: a `.jsonl.gz` cut short (an interrupted download or copy) imports the conversations before the cut and
+    reports the cut by line; a file named `.gz` that is not gzip is one reported error, not an exception (before:
+    EOFError / BadGzipFile escaped and nothing was imported)."""
+    import gzip
+
+    lines = "".join(json.dumps({"id": f"c{k}", "messages": [{"role": "user", "content": f"hi {k} " + "x" * 200}]})
+                    + "\n" for k in range(400))
+    packed = gzip.compress(lines.encode())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    report = import_openai_jsonl(store, cut, progress=False)
+    assert 0 < len(report.sessions) < 400 and len(report.errors) == 1
+    line, message = report.errors[0]
+    assert line == len(report.sessions) + 1 and "cut short" in message
+    fake = tmp_path / "fake.jsonl.gz"
+    fake.write_text(lines[:300], encoding="utf-8")
+    report = import_openai_jsonl(store, fake, progress=False)
+    assert report.sessions == [] and report.errors[0][0] == 1 and "not a gzip file" in report.errors[0][1]
+    from mxclaw_nb.analysis import conversations
+
+    with pytest.warns(UserWarning, match="cut short"):  # compare, replay: the same conversations, the cut warned
+        assert len(conversations(cut)) == len(import_openai_jsonl(store, cut, progress=False).skipped)

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.analysis.jsonl import read_jsonl
+from mxclaw_nb.analysis.jsonl import GZIP_ERRORS, gzip_problem, read_jsonl
 from mxclaw_nb.events import record
 from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.store.errors import StoreError
@@ -195,6 +195,8 @@ def _whole_document(file: Path, rows: list[tuple[int, Any, str | None]]) -> list
             doc = json.load(handle)
     except ValueError as exc:
         return [(1, None, f"not JSON: {exc}")] if is_json else None
+    except GZIP_ERRORS as exc:
+        return [(1, None, gzip_problem(exc))] if is_json else None
     if isinstance(doc, list) and doc and not (isinstance(doc[0], dict) and "role" in doc[0]):
         return [(k, item, None) for k, item in enumerate(doc, 1)]
     return [(1, doc, None)]
