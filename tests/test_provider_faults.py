@@ -31,6 +31,7 @@ from mxclaw_nb import Agent
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.provider.client import DEFAULT_CALL_DEADLINE, OpenAIProvider
+from mxclaw_nb.provider.errors import ProviderError
 
 Handler = Callable[[socket.socket, dict], None]
 PROMPT = "please fix the failing test"
@@ -586,3 +587,21 @@ def test_the_magic_shows_one_paragraph_for_a_malformed_response(raw_server: RawS
     finally:
         shell.run_line_magic("unload_ext", "mxclaw_nb")
         shell.config.pop("AgentMagics", None)
+
+
+def test_a_base_url_without_v1_that_gets_a_404_says_where_the_api_usually_is(raw_server: RawServer) -> None:
+    """L2: `OPENAI_BASE_URL=http://127.0.0.1:11434` (Ollama's root, not its `/v1`) answers 404 "404 page not found":
+    the paragraph says that such servers serve the API under /v1, beside the model/endpoint remedy."""
+    root = raw_server.base_url.removesuffix("/v1")
+    raw_server.push(send(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                         b"404 page not found"))
+    provider = OpenAIProvider(base_url=root, api_key="k", model="test-model", max_retries=0)
+    with pytest.raises(ProviderError) as err:
+        provider.complete([{"role": "user", "content": "hi"}], None)
+    assert err.value.kind == "not_found" and f"{root}/v1" in err.value.message
+    assert_one_paragraph(err.value.message)
+    raw_server.push(send(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nnope"))
+    with pytest.raises(ProviderError) as err:  # with /v1 already: no such hint
+        OpenAIProvider(base_url=raw_server.base_url, api_key="k", model="m", max_retries=0).complete(
+            [{"role": "user", "content": "hi"}], None)
+    assert "under /v1" not in err.value.message

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import urlparse
 
 import openai
 
@@ -129,6 +130,8 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
     elif status == 404:
         kind, msg = "not_found", f"{where} does not know model '{model}' or this endpoint{code}: {short}"
         remedy = f"Check {{model}} (the server's models: GET {base_url}/models) and {{base_url}}."
+        if "/v1" not in urlparse(base_url).path:  # e.g. Ollama's root: its OpenAI API is under /v1
+            remedy += f" OpenAI-compatible servers usually serve the API under /v1 (e.g. {base_url.rstrip('/')}/v1)."
     elif status == 429:
         tried = (f"still after {retries} retries" if retries else  # the count of requests really sent (L7)
                  "on the first request, which was not retried" + _asked_wait(exc))
