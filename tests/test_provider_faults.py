@@ -605,3 +605,17 @@ def test_a_base_url_without_v1_that_gets_a_404_says_where_the_api_usually_is(raw
         OpenAIProvider(base_url=raw_server.base_url, api_key="k", model="m", max_retries=0).complete(
             [{"role": "user", "content": "hi"}], None)
     assert "under /v1" not in err.value.message
+
+
+def test_no_model_and_no_models_list_asks_for_a_model(raw_server: RawServer) -> None:
+    """L2: with no model configured the provider asks GET /models; a server without that endpoint (404) gets a
+    paragraph that asks for the model setting (before: "does not know model 'None'")."""
+    raw_server.push(send(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+                         b'{"error": {"message": "Not Found"}}'))
+    provider = OpenAIProvider(base_url=raw_server.base_url, api_key="k", model=None, max_retries=0)
+    with pytest.raises(ProviderError) as err:
+        provider.complete([{"role": "user", "content": "hi"}], None)
+    message = err.value.message
+    assert err.value.kind == "not_found" and "'None'" not in message and "No model is configured" in message
+    assert "MXCLAW_MODEL" in message and "404" in message and "Not Found" in message
+    assert_one_paragraph(message)

@@ -389,7 +389,13 @@ class OpenAIProvider:
 
     def _discover_model(self) -> str:
         """First model the server lists (for local servers configured without MXCLAW_MODEL)."""
-        models = [m.id for m in self._client.models.list()]
+        try:
+            models = [m.id for m in self._client.models.list()]
+        except openai.APIStatusError as exc:  # a server without GET /models: ask for the setting, not "model None"
+            raise ProviderError("not_found", f"No model is configured and the provider at {self.base_url} does not "
+                                f"list its models (GET /models: {exc.status_code} {server_text(exc)}).",
+                                remedy="Set {model}.", status_code=exc.status_code, base_url=self.base_url,
+                                detail=server_text(exc)) from None
         if not models:
             raise ProviderError("not_found", f"No model is configured and the provider at {self.base_url} lists "
                                 "none.", remedy="Set {model}.", base_url=self.base_url)
