@@ -619,3 +619,17 @@ def test_no_model_and_no_models_list_asks_for_a_model(raw_server: RawServer) -> 
     assert err.value.kind == "not_found" and "'None'" not in message and "No model is configured" in message
     assert "MXCLAW_MODEL" in message and "404" in message and "Not Found" in message
     assert_one_paragraph(message)
+
+
+@pytest.mark.parametrize("url", ["localhost:11434/v1", "http//127.0.0.1:9/v1", "ftp://127.0.0.1:9/v1"])
+def test_a_base_url_without_http_scheme_is_refused_up_front(url: str) -> None:
+    """L2: a base URL that is no http(s) URL is a setting error said at once, not "the connection broke during the
+    response ... Try again" on the first turn."""
+    with pytest.raises(ValueError, match=r"base_url must be an http:// or https:// URL"):
+        OpenAIProvider(base_url=url, api_key="k", model="m")
+
+
+def test_a_base_url_with_surrounding_spaces_works(raw_server: RawServer) -> None:
+    """L2: `OPENAI_BASE_URL=" http://.../v1 "` (pasted with spaces) is the URL inside them."""
+    provider = OpenAIProvider(base_url=f"  {raw_server.base_url}\n", api_key="k", model="test-model")
+    assert provider.complete([{"role": "user", "content": "hi"}], None).message["content"] == NEXT_ANSWER

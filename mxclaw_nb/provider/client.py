@@ -238,7 +238,11 @@ class OpenAIProvider:
         s = self.settings = _with_keywords(settings, stream=stream, call_deadline=call_deadline, limits=limits,
                                            max_tokens=max_tokens, text_calls=text_calls)
         register(api_key)  # L6: never stored, shown or sent beyond the Authorization header
-        real_url = (base_url or OPENAI_URL).rstrip("/")
+        real_url = ((base_url or "").strip() or OPENAI_URL).rstrip("/")  # pasted with spaces: the URL inside
+        if urlparse(real_url).scheme not in ("http", "https") or not urlparse(real_url).hostname:
+            shown = display_url(real_url)  # L6: no URL password in the message
+            raise ValueError(f"base_url must be an http:// or https:// URL, e.g. http://127.0.0.1:11434/v1 "
+                             f"(got {shown!r})")
         self.base_url = display_url(real_url)  # what is stored and shown: no URL password (L6)
         self.model, self.timeout, self.max_retries, self.stream = model, timeout, max_retries, bool(s.stream)
         self.call_deadline = float(s.call_deadline)
