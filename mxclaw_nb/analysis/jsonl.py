@@ -1,5 +1,6 @@
-"""The one JSON-lines reader of the analysis layer: `.jsonl` or `.jsonl.gz`, blank lines skipped, a BOM and
-undecodable bytes tolerated, each line parsed or reported (SPEC S4: imports lose nothing silently).
+"""The one JSON-lines reader of the analysis layer: `.jsonl` or `.jsonl.gz`, blank lines skipped, a BOM (also at the
+start of a later line, as in concatenated files) and undecodable bytes tolerated, each line parsed or reported
+(SPEC S4: imports lose nothing silently).
 
 A byte that is not UTF-8 (a log written in Latin-1, a cut multi-byte character) is read as its surrogateescape
 code point (U+DC80..U+DCFF), not replaced by U+FFFD: the store then keeps it with the reversible escape of
@@ -40,6 +41,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any, str | None]]:
     with opener(file, "rt", encoding="utf-8-sig", errors="surrogateescape") as handle:
         try:
             for line_no, line in enumerate(handle, 1):
+                line = line.removeprefix("\ufeff")  # files with a BOM each, concatenated: a BOM on a later line
                 if not line.strip():
                     continue
                 try:

@@ -174,6 +174,9 @@ SWE_ROW = {"environment": "swe", "history": [{"role": "system", "content": "s", 
     ("nested.jsonl", json.dumps(TAU_ROW) + "\n" + json.dumps(SWE_ROW) + "\n", [(1, 2), (2, 2)]),
     # one message per line (a chat log written as it grew): the file is one conversation
     ("per-message.jsonl", "\n".join(json.dumps(m) for m in TAU_ROW["traj"] * 2) + "\n", [(1, 4)]),
+    # files with a BOM each, concatenated (`cat a.jsonl b.jsonl`), CRLF line ends: a BOM on a later line too
+    ("concatenated-boms.jsonl", "\r\n".join("\ufeff" + json.dumps(TAU_ROW) for _ in range(2)) + "\r\n",
+     [(1, 2), (2, 2)]),
     # a list of conversations on one line, under a .jsonl name: one per item, as list.json reads
     ("one-line-list.jsonl", json.dumps([{"id": "a", "messages": TAU_ROW["traj"]}, TAU_ROW]), [(1, 2), (2, 2)]),
 ])
