@@ -520,3 +520,19 @@ def test_n1_the_provider_reads_the_settings_object_and_keywords_override_it(test
         assert test_server.requests[-1]["max_tokens"] == 55 and "stream" not in test_server.requests[-1]
     finally:
         agent.close()
+
+
+@pytest.mark.parametrize("message", [
+    "registry.ollama.ai/library/gemma2:2b does not support tools",  # Ollama
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',  # vLLM
+    "tools param requires --jinja flag",  # llama.cpp's llama-server
+])
+def test_a_server_without_tool_calling_gets_the_serving_remedy(test_server, message):
+    """L2: a server or model that refuses tool definitions says so in its own words; the paragraph adds how to serve
+    the model with tool calling (the README's "Local models" table) instead of a bare "rejected the request"."""
+    test_server.enqueue_error(400, message)
+    with pytest.raises(ProviderError) as err:
+        provider(test_server).complete(USER, [{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    text = err.value.message
+    assert err.value.kind == "bad_request" and message[:25] in text
+    assert "--enable-auto-tool-choice" in text and "--jinja" in text and "Local models" in text

@@ -76,6 +76,11 @@ def server_text(exc: openai.APIError) -> str:
     return str(exc.message)
 
 
+# L2: how servers say they take no tool definitions as the model is served (Ollama, vLLM, llama.cpp's llama-server)
+_NO_TOOLS = re.compile(r"does not support tools|enable-auto-tool-choice|requires --jinja|tools? (?:are|is) not "
+                       r"supported", re.IGNORECASE)
+
+
 def _error_codes(exc: Exception) -> str:
     """The `code` and `type` of an error body (`context_length_exceeded`, `exceed_context_size_error`): some servers
     say what went wrong only there (Groq's message is "Please reduce the length of the messages or completion.")."""
@@ -142,6 +147,10 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
                                "Try again later.")
     else:
         kind, msg = "bad_request", f"{where} rejected the request{code}: {short}"
+        if _NO_TOOLS.search(text):  # L2: the server or model takes no tool definitions as served
+            msg += (" The model is not served with tool calling: Ollama needs a model whose template has tools, "
+                    "vLLM --enable-auto-tool-choice --tool-call-parser <parser>, llama.cpp's llama-server --jinja "
+                    '(README, "Local models").')
     return ProviderError(kind, msg, status_code=status, base_url=base_url, detail=text, remedy=remedy)
 
 
