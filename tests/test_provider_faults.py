@@ -328,6 +328,11 @@ CASES = [
     Case("prompt-too-long error object as a 200 body, then the C9 retry fits", lambda s: [send(JSON_HEAD + json.dumps(
         {"error": {"message": "This model's maximum context length is 4096 tokens", "code": 400}}).encode()),
         answer("Fits now.")], "answer:Fits now.", served=2),
+    # L2: an event stream labelled `application/json` (a mislabelling proxy) is still read as the stream it is
+    Case("an event stream labelled application/json", lambda s: [send(JSON_HEAD + b"".join(
+        event(chunk(d, f)) for d, f in (({"role": "assistant", "content": "Streamed "}, None),
+                                        ({"content": "anyway."}, "stop"))) + event("[DONE]"))],
+        "answer:Streamed anyway."),
     # L2: a server that ignores `stream: true` and answers with one whole JSON completion
     Case("a whole JSON completion to a stream", lambda s: [send(completion_body(
         {"role": "assistant", "content": "Whole, not streamed."}))], "answer:Whole, not streamed."),

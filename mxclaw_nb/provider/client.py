@@ -153,17 +153,30 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def _json_body(stream: Any, bound: int) -> Any:
-    """The JSON body of a streamed request answered with one JSON document, or None (not JSON, or over `bound`
-    bytes: the stream-line bound, L10, as the body is one line of JSON)."""
+def _keep_body(stream: Any, bound: int) -> bytearray:
+    """The first `bound` + 1 bytes of the stream's body, kept as the stream reads them (the stream is read as
+    usual: an event stream under another label still streams). Over `bound` (the stream-line bound, L10, as a JSON
+    document is one line), the kept bytes are no whole document."""
+    kept = bytearray()
     response = getattr(stream, "response", None)
     if response is None:
+        return kept
+    original = response.iter_bytes
+
+    def iter_bytes(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+        for piece in original(*args, **kwargs):
+            if len(kept) <= bound:
+                kept.extend(piece[: bound + 1 - len(kept)])
+            yield piece
+
+    response.iter_bytes = iter_bytes
+    return kept
+
+
+def _json_of(data: bytearray, bound: int) -> Any:
+    """`data` as JSON, or None (not JSON, or cut at the bound)."""
+    if len(data) > bound:
         return None
-    data = bytearray()
-    for piece in response.iter_bytes():
-        data += piece
-        if len(data) > bound:
-            return None
     try:
         return json.loads(data)
     except ValueError:
@@ -487,17 +500,8 @@ class OpenAIProvider:
         self._attempts = 0
         events = 0
         with wire.create(self._client, {**kwargs, "stream": True, **extra}) as stream:
-            if "json" in _content_type(stream):  # not an event stream: an error object, or a whole answer (L2, L7)
-                body = _json_body(stream, self.limits.line)
-                failed = self._error_in_body(body)
-                if failed is not None:
-                    raise failed
-                if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
-                    # a server that ignores `stream: true` and answers whole: the same answer, shown at once
-                    piece = answer.add(ChatCompletion.construct(**body), whole=True)
-                    if piece and on_delta is not None:
-                        on_delta(piece)
-                    return self._finish(answer, done=True)
+            # labelled JSON: an error object or a whole answer, or an event stream under the wrong label (L2, L7)
+            kept = _keep_body(stream, self.limits.line) if "json" in _content_type(stream) else None
             done = _watch_done(stream)
             try:
                 for chunk in stream:
@@ -514,6 +518,17 @@ class OpenAIProvider:
                 raise Truncated(f"the connection broke after {_n(events, 'event')}: {cause}") from None
             except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
                 raise self._bad_response(f"a streamed event carrying {bad_data(exc)}") from None
+        if not events and kept is not None:  # no event in a JSON body: the document itself
+            body = _json_of(kept, self.limits.line)
+            failed = self._error_in_body(body)
+            if failed is not None:
+                raise failed
+            if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
+                # a server that ignores `stream: true` and answers whole: the same answer, shown at once
+                piece = answer.add(ChatCompletion.construct(**body), whole=True)
+                if piece and on_delta is not None:
+                    on_delta(piece)
+                return self._finish(answer, done=True)
         if not events:
             ctype = _content_type(stream) or "none"
             if "event-stream" not in ctype:  # e.g. an HTML error page from a proxy, sent with status 200
