@@ -371,3 +371,21 @@ def test_a_cut_or_false_gzip_file_is_reported_and_its_whole_lines_import(store: 
 
     with pytest.warns(UserWarning, match="cut short"):  # compare, replay: the same conversations, the cut warned
         assert len(conversations(cut)) == len(import_openai_jsonl(store, cut, progress=False).skipped)
+
+
+def test_a_folder_of_json_and_jsonl_transcripts_compares_whole(tmp_path: Path) -> None:
+    """S4: `compare(folder)` reads every transcript file the importer reads: `.jsonl`, `.json` documents and their
+    `.gz` copies (before: a folder of `.json` exports was "no *.jsonl or *.jsonl.gz transcripts")."""
+    import gzip
+
+    from mxclaw_nb.analysis import compare, conversations
+
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    (folder / "a.json").write_text(json.dumps(chat), encoding="utf-8")
+    (folder / "b.json.gz").write_bytes(gzip.compress(json.dumps({"messages": chat}).encode()))
+    (folder / "c.jsonl").write_text(json.dumps({"id": "c", "messages": chat}) + "\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("not a transcript", encoding="utf-8")
+    assert len(conversations(folder)) == 3
+    assert len(compare(folder, [{"window": 2_000}], progress=False)) == 3

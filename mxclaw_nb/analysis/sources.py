@@ -17,6 +17,7 @@ from mxclaw_nb.analysis.importers import Conversation, read_openai_jsonl
 from mxclaw_nb.messages import modernize_legacy_calls
 
 Pair = tuple[str, list[dict[str, Any]]]
+TRANSCRIPT_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.json.gz")
 
 
 def _is_store(obj: Any) -> bool:
@@ -55,9 +56,10 @@ def _one_conversation(item: Any, store: Any = None) -> Pair:
 
 
 def _files(path: Path) -> list[Path]:
-    files = sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")]) if path.is_dir() else [path]
+    # every file the importer reads: JSON lines and whole JSON documents, gzipped or not
+    files = sorted(f for pattern in TRANSCRIPT_GLOBS for f in path.glob(pattern)) if path.is_dir() else [path]
     if not files:
-        raise FileNotFoundError(f"no *.jsonl or *.jsonl.gz transcripts in {path}")
+        raise FileNotFoundError(f"no transcripts ({', '.join(TRANSCRIPT_GLOBS)}) in {path}")
     return files
 
 
