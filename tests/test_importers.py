@@ -389,3 +389,31 @@ def test_a_folder_of_json_and_jsonl_transcripts_compares_whole(tmp_path: Path) -
     (folder / "notes.txt").write_text("not a transcript", encoding="utf-8")
     assert len(conversations(folder)) == 3
     assert len(compare(folder, [{"window": 2_000}], progress=False)) == 3
+
+
+def test_codex_tool_output_as_content_items_is_read_as_text_and_images(tmp_path: Path) -> None:
+    """S4, C1: newer Codex CLIs write a tool output that carries content items (an MCP tool's text and image) as a
+    list instead of a string: its text is the result, an image stays an image part (before: the list was stored as
+    its JSON text, image data and all, and counted as text)."""
+    url = "data:image/png;base64,iVBORw0KGgo="
+    lines = [
+        {"type": "session_meta", "payload": {"id": "items-1", "cwd": "/w"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                              "content": [{"type": "input_text", "text": "take a screenshot"}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "screenshot", "arguments": "{}",
+                                              "call_id": "c1"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "captured 1 window"}, {"type": "input_image", "image_url": url}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "echo", "arguments": "{}",
+                                              "call_id": "c2"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2", "output": [
+            {"type": "input_text", "text": "plain "}, {"type": "input_text", "text": "text"}]}},
+    ]
+    path = tmp_path / "rollout-items.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    conv, errors = parse_codex(path)
+    assert errors == [] and conv is not None
+    tools = [m for m in conv.messages if m["role"] == "tool"]
+    assert tools[0]["content"] == [{"type": "text", "text": "captured 1 window"},
+                                   {"type": "image_url", "image_url": {"url": url}}]
+    assert tools[1]["content"] == "plain text" and not tools[1].get("is_error")

@@ -321,8 +321,12 @@ def _codex_usage(payload: Any) -> dict[str, int]:
     return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _codex_output(raw: Any) -> tuple[str, bool]:
-    """Codex function_call_output ``output`` -> (text, is_error); exec outputs are JSON with an exit code."""
+def _codex_output(raw: Any) -> tuple[str | list[dict[str, Any]], bool]:
+    """Codex function_call_output ``output`` -> (content, is_error); exec outputs are JSON with an exit code, and
+    newer CLIs write an output with content items (text, images) as the list of them: its text, or its parts when
+    an image is among them."""
+    if isinstance(raw, list):
+        return _content(raw), False
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     try:
         parsed = json.loads(text)
