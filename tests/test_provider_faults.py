@@ -336,6 +336,9 @@ CASES = [
     # L2: a server that ignores `stream: true` and answers with one whole JSON completion
     Case("a whole JSON completion to a stream", lambda s: [send(completion_body(
         {"role": "assistant", "content": "Whole, not streamed."}))], "answer:Whole, not streamed."),
+    Case("200 with a JSON body that is no completion (FastAPI style)", lambda s: [send(
+        JSON_HEAD + b'{"detail": "Not Found"}')], "failed:bad_response", stream=False,
+        says="""a body that is not a JSON completion ('{"detail": "Not Found"}')"""),
     Case("200 with malformed JSON", lambda s: [send(JSON_HEAD + b'{"id": "x", "choices": [')],
          "failed:bad_response", stream=False),
     Case("empty choices (stream)", lambda s: [send(SSE_HEAD + event({**chunk({}), "choices": []}) + event("[DONE]"))],

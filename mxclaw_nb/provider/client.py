@@ -443,7 +443,9 @@ class OpenAIProvider:
         if failed is not None:
             raise failed
         if not isinstance(getattr(resp, "choices", None), list):  # the client hands back a non-JSON body as text
-            shown = str(resp)[:120]
+            extra = getattr(resp, "model_extra", None)  # a JSON object that is no completion: its own keys
+            shown = (json.dumps(extra, ensure_ascii=False, default=str) if isinstance(extra, dict) and extra
+                     else str(resp))[:120]
             raise self._bad_response(f"a body that is not a JSON completion ({shown!r})")
         if not resp.choices or resp.choices[0].message is None:
             raise self._bad_response("an empty `choices` list" if not resp.choices else "a choice without a message")
