@@ -339,6 +339,9 @@ CASES = [
     Case("200 with a JSON body that is no completion (FastAPI style)", lambda s: [send(
         JSON_HEAD + b'{"detail": "Not Found"}')], "failed:bad_response", stream=False,
         says="""a body that is not a JSON completion ('{"detail": "Not Found"}')"""),
+    Case("200 with a JSON body that is no completion, to a stream", lambda s: [send(
+        JSON_HEAD + b'{"detail": "Not Found"}')], "failed:bad_response",
+        says="""a JSON body that is not a completion ('{"detail": "Not Found"}')"""),
     Case("200 with malformed JSON", lambda s: [send(JSON_HEAD + b'{"id": "x", "choices": [')],
          "failed:bad_response", stream=False),
     Case("empty choices (stream)", lambda s: [send(SSE_HEAD + event({**chunk({}), "choices": []}) + event("[DONE]"))],

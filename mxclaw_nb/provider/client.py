@@ -531,6 +531,9 @@ class OpenAIProvider:
                 if piece and on_delta is not None:
                     on_delta(piece)
                 return self._finish(answer, done=True)
+            if body is not None:  # JSON, but neither: quoted as sent
+                shown = json.dumps(body, ensure_ascii=False, default=str)[:120]
+                raise self._bad_response(f"status 200 and a JSON body that is not a completion ({shown!r})")
         if not events:
             ctype = _content_type(stream) or "none"
             if "event-stream" not in ctype:  # e.g. an HTML error page from a proxy, sent with status 200
