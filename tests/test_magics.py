@@ -661,3 +661,20 @@ def test_s4_replay_saves_nothing_where_nothing_was_compacted(ip: InteractiveShel
     compacted = tight[tight["stage"] != "unchanged"]
     assert len(compacted) and (compacted["saved_tokens"] == compacted["full_tokens"] - compacted["after_tokens"]).all()
     assert (compacted["saved_tokens"] > 0).all()
+
+
+def test_n1_session_ids_shown_are_long_enough_to_resume(ip: InteractiveShell) -> None:
+    """N1: `%agent sessions` shows each id by its first 8 characters, or as many more as it takes to tell it from
+    every other session, so each shown id resumes its session. Imported ids start with `imp-`: 4 of the 8 shown
+    characters, so two imports collide there (~26% for 200 sessions); before, both showed as `imp-1a2b` and that
+    shown id gave "matches 2 sessions"."""
+    store = magics(ip).store()
+    for sid in ("imp-1a2b3c4d000000000000000", "imp-1a2b9f9f000000000000000", "imp-77776666000000000000000"):
+        store.create_session(source="import:x.jsonl", title=sid, session_id=sid)
+    shown, _ = agent(ip, "sessions")
+    by_title = dict(zip(shown["title"], shown["id"], strict=True))
+    assert by_title["imp-1a2b3c4d000000000000000"] == "imp-1a2b3"
+    assert by_title["imp-1a2b9f9f000000000000000"] == "imp-1a2b9"
+    assert by_title["imp-77776666000000000000000"] == "imp-7777"
+    _, cap = agent(ip, f"resume {by_title['imp-1a2b9f9f000000000000000']}")
+    assert magics(ip).get_agent().session_id == "imp-1a2b9f9f000000000000000" and "resumed" in cap.stdout
