@@ -73,8 +73,21 @@ EMPTY_NOTICE = "\n[the model answered with nothing; asking it once more]\n"
 def _sendable(messages: list[dict]) -> list[dict]:
     """The sent form of each message (`messages.sanitize`, the one owner); the engine's views already are. Tool
     calls whose arguments are not a JSON object go with `_json_arguments`."""
-    return [_json_arguments(m) if m.get("tool_calls") else m
-            for m in (m if m.keys() <= _SENT else sanitize(m) for m in messages)]
+    out = [m if m.keys() <= _SENT else sanitize(m) for m in messages]
+    known = _ARGS_OK
+    for k, m in enumerate(out):
+        calls = m.get("tool_calls")
+        if calls.__class__ is not list:
+            continue
+        for call in calls:  # the usual case: every arguments string already known to be a JSON object
+            try:
+                if call["function"]["arguments"] in known:
+                    continue
+            except (KeyError, TypeError):  # a shape `sanitize` sends as it is
+                pass
+            out[k] = _json_arguments(m)
+            break
+    return out
 
 
 _ARGS_OK: set[str] = set()  # arguments strings known to be JSON objects (bounded: cleared when it grows past this)
