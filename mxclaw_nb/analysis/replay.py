@@ -16,8 +16,9 @@ it sends (C5 placeholders that name what a kernel tool left: type, shape, live v
 Fact columns (S4, R2): of the facts of the compacted messages, ``facts_visible`` are still in the view,
 ``facts_recallable`` are not but sit in a message a placeholder or a summary's range names (C13: the ``recall``
 tool fetches it), ``facts_lost`` are neither (a fallback window dropped them).
-``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
-``saved_tokens = full - after``.
+``full_tokens`` is the policy's count of the whole transcript so far plus the policy's tool definitions (what an
+uncompacted request would cost: the same layers as ``before_tokens``/``after_tokens``); ``saved_tokens = full -
+after``.
 Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
 the call sends, whatever the counter (T3), as in a stored request record.
 """
@@ -549,10 +550,11 @@ class _Replay:
             counts = _state_columns(self.chain, view, caches, i)
         row: dict[str, Any] = {
             "session_id": self.session_id, "call": call_no, "turn": self.turns[i - 1], "n_messages": i,
-            "n_input": len(call.inputs), "rebuilt": call.rebuilt, "full_tokens": prefix[i],
+            # the uncompacted request carries the tool definitions too, as before/after do (T1-T3)
+            "n_input": len(call.inputs), "rebuilt": call.rebuilt, "full_tokens": prefix[i] + policy.fixed_tokens,
             "before_tokens": view.before_tokens,
             "after_tokens": view.after_tokens, "estimate_tokens": c1_estimate(view),
-            "saved_tokens": prefix[i] - view.after_tokens,
+            "saved_tokens": prefix[i] + policy.fixed_tokens - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
             "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),

@@ -37,6 +37,7 @@ from mxclaw_nb.analysis.replay import SessionCaches, _turns, call_positions, rep
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
+from mxclaw_nb.messages import modernize_legacy_calls
 from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view
 from mxclaw_nb.widgets.gauge import gauge_html
 from mxclaw_nb.widgets.inspector import CompactionInspector
@@ -291,7 +292,8 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         """The chosen transcript's messages (loaded once)."""
         label = label or str(self.transcript.value)
         if label not in self._messages:
-            self._messages[label] = self.sources[label]()
+            # legacy function calls read as the tool calls they are (SPEC C4), as replay and compare read them
+            self._messages[label] = modernize_legacy_calls(self.sources[label]())
         return self._messages[label]
 
     def _calls(self, label: str) -> tuple[list[int], list[int]]:
