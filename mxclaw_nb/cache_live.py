@@ -22,7 +22,7 @@ from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant, choose
 from mxclaw_nb.context.lineage import NextCall, next_call
 
-DEFAULT_TTL_SECONDS = 300.0  # E2's prefix-cache time to live (`analysis.cost.DEFAULT_TTL`; the Agent passes that)
+DEFAULT_TTL_SECONDS = 300.0  # E2's prefix-cache time to live (`analysis.cost.DEFAULT_TTL`; the loop passes the setting)
 
 # build(nxt, policy, cached): the view of `nxt` under `policy` (the loop's `_build_view`)
 Build = Callable[[NextCall, ContextPolicy, bool], RequestView]
@@ -54,22 +54,24 @@ class LiveCacheAware:
         self.last.pop(session_id, None)
 
     def choose_first(self, session_id: str, nxt: NextCall, plain: RequestView, policy: ContextPolicy,
-                     build: Build) -> tuple[RequestView, NextCall, dict[str, Any] | None]:
+                     build: Build, ttl: float | None = None) -> tuple[RequestView, NextCall, dict[str, Any] | None]:
         """The view a turn's first call sends, what it was built from, and the decision to record (E4; None for
-        a plain strategy, whose view is sent as built)."""
+        a plain strategy, whose view is sent as built). `ttl`: the cache time to live in seconds (the
+        `cache_ttl_seconds` setting; None: this object's)."""
         variant = cache_variant(policy)
         if variant is None:
             return plain, nxt, None
+        ttl = self.ttl if ttl is None else ttl
         last = self.last.get(session_id)
         cont = self._continued(last, nxt)
-        info: dict[str, Any] = {"strategy": variant.name, "ttl_seconds": self.ttl}
+        info: dict[str, Any] = {"strategy": variant.name, "ttl_seconds": ttl}
         if last is None or cont is None:
             why = ("no previous call in this process" if last is None
                    else "the session changed since this process's previous call")
             return plain, nxt, {"decision": "plain", "warm": None, "clear_at_least": variant.clear_at_least,
                                 "why": why, "continued": False, **info}
         idle = max(0.0, self.clock() - last.ended)
-        warm = idle < self.ttl
+        warm = idle < ttl
         sent = last.view.messages
         if plain.messages[:len(sent)] == sent:  # the plain view extends the previous call's: no rewrite to defer
             return plain, nxt, {"decision": "plain", "warm": warm, "clear_at_least": variant.clear_at_least,

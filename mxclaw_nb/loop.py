@@ -334,7 +334,8 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
     decision: dict[str, Any] | None = None
     if it == 1 and ctx.cache_aware is not None:  # E4: keep the warm prefix of this process's previous call?
         view, nxt, decision = ctx.cache_aware.choose_first(
-            session_id, nxt, view, ctx.policy_for(), lambda n, p, cached: _build_view(ctx, n, it, p, cached))
+            session_id, nxt, view, ctx.policy_for(), lambda n, p, cached: _build_view(ctx, n, it, p, cached),
+            ctx.settings.cache_ttl_seconds)
         if decision is not None and decision["warm"] is not None:  # stored: why a compaction was deferred, or made
             _emit(ctx, session_id, "context.cache_decision", {**decision, "session_id": session_id}, turn, it)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)

@@ -136,6 +136,31 @@ def test_e4_live_masking_cache_past_the_ttl_behaves_as_plain_masking(tmp_path) -
         "masking-cache: cache cold (previous call 301 s ago, past the 300 s cache time to live)")
 
 
+def test_e4_the_cache_ttl_setting_decides_warmth(tmp_path) -> None:
+    """E4: `cache_ttl_seconds` (e.g. Anthropic's 1-hour cache) is the time to live the decision uses: a pause of
+    1,000 s is warm under 3,600 s and cold under the default 300 s; the record and the log line say which TTL."""
+    agent, prev, first = _two_turns(tmp_path / "hour", "masking-cache:keep_last=0", idle=1_000,
+                                    cache_ttl_seconds=3_600)
+    assert agent.settings.cache_ttl_seconds == 3_600
+    assert first[:len(prev)] == prev  # warm: the prefix kept
+    [decision] = _decisions(agent)
+    assert decision["decision"] == "deferred" and decision["warm"] is True and decision["ttl_seconds"] == 3_600
+    assert "within the 3,600 s cache time to live" in parse("context.cache_decision", decision).text()
+
+    agent, prev, first = _two_turns(tmp_path / "default", "masking-cache:keep_last=0", idle=1_000)
+    assert first[:len(prev)] != prev  # cold under 300 s: rewritten as plain masking does
+    [decision] = _decisions(agent)
+    assert decision["decision"] == "plain" and decision["warm"] is False and decision["ttl_seconds"] == 300
+
+
+def test_e4_the_cache_ttl_setting_is_checked() -> None:
+    from mxclaw_nb.settings import Settings
+
+    for bad in (0, -5, "long", float("nan")):
+        with pytest.raises(ValueError, match="cache_ttl_seconds"):
+            Settings(cache_ttl_seconds=bad)
+
+
 def test_e4_live_clear_at_least_breaks_a_warm_prefix_for_enough_tokens(tmp_path) -> None:
     """A rewrite freeing at least `clear_at_least` tokens is made even on a warm cache (and recorded why)."""
     agent, prev, first = _two_turns(tmp_path, "masking-cache:keep_last=0,clear_at_least=1000", idle=10)
