@@ -125,6 +125,30 @@ def test_e4_live_masking_cache_keeps_a_warm_prefix_that_plain_masking_rewrites(t
     assert log.entries[-1].kind == "note" and "kept the warm cached prefix" in log.entries[-1].text
 
 
+def test_e4_the_timeline_and_the_inspector_show_a_deferred_compaction(tmp_path) -> None:
+    """E4, what a user sees: `%agent timeline` rings the call that kept the warm prefix (at what it sent) and the
+    inspector of that call (`%agent view`) says why, from the stored record; a plain strategy's have neither."""
+    from mxclaw_nb.widgets.data import from_request
+    from mxclaw_nb.widgets.inspector import CompactionInspector
+    from mxclaw_nb.widgets.timeline import KEPT_WARM_LABEL, timeline_frame, timeline_layers, timeline_svg
+
+    agent, _prev, _first = _two_turns(tmp_path / "cache", "masking-cache:keep_last=0", idle=30)
+    rows = agent.store.requests(agent.session_id)
+    layers = timeline_layers(timeline_frame(rows))
+    assert layers.kept_warm == [(4, float(rows["after_tokens"].iloc[3]))]  # turn 2's first call, what it sent
+    svg = timeline_svg(layers)
+    assert svg.count("<circle") == 2 and KEPT_WARM_LABEL in svg  # the ring and its legend sample
+    head = CompactionInspector(from_request(rows.iloc[3].to_dict(), agent.transcript())).header_html()
+    assert "masking-cache: kept the warm cached prefix (previous call 30 s ago" in head
+    first = CompactionInspector(from_request(rows.iloc[0].to_dict(), agent.transcript())).header_html()
+    assert "kept the warm" not in first  # the first call had no previous call to keep: nothing decided
+
+    plain, _p, _f = _two_turns(tmp_path / "plain", "masking:keep_last=0", idle=30)
+    plain_rows = plain.store.requests(plain.session_id)
+    assert timeline_layers(timeline_frame(plain_rows)).kept_warm == []
+    assert "<circle" not in timeline_svg(timeline_layers(timeline_frame(plain_rows)))
+
+
 def test_e4_live_masking_cache_past_the_ttl_behaves_as_plain_masking(tmp_path) -> None:
     _, p_prev, p_first = _two_turns(tmp_path / "plain", "masking:keep_last=0", idle=301)
     agent, prev, first = _two_turns(tmp_path / "cache", "masking-cache:keep_last=0", idle=301)

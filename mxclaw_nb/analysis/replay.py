@@ -708,7 +708,7 @@ def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     others differ from it only in the columns a replay row sets (`records_frame`'s frame: a test holds it)."""
     out: list[dict[str, Any]] = []
     template: dict[str, Any] | None = None
-    last_turn, it = None, 0
+    last_turn, it, decided = None, 0, False
     for row in rows:
         it = it + 1 if row["turn"] == last_turn else 1
         last_turn = row["turn"]
@@ -724,5 +724,8 @@ def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if template is None:  # the record a stored call would have (`mxclaw_nb.records.RequestRecord`)
             template = frame_row(RequestRecord(**values))
         values["counter"], values["stage"] = text(counter), text(values["stage"])  # as the codec writes them
+        if row.get("cache_decision") is not None:  # E4: a `-cache` strategy's decision (the timeline marks it)
+            values["cache_decision"] = row["cache_decision"]
+            decided = True
         out.append({**template, **values})
-    return pd.DataFrame(out, columns=list(FRAME_COLUMNS))
+    return pd.DataFrame(out, columns=[*FRAME_COLUMNS, "cache_decision"] if decided else list(FRAME_COLUMNS))
