@@ -361,24 +361,34 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
                 continue
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
+        if ctx.cache_aware is not None:  # E4: the prefix was cached when the answer came, not after the tools ran
+            ctx.cache_aware.answered(session_id)
         record = _completed(ctx, session_id, view, completion, turn, it, latency, retry, engine_ms, shared, decision)
         return view, completion, record, nxt
 
 
 def _prepare_view(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it: int
                   ) -> tuple[RequestView, NextCall, dict[str, Any] | None, float]:
-    """C0 (with the C11 summary call and the E4 choice at a turn's first call): the view, what it was built from,
+    """C0 (with the C11 summary call and the E4 choice of a `-cache` strategy): the view, what it was built from,
     the E4 decision (None: a plain strategy) and the engine's time in ms (C10)."""
     built = time.perf_counter()
     view = _build_view(ctx, nxt, it)
     if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
         view = _model_summary(ctx, session_id, nxt, turn, it, view)
     decision: dict[str, Any] | None = None
-    if it == 1 and ctx.cache_aware is not None:  # E4: keep the warm prefix of this process's previous call?
-        view, nxt, decision = ctx.cache_aware.choose_first(
-            session_id, nxt, view, ctx.policy_for(), lambda n, p, cached: _build_view(ctx, n, it, p, cached),
-            ctx.settings.cache_ttl_seconds)
-        if decision is not None and decision["warm"] is not None:  # stored: why a compaction was deferred, or made
+    if ctx.cache_aware is not None:  # E4: keep the warm prefix of the session's previous call?
+
+        def build(n: NextCall, p: ContextPolicy, cached: bool) -> RequestView:
+            return _build_view(ctx, n, it, p, cached)
+
+        ttl = ctx.settings.cache_ttl_seconds
+        if it == 1:  # the previous turn's last call, when this process made it
+            view, nxt, decision = ctx.cache_aware.choose_first(session_id, nxt, view, ctx.policy_for(), build, ttl)
+        else:  # inside a turn: the previous call of this turn
+            view, decision = ctx.cache_aware.choose_next(session_id, nxt, view, ctx.policy_for(), build, ttl)
+        # stored (with the record in any case): why a compaction was deferred, or made; inside a turn only when one
+        # was in question (a view that compacts nothing has nothing to defer: no line per call)
+        if decision is not None and decision["warm"] is not None and (it == 1 or decision["decision"] != "plain"):
             _emit(ctx, session_id, "context.cache_decision", {**decision, "session_id": session_id}, turn, it)
     engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
     if getattr(ctx.cache, "resume_note", None):  # C7: a saved engine state did not fit: rebuilt once, said so
