@@ -33,7 +33,14 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from mxclaw_nb.analysis.replay import SessionCaches, _turns, call_positions, replay_messages, rows_as_requests
+from mxclaw_nb.analysis.replay import (
+    SessionCaches,
+    _turns,
+    call_positions,
+    fewer_collections,
+    replay_messages,
+    rows_as_requests,
+)
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
@@ -385,6 +392,10 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def _policy_changed(self, call: int | None = None) -> None:
         if self._quiet:
             return
+        with fewer_collections():  # S4: the redraw allocates many objects that live on (REPLAY_GC_THRESHOLD)
+            self._redraw(call)
+
+    def _redraw(self, call: int | None) -> None:
         start = time.perf_counter()
         label, policy = str(self.transcript.value), self.policy()
         n = len(self._calls(label)[0])
