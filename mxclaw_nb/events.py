@@ -155,8 +155,9 @@ class ContextNothingToGain(Event):
 
 @dataclass(frozen=True)
 class ContextCacheDecision(Event):
-    """E4: at a turn's first call, a cache-aware strategy (`<name>-cache`) sent the continuation of the previous
-    call (`deferred`: its cached prefix kept) or its own view (`compacted`, `plain`, `idle`), and why."""
+    """E4: at a call (a turn's first, or one inside a turn where a compaction was in question), a cache-aware
+    strategy (`<name>-cache`) sent the continuation of the previous call (`deferred`: its cached prefix kept) or
+    its own view (`compacted`, `plain`, `idle`), and why."""
 
     decision: str = "plain"
     strategy: str = ""

@@ -327,41 +327,13 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
                 ) -> tuple[RequestView, Any, RequestRecord, NextCall]:
     """C0 + provider call, with the single C9 retry per turn; also returns what the view was built from (E4 may
     have chosen the continuation of the session's previous call)."""
-    built = time.perf_counter()
-    view = _build_view(ctx, nxt, it)
-    if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
-        view = _model_summary(ctx, session_id, nxt, turn, it, view)
-    decision: dict[str, Any] | None = None
-    if it == 1 and ctx.cache_aware is not None:  # E4: keep the warm prefix of this process's previous call?
-        view, nxt, decision = ctx.cache_aware.choose_first(
-            session_id, nxt, view, ctx.policy_for(), lambda n, p, cached: _build_view(ctx, n, it, p, cached))
-        if decision is not None and decision["warm"] is not None:  # stored: why a compaction was deferred, or made
-            _emit(ctx, session_id, "context.cache_decision", {**decision, "session_id": session_id}, turn, it)
-    engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
-    if getattr(ctx.cache, "resume_note", None):  # C7: a saved engine state did not fit: rebuilt once, said so
-        _emit(ctx, session_id, "context.state_rebuilt", {"reason": ctx.cache.resume_note, "session_id": session_id},
-              turn, it)
-        ctx.cache.resume_note = None
+    view, nxt, decision, engine_ms = _prepare_view(ctx, session_id, nxt, turn, it)
     retry = False
     while True:
         result.views.append(view)
         continued = (it > 1 or bool(decision and decision["continued"])) and not retry
         shared = _shared_prefix(ctx, session_id, view, continued)  # E2, before the call: no I/O
-        _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
-        event = view.event()
-        if view.no_gain is not None:  # C5/C6: said, stored, and kept with the record; not shown as a compaction
-            _emit(ctx, session_id, "context.nothing_to_gain", {
-                **view.no_gain, "tokens_are": "estimates" if view.counter == "estimate" else view.counter,
-                "threshold": view.threshold, "session_id": session_id}, turn, it)
-        if event is not None:
-            if retry:
-                event["stage"] = "prompt_too_long_retry"
-            if shared is not None:  # E3: what this compaction did to the prefix cache (est., in the policy's counter)
-                event["cache_break_tokens"] = shared.broken_tokens
-                event["prefix_tokens"] = shared.tokens
-            event["session_id"] = session_id
-            result.compactions.append(event)
-            _emit(ctx, session_id, "context.compacted", event, turn, it)
+        _announce(ctx, session_id, view, turn, it, retry, shared, result)
         started = time.perf_counter()
         streamed: list[str] = []
 
@@ -372,14 +344,7 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
         try:
             completion = ctx.provider.complete(view.messages, ctx.tools.schemas(), on_delta=on_delta)
         except KeyboardInterrupt:
-            record = _request_record(view, ctx.provider, turn, it, error="interrupted", retry=retry,
-                                     engine_ms=engine_ms)
-            ctx.store.append_request(session_id, record)
-            result.partial = "".join(streamed)
-            if result.partial:  # L4: what the user saw streamed is kept, as what it is: an answer cut short
-                # (text only, no tool calls: C4 holds for the next turn's view)
-                ctx.store.append_message(session_id, {"role": "assistant", "content": result.partial,
-                                                      "partial": True}, turn=turn, iteration=it)
+            _interrupted(ctx, session_id, view, turn, it, retry, engine_ms, "".join(streamed), result)
             raise
         except Exception as exc:
             latency = (time.perf_counter() - started) * 1000
@@ -396,19 +361,94 @@ def _call_model(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it:
                 continue
             raise TurnFailed(reason + note, kind=exc.kind if known else type(exc).__name__) from exc
         latency = getattr(completion, "latency_ms", None) or (time.perf_counter() - started) * 1000
-        usage = getattr(completion, "usage", None)
-        record = _with_prefix(_request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency,
-                                              retry=retry, engine_ms=engine_ms), shared)
-        if decision is not None:  # E4: kept with the call's record, as replay keeps it with its row
-            record = replace(record, extra={**record.extra, "cache_decision": decision})
-        ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
-        for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
-            _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
-        ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
-            "latency_ms": latency, "record": record, "turn": turn, "iteration": it})
+        if ctx.cache_aware is not None:  # E4: the prefix was cached when the answer came, not after the tools ran
+            ctx.cache_aware.answered(session_id)
+        record = _completed(ctx, session_id, view, completion, turn, it, latency, retry, engine_ms, shared, decision)
         return view, completion, record, nxt
+
+
+def _prepare_view(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, it: int
+                  ) -> tuple[RequestView, NextCall, dict[str, Any] | None, float]:
+    """C0 (with the C11 summary call and the E4 choice of a `-cache` strategy): the view, what it was built from,
+    the E4 decision (None: a plain strategy) and the engine's time in ms (C10)."""
+    built = time.perf_counter()
+    view = _build_view(ctx, nxt, it)
+    if view.plan is not None and ctx.on_summary is not None:  # C11: the engine planned a model summary
+        view = _model_summary(ctx, session_id, nxt, turn, it, view)
+    decision: dict[str, Any] | None = None
+    if ctx.cache_aware is not None:  # E4: keep the warm prefix of the session's previous call?
+
+        def build(n: NextCall, p: ContextPolicy, cached: bool) -> RequestView:
+            return _build_view(ctx, n, it, p, cached)
+
+        ttl = ctx.settings.cache_ttl_seconds
+        if it == 1:  # the previous turn's last call, when this process made it
+            view, nxt, decision = ctx.cache_aware.choose_first(session_id, nxt, view, ctx.policy_for(), build, ttl)
+        else:  # inside a turn: the previous call of this turn
+            view, decision = ctx.cache_aware.choose_next(session_id, nxt, view, ctx.policy_for(), build, ttl)
+        # stored (with the record in any case): why a compaction was deferred, or made; inside a turn only when one
+        # was in question (a view that compacts nothing has nothing to defer: no line per call)
+        if decision is not None and decision["warm"] is not None and (it == 1 or decision["decision"] != "plain"):
+            _emit(ctx, session_id, "context.cache_decision", {**decision, "session_id": session_id}, turn, it)
+    engine_ms = (time.perf_counter() - built) * 1000  # C10: how long the engine took (kept with the record)
+    if getattr(ctx.cache, "resume_note", None):  # C7: a saved engine state did not fit: rebuilt once, said so
+        _emit(ctx, session_id, "context.state_rebuilt", {"reason": ctx.cache.resume_note, "session_id": session_id},
+              turn, it)
+        ctx.cache.resume_note = None
+    return view, nxt, decision, engine_ms
+
+
+def _announce(ctx: TurnContext, session_id: str, view: RequestView, turn: int, it: int, retry: bool, shared: Any,
+              result: TurnResult) -> None:
+    """C10: the events of a built view, before it is sent (request built; nothing to gain; the compaction, with
+    what it did to the prefix cache, E3)."""
+    _emit(ctx, session_id, "request.built", {"view": view, "retry": retry}, turn, it)
+    event = view.event()
+    if view.no_gain is not None:  # C5/C6: said, stored, and kept with the record; not shown as a compaction
+        _emit(ctx, session_id, "context.nothing_to_gain", {
+            **view.no_gain, "tokens_are": "estimates" if view.counter == "estimate" else view.counter,
+            "threshold": view.threshold, "session_id": session_id}, turn, it)
+    if event is not None:
+        if retry:
+            event["stage"] = "prompt_too_long_retry"
+        if shared is not None:  # E3: what this compaction did to the prefix cache (est., in the policy's counter)
+            event["cache_break_tokens"] = shared.broken_tokens
+            event["prefix_tokens"] = shared.tokens
+        event["session_id"] = session_id
+        result.compactions.append(event)
+        _emit(ctx, session_id, "context.compacted", event, turn, it)
+
+
+def _interrupted(ctx: TurnContext, session_id: str, view: RequestView, turn: int, it: int, retry: bool,
+                 engine_ms: float, partial: str, result: TurnResult) -> None:
+    """L4: an interrupted call's record, and what was streamed of its answer (kept as an answer cut short)."""
+    record = _request_record(view, ctx.provider, turn, it, error="interrupted", retry=retry, engine_ms=engine_ms)
+    ctx.store.append_request(session_id, record)
+    result.partial = partial
+    if partial:  # L4: what the user saw streamed is kept, as what it is: an answer cut short
+        # (text only, no tool calls: C4 holds for the next turn's view)
+        ctx.store.append_message(session_id, {"role": "assistant", "content": partial, "partial": True},
+                                 turn=turn, iteration=it)
+
+
+def _completed(ctx: TurnContext, session_id: str, view: RequestView, completion: Any, turn: int, it: int,
+               latency: float, retry: bool, engine_ms: float, shared: Any, decision: dict[str, Any] | None
+               ) -> RequestRecord:
+    """C10: the record of a call that answered (usage, the E2 prefix, the E4 decision), the calibration's usage
+    report (T2), the adapter's notes (L2) and `model.completed`."""
+    usage = getattr(completion, "usage", None)
+    record = _with_prefix(_request_record(view, ctx.provider, turn, it, usage=usage, latency_ms=latency,
+                                          retry=retry, engine_ms=engine_ms), shared)
+    if decision is not None:  # E4: kept with the call's record, as replay keeps it with its row
+        record = replace(record, extra={**record.extra, "cache_decision": decision})
+    ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
+    for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
+        _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
+    ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
+        "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+        "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
+        "latency_ms": latency, "record": record, "turn": turn, "iteration": it})
+    return record
 
 
 def _skip_tools(ctx: TurnContext, session_id: str, calls: list[dict[str, Any]], asked: int, bound: int, turn: int,

@@ -174,6 +174,43 @@ def _normalize_call(call: Any, k: int) -> dict[str, Any]:
     }
 
 
+def _is_legacy(message: Any) -> bool:
+    return isinstance(message, dict) and (message.get("role") == "function" or (
+        message.get("role") == "assistant" and bool(message.get("function_call")) and not message.get("tool_calls")))
+
+
+def modernize_legacy_calls(messages: list[Any]) -> list[Any]:
+    """OpenAI's legacy function calling (an assistant ``function_call``, answered by a role ``function`` message) as
+    the ``tool_calls`` / ``tool`` messages it stands for, one message for one (positions unchanged); ``messages``
+    itself when it holds none (the usual case: no copy).
+
+    Why: the engine pairs results by ``tool_call_id`` (SPEC C4) and sends only the four roles, so left as it is a
+    legacy transcript would lose every function result from its views (dropped as an unknown role) and never
+    compact. The pairing the legacy shape leaves implicit (the result right after the call) is made explicit with
+    the id ``legacy_<k>``, ``k`` the call's position; a ``function`` message that answers no call just before it gets
+    an id no call has, so C4 drops it as it drops any orphan result.
+    """
+    if not any(_is_legacy(m) for m in messages):
+        return messages
+    out: list[Any] = []
+    open_call: str | None = None  # the id of the call made by the message just before
+    for k, m in enumerate(messages):
+        if not _is_legacy(m):
+            out.append(m)
+            open_call = None
+        elif m.get("role") == "assistant":
+            fc = m["function_call"]
+            fn = fc if isinstance(fc, dict) else {"name": "unknown", "arguments": str(fc)}
+            open_call = f"legacy_{k}"
+            rest = {key: v for key, v in m.items() if key != "function_call"}
+            out.append({**rest, "tool_calls": [{"id": open_call, "type": "function", "function": fn}]})
+        else:
+            rest = {key: v for key, v in m.items() if key not in ("role", "tool_call_id")}
+            out.append({"role": "tool", "tool_call_id": open_call or f"legacy_orphan_{k}", **rest})
+            open_call = None
+    return out
+
+
 def sanitize(message: Message) -> Message:
     """The sent form of a message: only SENT_KEYS, content normalised, tool calls well-formed."""
     role = message.get("role")

@@ -118,6 +118,9 @@ class Settings:
     keep_recent_tokens: int = _row(8000, "Safe-tail budget in tokens (C3).", limit=Range(True, 0))
     strategy: str = _row("article", "Compaction strategy (C12): article, masking, clearing or model-summary, "
                          "with numbers as name:key=value,... (e.g. masking:keep_last=5).")
+    cache_ttl_seconds: float = _row(300.0, "Prompt-cache time to live in seconds that a -cache strategy assumes "
+                                    "(E4: a longer pause means a cold prefix; 300 = 5 min, 3600 = 1 h).",
+                                    limit=_POSITIVE)
     approval: str = _row("ask", "Shell commands (bash, sandboxed): ask, allow or deny.", choices=APPROVAL_MODES)
     python_approval: str = _row("ask", "Code of the python tool (runs unsandboxed in the kernel): ask, allow or deny.",
                                 choices=APPROVAL_MODES)

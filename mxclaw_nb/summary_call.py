@@ -78,8 +78,10 @@ def ask_summary(provider: Any, plan: c11.SummaryPlan, deadline: float, record: A
     used = None if usage is None else {"prompt_tokens": usage.prompt_tokens,
                                        "completion_tokens": usage.completion_tokens}
     text = c11.compose(content_text((getattr(completion, "message", None) or {}).get("content")))
+    cut = getattr(completion, "finish_reason", None) == "length"  # L7: the text ends where the output limit hit
     reason = (f"passed its deadline ({seconds:.2f} s > {deadline:g} s)" if seconds > deadline
-              else c11.gate(plan, text))
+              else "it stopped at the model's output limit (finish_reason 'length'): a cut summary is not used"
+              if cut else c11.gate(plan, text))
     call_record(usage, round(seconds * 1000, 1), outcome="accepted" if reason is None else "rejected")
     if reason is not None:
         record(c11.REJECTED_EVENT, {"reason": reason, "coverage": coverage, "source": source, "usage": used,

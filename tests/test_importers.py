@@ -170,6 +170,32 @@ def test_codex_plain_text_exec_output_and_old_layout(tmp_path: Path) -> None:
     assert conv.messages[0]["content"] == "Be brief." and conv.messages[3]["is_error"] is True
 
 
+def test_codex_images_are_kept_as_image_parts(tmp_path: Path, store: Store) -> None:
+    """C1, S4: a Codex rollout's `input_image` (a pasted screenshot) becomes an `image_url` part, as Claude Code's
+    image blocks do, so the estimate counts it (2,000 per image) instead of the image vanishing from the import."""
+    from mxclaw_nb.context.tokens import estimate_tokens
+
+    url = "data:image/png;base64,iVBORw0KGgo="
+    lines = [
+        {"type": "session_meta", "payload": {"id": "img-1", "cwd": "/w"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "what is wrong in this screenshot?"},
+            {"type": "input_image", "image_url": url}]}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                              "content": [{"type": "output_text", "text": "The total is off."}]}},
+    ]
+    path = tmp_path / "rollout-img.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    conv, errors = parse_codex(path)
+    assert errors == [] and conv is not None
+    assert conv.messages[0]["content"] == [{"type": "text", "text": "what is wrong in this screenshot?"},
+                                           {"type": "image_url", "image_url": {"url": url}}]
+    assert conv.messages[1]["content"] == "The total is off."  # text only: a string, as before
+    assert estimate_tokens(conv.messages[0]) >= 2_000 and conv.title == "what is wrong in this screenshot?"
+    report = import_codex(store, path)
+    assert store.load_transcript(report.sessions[0])[0]["content"] == conv.messages[0]["content"]
+
+
 def _cc_line(uid: str, parent: str | None, kind: str, content: Any, msg_id: str | None = None) -> str:
     message: dict[str, Any] = {"role": kind, "content": content}
     if msg_id:
@@ -254,3 +280,140 @@ def test_s4_a_refused_bulk_import_falls_back_to_one_conversation_at_a_time(store
     assert [n for n, _ in report.errors] == [2] and "already exists" in report.errors[0][1]
     assert len(report.sessions) == 2 and report.messages == 2
     assert [store.load_transcript(s)[0]["content"] for s in report.sessions] == ["hello 0", "hello 2"]
+
+
+def _legacy_conversation() -> list[dict[str, Any]]:
+    """OpenAI's legacy function calling (before `tools`): `function_call` on the assistant, role `function` after."""
+    big = "def f():\n    return 1\n" * 400
+
+    def call(path: str) -> dict[str, Any]:
+        return {"name": "read_file", "arguments": json.dumps({"path": path})}
+
+    return [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "read a.py and b.py"},
+            {"role": "assistant", "content": None, "function_call": call("a.py")},
+            {"role": "function", "name": "read_file", "content": big},
+            {"role": "assistant", "content": None, "function_call": call("b.py")},
+            {"role": "function", "name": "read_file", "content": big},
+            {"role": "user", "content": "now summarise " + "them " * 600}, {"role": "assistant", "content": "Done."}]
+
+
+def test_legacy_function_calls_replay_as_tool_calls(store: Store, tmp_path: Path) -> None:
+    """C1, C4, C5, S4: a transcript in the legacy `function_call` / role `function` shape is replayed with its tool
+    traffic: the results count in the estimate and compact like tool results, from a list and from the store,
+    where the import keeps the file's messages exactly (S2). Before, replay and compare dropped every function
+    result from the views (the estimate was that of a conversation without them; nothing compacted)."""
+    from mxclaw_nb.analysis import compare, replay
+
+    legacy = _legacy_conversation()
+    policy = {"window": 4_000, "keep_recent": 1_000}
+    row = replay(legacy, policy).iloc[-1]
+    modern = replay(_as_tool_calls(legacy), policy).iloc[-1]
+    assert row["full_tokens"] == modern["full_tokens"] > 4_000 * 0.8  # the results count
+    assert row["stage"] == modern["stage"] == "micro" and row["placeholder"] == 2 and row["dropped"] == 0
+    path = tmp_path / "legacy.jsonl"
+    path.write_text(json.dumps({"messages": legacy}) + "\n", encoding="utf-8")
+    report = import_openai_jsonl(store, path, progress=False)
+    assert store.load_transcript(report.sessions[0]) == legacy  # stored as the file holds it (S2)
+    assert replay(report.sessions[0], policy, store=store).iloc[-1]["placeholder"] == 2
+    df = compare(store, [policy], progress=False, executor="inline")
+    assert df.iloc[-1]["placeholder"] == 2 and df["dropped"].sum() == 0
+
+
+def _as_tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same conversation written with `tool_calls` by hand (the expected reading of the legacy shape)."""
+    out: list[dict[str, Any]] = []
+    for k, m in enumerate(messages):
+        if "function_call" in m:
+            out.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"legacy_{k}", "type": "function", "function": m["function_call"]}]})
+        elif m["role"] == "function":
+            out.append({"role": "tool", "tool_call_id": f"legacy_{k - 1}", "name": m["name"], "content": m["content"]})
+        else:
+            out.append(m)
+    return out
+
+
+def test_legacy_function_calls_in_the_policy_lab_and_orphans() -> None:
+    """C4: `PolicyLab({...})` reads a legacy transcript as `replay` does; a `function` message that answers no call
+    right before it stays an orphan (dropped from the view as any orphan result), one message for one."""
+    from mxclaw_nb.messages import modernize_legacy_calls
+    from mxclaw_nb.widgets.lab import PolicyLab
+
+    legacy = _legacy_conversation()
+    lab = PolicyLab({"legacy": legacy})
+    assert lab.messages("legacy") == _as_tool_calls(legacy)
+    orphan = [{"role": "user", "content": "q"}, {"role": "function", "name": "f", "content": "x"}]
+    out = modernize_legacy_calls(orphan)
+    assert len(out) == 2 and out[1]["role"] == "tool" and out[1]["tool_call_id"] == "legacy_orphan_1"
+    assert modernize_legacy_calls(out) is out and modernize_legacy_calls(legacy[:2]) is not None
+
+
+def test_a_cut_or_false_gzip_file_is_reported_and_its_whole_lines_import(store: Store, tmp_path: Path) -> None:
+    """S4: a `.jsonl.gz` cut short (an interrupted download or copy) imports the conversations before the cut and
+    reports the cut by line; a file named `.gz` that is not gzip is one reported error, not an exception (before:
+    EOFError / BadGzipFile escaped and nothing was imported)."""
+    import gzip
+
+    lines = "".join(json.dumps({"id": f"c{k}", "messages": [{"role": "user", "content": f"hi {k} " + "x" * 200}]})
+                    + "\n" for k in range(400))
+    packed = gzip.compress(lines.encode())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    report = import_openai_jsonl(store, cut, progress=False)
+    assert 0 < len(report.sessions) < 400 and len(report.errors) == 1
+    line, message = report.errors[0]
+    assert line == len(report.sessions) + 1 and "cut short" in message
+    fake = tmp_path / "fake.jsonl.gz"
+    fake.write_text(lines[:300], encoding="utf-8")
+    report = import_openai_jsonl(store, fake, progress=False)
+    assert report.sessions == [] and report.errors[0][0] == 1 and "not a gzip file" in report.errors[0][1]
+    from mxclaw_nb.analysis import conversations
+
+    with pytest.warns(UserWarning, match="cut short"):  # compare, replay: the same conversations, the cut warned
+        assert len(conversations(cut)) == len(import_openai_jsonl(store, cut, progress=False).skipped)
+
+
+def test_a_folder_of_json_and_jsonl_transcripts_compares_whole(tmp_path: Path) -> None:
+    """S4: `compare(folder)` reads every transcript file the importer reads: `.jsonl`, `.json` documents and their
+    `.gz` copies (before: a folder of `.json` exports was "no *.jsonl or *.jsonl.gz transcripts")."""
+    import gzip
+
+    from mxclaw_nb.analysis import compare, conversations
+
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    (folder / "a.json").write_text(json.dumps(chat), encoding="utf-8")
+    (folder / "b.json.gz").write_bytes(gzip.compress(json.dumps({"messages": chat}).encode()))
+    (folder / "c.jsonl").write_text(json.dumps({"id": "c", "messages": chat}) + "\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("not a transcript", encoding="utf-8")
+    assert len(conversations(folder)) == 3
+    assert len(compare(folder, [{"window": 2_000}], progress=False)) == 3
+
+
+def test_codex_tool_output_as_content_items_is_read_as_text_and_images(tmp_path: Path) -> None:
+    """S4, C1: newer Codex CLIs write a tool output that carries content items (an MCP tool's text and image) as a
+    list instead of a string: its text is the result, an image stays an image part (before: the list was stored as
+    its JSON text, image data and all, and counted as text)."""
+    url = "data:image/png;base64,iVBORw0KGgo="
+    lines = [
+        {"type": "session_meta", "payload": {"id": "items-1", "cwd": "/w"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                              "content": [{"type": "input_text", "text": "take a screenshot"}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "screenshot", "arguments": "{}",
+                                              "call_id": "c1"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "captured 1 window"}, {"type": "input_image", "image_url": url}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "echo", "arguments": "{}",
+                                              "call_id": "c2"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2", "output": [
+            {"type": "input_text", "text": "plain "}, {"type": "input_text", "text": "text"}]}},
+    ]
+    path = tmp_path / "rollout-items.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    conv, errors = parse_codex(path)
+    assert errors == [] and conv is not None
+    tools = [m for m in conv.messages if m["role"] == "tool"]
+    assert tools[0]["content"] == [{"type": "text", "text": "captured 1 window"},
+                                   {"type": "image_url", "image_url": {"url": url}}]
+    assert tools[1]["content"] == "plain text" and not tools[1].get("is_error")

@@ -267,3 +267,22 @@ def test_s4_replays_sharing_the_transcripts_caches_give_the_views_of_fresh_ones(
 
         assert dump(lab.current.views) == dump(fresh), state
         assert lab._caches  # the shared caches were used
+
+
+def test_e4_the_labs_timeline_rings_the_calls_a_cache_variant_kept_warm() -> None:
+    """E4 in the lab: under `masking-cache` every call whose replay row says `deferred` (the warm prefix kept
+    instead of masking more) gets a ring at what it sent, and nothing else does; plain `masking` has none."""
+    session = long_session(60)
+    lab = PolicyLab({"s": session}, datasets=False, window=8_000, keep_recent=1_000, wait_ms=1e9)
+    lab.set(strategy="masking-cache")
+    lab.wait()
+    rows = lab.current.rows
+    deferred = [r["call"] for r in rows if r["cache_decision"] == "deferred"]
+    assert deferred  # the session crosses the threshold within turns
+    html = lab.timeline.value
+    assert 'class="mx-kept-warm"' in html
+    assert html.count("<circle") == len(deferred) + 1  # one ring per deferred call, one in the legend
+    assert all(f"<title>call {c}: kept the warm prefix" in html for c in deferred)
+    lab.set(strategy="masking")
+    lab.wait()
+    assert "<circle" not in lab.timeline.value and "kept the warm prefix" not in lab.timeline.value

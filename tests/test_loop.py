@@ -118,9 +118,14 @@ def test_compaction_happens_mid_turn_and_is_stored(test_server, workspace, tmp_p
         assert lineage_messages(lineage, stored) == result.views[int(row["iteration"]) - 1].messages
 
 
-def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path):
+@pytest.mark.parametrize("wording", [
+    "This model's maximum context length is 8192 tokens (context length exceeded)",  # OpenAI
+    "The decoder prompt (length 9254) is longer than the maximum model length of 8192. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",  # vLLM V1
+])
+def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, workspace, tmp_path, wording):
     """C9: one retry per turn with the C8 window; the event says prompt_too_long_retry."""
-    test_server.enqueue_error(400, "This model's maximum context length is 8192 tokens (context length exceeded)")
+    test_server.enqueue_error(400, wording)
     test_server.enqueue_text("answer after retry")
     agent = make_agent(test_server, workspace, tmp_path)
     result = agent.run("hello")
@@ -132,6 +137,47 @@ def test_prompt_too_long_retries_once_with_the_fallback_window(test_server, work
     assert "prompt_too_long_retry" in str(events.iloc[0]["payload"])
     requests = agent.store.requests(agent.session_id)
     assert requests["error"].notna().sum() == 1 and requests["retry"].sum() == 1
+
+
+def test_an_answer_cut_at_the_output_limit_is_said(test_server, workspace, tmp_path):
+    """L7: finish_reason "length" (the server's max_tokens bound) is not a silent full answer: the text is stored as
+    sent and a provider.note says it stopped at the output limit, so a cut tool call's "Invalid arguments" failure
+    has its cause beside it."""
+    from mxclaw_nb.demo.model import Reply, ToolCall
+
+    test_server.enqueue(Reply(text="The answer is cut mid-sent", finish_reason="length"))
+    agent = make_agent(test_server, workspace, tmp_path)
+    result = agent.run("hello")
+    assert result.status == "ok" and result.text == "The answer is cut mid-sent"
+    test_server.enqueue(Reply(tool_calls=[ToolCall("write_file", '{"path": "b.txt", "content": "ab')],
+                              finish_reason="length"))
+    test_server.enqueue_text("done")
+    assert agent.run("write b.txt").text == "done"
+    notes = agent.store.events(agent.session_id, type="provider.note")
+    assert len(notes) == 2
+    for payload in notes["payload"]:
+        note = (json.loads(payload) if isinstance(payload, str) else payload)["note"]
+        assert "finish_reason 'length'" in note and "output limit" in note
+
+
+def test_a_tool_call_with_broken_json_arguments_does_not_poison_the_session(workspace, tmp_path):
+    """L2, L7, S2: a model's tool call whose arguments are not JSON (cut at the output limit, or badly escaped) is
+    stored as written and fails as invalid arguments; the call is then sent with JSON arguments that carry the
+    text, because vLLM and llama-server parse every historical call's arguments and refuse the whole request
+    (HTTP 400, on every later turn) when one is not JSON."""
+    with TestServer(quirks={"history_args_parsed"}) as srv:
+        broken = '{"path": "a.txt", "note": "cut here'
+        srv.enqueue_raw_tool_call("read_file", broken)
+        srv.enqueue_text("The call was cut; nothing read.")
+        srv.enqueue_text("next turn works")
+        agent = make_agent(srv, workspace, tmp_path)
+        assert agent.run("read a.txt").text == "The call was cut; nothing read."
+        assert agent.run("and now?").text == "next turn works"
+        stored = [m for m in agent.transcript() if m.get("tool_calls")]
+        assert stored[0]["tool_calls"][0]["function"]["arguments"] == broken  # S2: stored as the model wrote it
+        sent = [m for m in srv.requests[-1]["messages"] if m.get("tool_calls")]
+        args = json.loads(sent[0]["tool_calls"][0]["function"]["arguments"])
+        assert isinstance(args, dict) and broken in json.dumps(args, ensure_ascii=False).replace('\\"', '"')
 
 
 def test_second_prompt_too_long_fails_the_turn_visibly(test_server, workspace, tmp_path):

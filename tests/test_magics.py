@@ -644,3 +644,37 @@ def test_n1_events_frame_says_interrupted_in_words_and_sessions_have_a_title(tmp
     agent.run("Look at the build log and tell me what the slowest step was.")
     shown = sessions_frame(agent.store.sessions(), agent.session_id)
     assert shown["title"].tolist() == ["Look at the build log and tell me what the slowest step was."]
+
+
+def test_s4_replay_saves_nothing_where_nothing_was_compacted(ip: InteractiveShell) -> None:
+    """S4, T1-T3: `full_tokens` (what an uncompacted request would cost) counts the tool definitions as
+    `before_tokens`/`after_tokens` do, so a call sent unchanged saved 0 tokens (before: every row of the demo's
+    first `%agent replay` said `saved_tokens -1331`, the tool definitions' layer)."""
+    ip.run_line_magic("agent", "config approval=allow")
+    with capture_output():
+        ip.run_cell_magic("agent", "", "fix the failing tests")
+    replayed, _ = agent(ip, "replay")
+    unchanged = replayed[replayed["stage"] == "unchanged"]
+    assert len(unchanged) and (unchanged["saved_tokens"] == 0).all(), unchanged
+    assert (unchanged["full_tokens"] == unchanged["before_tokens"]).all()
+    tight, _ = agent(ip, "replay --window 3000 --tail 400")
+    compacted = tight[tight["stage"] != "unchanged"]
+    assert len(compacted) and (compacted["saved_tokens"] == compacted["full_tokens"] - compacted["after_tokens"]).all()
+    assert (compacted["saved_tokens"] > 0).all()
+
+
+def test_n1_session_ids_shown_are_long_enough_to_resume(ip: InteractiveShell) -> None:
+    """N1: `%agent sessions` shows each id by its first 8 characters, or as many more as it takes to tell it from
+    every other session, so each shown id resumes its session. Imported ids start with `imp-`: 4 of the 8 shown
+    characters, so two imports collide there (~26% for 200 sessions); before, both showed as `imp-1a2b` and that
+    shown id gave "matches 2 sessions"."""
+    store = magics(ip).store()
+    for sid in ("imp-1a2b3c4d000000000000000", "imp-1a2b9f9f000000000000000", "imp-77776666000000000000000"):
+        store.create_session(source="import:x.jsonl", title=sid, session_id=sid)
+    shown, _ = agent(ip, "sessions")
+    by_title = dict(zip(shown["title"], shown["id"], strict=True))
+    assert by_title["imp-1a2b3c4d000000000000000"] == "imp-1a2b3"
+    assert by_title["imp-1a2b9f9f000000000000000"] == "imp-1a2b9"
+    assert by_title["imp-77776666000000000000000"] == "imp-7777"
+    _, cap = agent(ip, f"resume {by_title['imp-1a2b9f9f000000000000000']}")
+    assert magics(ip).get_agent().session_id == "imp-1a2b9f9f000000000000000" and "resumed" in cap.stdout

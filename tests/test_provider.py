@@ -128,6 +128,54 @@ def test_prompt_too_long_is_classified_and_not_retried(test_server, message):
     assert is_prompt_too_long(message) and not is_prompt_too_long("Invalid value for 'temperature'")
 
 
+# C9: the same condition as other OpenAI-compatible servers word it (each message as the server sends it).
+OTHER_SERVERS_TOO_LONG = [
+    # vLLM V1 engine (the input processor, before the OpenAI layer's own check)
+    "The decoder prompt (length 5951) is longer than the maximum model length of 4096. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",
+    "Context size has been exceeded.",  # llama.cpp server, when the slot runs out of context
+    "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575).",  # Gemini
+    "This model's maximum prompt length is 131072 but the request contains 200000 tokens.",  # xAI
+    "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 5000 `inputs` tokens "
+    "and 100 `max_new_tokens`",  # Hugging Face TGI
+    "Input is too long for requested model.",  # Bedrock
+    "Prompt has 5,958,968 tokens, but the configured context size is 256,000 tokens",
+    "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too Large"
+    "</h1></center><hr><center>nginx</center></body></html>",  # a proxy's body-size bound (nginx)
+]
+
+
+@pytest.mark.parametrize("message", OTHER_SERVERS_TOO_LONG)
+def test_other_servers_prompt_too_long_wordings_are_classified(test_server, message):
+    """C9: vLLM's, llama.cpp's, Gemini's, TGI's ... words for an over-long prompt drive the one retry too."""
+    test_server.enqueue_error(400, message)
+    with pytest.raises(ProviderError) as err:
+        provider(test_server).complete(USER, None)
+    assert err.value.kind == "prompt_too_long"
+
+
+@pytest.mark.parametrize(("message", "code"), [
+    ("Please reduce the length of the messages or completion.", "context_length_exceeded"),  # Groq
+    ("request (5000 tokens) does not fit", "exceed_context_size_error"),  # llama.cpp's error type
+])
+def test_prompt_too_long_is_told_by_the_error_code_too(test_server, message, code):
+    """C9: a server whose message alone does not say it (Groq) still says it in the error's `code`."""
+    test_server.enqueue_error(400, message, code=code)
+    with pytest.raises(ProviderError) as err:
+        provider(test_server).complete(USER, None)
+    assert err.value.kind == "prompt_too_long" and message[:20] in err.value.message
+
+
+@pytest.mark.parametrize("message", [
+    "Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.",
+    "max_tokens is too large: 5000. This model supports at most 4096 completion tokens",
+    "Invalid value for 'temperature': expected a number <= 2",
+])
+def test_other_errors_are_not_prompt_too_long(message):
+    """C9: the classifier stays narrow: a rate limit or a bad completion bound is not a context overflow."""
+    assert not is_prompt_too_long(message)
+
+
 def test_rate_limit_and_server_errors_are_retried_with_backoff(test_server):
     """429 and 5xx are retried by the client (Retry-After honoured); the call then succeeds."""
     test_server.enqueue_error(429, "rate limited")
@@ -472,3 +520,19 @@ def test_n1_the_provider_reads_the_settings_object_and_keywords_override_it(test
         assert test_server.requests[-1]["max_tokens"] == 55 and "stream" not in test_server.requests[-1]
     finally:
         agent.close()
+
+
+@pytest.mark.parametrize("message", [
+    "registry.ollama.ai/library/gemma2:2b does not support tools",  # Ollama
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',  # vLLM
+    "tools param requires --jinja flag",  # llama.cpp's llama-server
+])
+def test_a_server_without_tool_calling_gets_the_serving_remedy(test_server, message):
+    """L2: a server or model that refuses tool definitions says so in its own words; the paragraph adds how to serve
+    the model with tool calling (the README's "Local models" table) instead of a bare "rejected the request"."""
+    test_server.enqueue_error(400, message)
+    with pytest.raises(ProviderError) as err:
+        provider(test_server).complete(USER, [{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    text = err.value.message
+    assert err.value.kind == "bad_request" and message[:25] in text
+    assert "--enable-auto-tool-choice" in text and "--jinja" in text and "Local models" in text

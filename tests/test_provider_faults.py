@@ -31,6 +31,7 @@ from mxclaw_nb import Agent
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.loop import TurnFailed
 from mxclaw_nb.provider.client import DEFAULT_CALL_DEADLINE, OpenAIProvider
+from mxclaw_nb.provider.errors import ProviderError
 
 Handler = Callable[[socket.socket, dict], None]
 PROMPT = "please fix the failing test"
@@ -316,6 +317,31 @@ CASES = [
     Case("non-JSON 200 (HTML)", lambda s: [send(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n<html>proxy error</html>")],
         "failed:bad_response", stream=False, says="not a JSON completion ('<html>proxy error</html>')"),
+    # L7, C9: some gateways (LiteLLM, OpenRouter, small proxies) answer with status 200 and an error object as the
+    # whole body: its words reach the user, and a prompt-too-long one drives the C9 retry
+    Case("error object as a 200 JSON body", lambda s: [send(JSON_HEAD + json.dumps(
+        {"error": {"message": "The upstream model is overloaded", "code": 503}}).encode())], "failed:server",
+        stream=False, says="The upstream model is overloaded"),
+    Case("error object as a 200 JSON body to a stream", lambda s: [send(JSON_HEAD + json.dumps(
+        {"error": {"message": "The upstream model is overloaded", "code": 503}}).encode())], "failed:server",
+        says="The upstream model is overloaded"),
+    Case("prompt-too-long error object as a 200 body, then the C9 retry fits", lambda s: [send(JSON_HEAD + json.dumps(
+        {"error": {"message": "This model's maximum context length is 4096 tokens", "code": 400}}).encode()),
+        answer("Fits now.")], "answer:Fits now.", served=2),
+    # L2: an event stream labelled `application/json` (a mislabelling proxy) is still read as the stream it is
+    Case("an event stream labelled application/json", lambda s: [send(JSON_HEAD + b"".join(
+        event(chunk(d, f)) for d, f in (({"role": "assistant", "content": "Streamed "}, None),
+                                        ({"content": "anyway."}, "stop"))) + event("[DONE]"))],
+        "answer:Streamed anyway."),
+    # L2: a server that ignores `stream: true` and answers with one whole JSON completion
+    Case("a whole JSON completion to a stream", lambda s: [send(completion_body(
+        {"role": "assistant", "content": "Whole, not streamed."}))], "answer:Whole, not streamed."),
+    Case("200 with a JSON body that is no completion (FastAPI style)", lambda s: [send(
+        JSON_HEAD + b'{"detail": "Not Found"}')], "failed:bad_response", stream=False,
+        says="""a body that is not a JSON completion ('{"detail": "Not Found"}')"""),
+    Case("200 with a JSON body that is no completion, to a stream", lambda s: [send(
+        JSON_HEAD + b'{"detail": "Not Found"}')], "failed:bad_response",
+        says="""a JSON body that is not a completion ('{"detail": "Not Found"}')"""),
     Case("200 with malformed JSON", lambda s: [send(JSON_HEAD + b'{"id": "x", "choices": [')],
          "failed:bad_response", stream=False),
     Case("empty choices (stream)", lambda s: [send(SSE_HEAD + event({**chunk({}), "choices": []}) + event("[DONE]"))],
@@ -572,3 +598,49 @@ def test_the_magic_shows_one_paragraph_for_a_malformed_response(raw_server: RawS
     finally:
         shell.run_line_magic("unload_ext", "mxclaw_nb")
         shell.config.pop("AgentMagics", None)
+
+
+def test_a_base_url_without_v1_that_gets_a_404_says_where_the_api_usually_is(raw_server: RawServer) -> None:
+    """L2: `OPENAI_BASE_URL=http://127.0.0.1:11434` (Ollama's root, not its `/v1`) answers 404 "404 page not found":
+    the paragraph says that such servers serve the API under /v1, beside the model/endpoint remedy."""
+    root = raw_server.base_url.removesuffix("/v1")
+    raw_server.push(send(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                         b"404 page not found"))
+    provider = OpenAIProvider(base_url=root, api_key="k", model="test-model", max_retries=0)
+    with pytest.raises(ProviderError) as err:
+        provider.complete([{"role": "user", "content": "hi"}], None)
+    assert err.value.kind == "not_found" and f"{root}/v1" in err.value.message
+    assert_one_paragraph(err.value.message)
+    raw_server.push(send(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nnope"))
+    with pytest.raises(ProviderError) as err:  # with /v1 already: no such hint
+        OpenAIProvider(base_url=raw_server.base_url, api_key="k", model="m", max_retries=0).complete(
+            [{"role": "user", "content": "hi"}], None)
+    assert "under /v1" not in err.value.message
+
+
+def test_no_model_and_no_models_list_asks_for_a_model(raw_server: RawServer) -> None:
+    """L2: with no model configured the provider asks GET /models; a server without that endpoint (404) gets a
+    paragraph that asks for the model setting (before: "does not know model 'None'")."""
+    raw_server.push(send(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+                         b'{"error": {"message": "Not Found"}}'))
+    provider = OpenAIProvider(base_url=raw_server.base_url, api_key="k", model=None, max_retries=0)
+    with pytest.raises(ProviderError) as err:
+        provider.complete([{"role": "user", "content": "hi"}], None)
+    message = err.value.message
+    assert err.value.kind == "not_found" and "'None'" not in message and "No model is configured" in message
+    assert "MXCLAW_MODEL" in message and "404" in message and "Not Found" in message
+    assert_one_paragraph(message)
+
+
+@pytest.mark.parametrize("url", ["localhost:11434/v1", "http//127.0.0.1:9/v1", "ftp://127.0.0.1:9/v1"])
+def test_a_base_url_without_http_scheme_is_refused_up_front(url: str) -> None:
+    """L2: a base URL that is no http(s) URL is a setting error said at once, not "the connection broke during the
+    response ... Try again" on the first turn."""
+    with pytest.raises(ValueError, match=r"base_url must be an http:// or https:// URL"):
+        OpenAIProvider(base_url=url, api_key="k", model="m")
+
+
+def test_a_base_url_with_surrounding_spaces_works(raw_server: RawServer) -> None:
+    """L2: `OPENAI_BASE_URL=" http://.../v1 "` (pasted with spaces) is the URL inside them."""
+    provider = OpenAIProvider(base_url=f"  {raw_server.base_url}\n", api_key="k", model="test-model")
+    assert provider.complete([{"role": "user", "content": "hi"}], None).message["content"] == NEXT_ANSWER

@@ -201,3 +201,63 @@ def test_s4_replay_rows_as_requests_is_the_frame_of_their_records(name: str) -> 
                 after_tokens=r["after_tokens"], threshold=r["threshold"], window_tokens=r["window"],
                 stage=r["stage"], session_id=r["session_id"], seq=r["call"] - 1))
         pd.testing.assert_frame_equal(rows_as_requests(given), records_frame(records))
+
+
+def test_s4_a_replay_raises_the_collector_threshold_only_while_it_runs() -> None:
+    """S4: the replay runs with fewer generation-0 passes (REPLAY_GC_THRESHOLD) and restores the thresholds it
+    found, also when it fails; a collector switched off (threshold 0) stays off."""
+    import gc
+
+    seen: list[tuple[int, ...]] = []
+
+    def summarize(messages: list[Any]) -> str:
+        seen.append(gc.get_threshold())
+        return "summary"
+
+    before = gc.get_threshold()
+    msgs = long_session(40)
+    replay_messages(msgs, ContextPolicy(context_window_tokens=1_500, keep_recent_tokens=200, threshold_ratio=0.5),
+                    summarize=summarize, facts=False, states=False)
+    assert seen and all(t[0] == max(before[0], replay_mod.REPLAY_GC_THRESHOLD) for t in seen)
+    assert gc.get_threshold() == before
+
+    def failing(messages: list[Any]) -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        replay_messages(msgs, ContextPolicy(context_window_tokens=1_500, keep_recent_tokens=200,
+                                            threshold_ratio=0.5), summarize=failing, facts=False, states=False)
+    assert gc.get_threshold() == before
+    try:
+        gc.set_threshold(0)
+        replay_messages(msgs, ContextPolicy(context_window_tokens=1_500, keep_recent_tokens=200, threshold_ratio=0.5),
+                        summarize=summarize, facts=False, states=False)
+        assert seen[-1][0] == 0
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_s4_nested_and_concurrent_blocks_share_one_raise() -> None:
+    import gc
+    import threading
+
+    from mxclaw_nb.analysis.replay import REPLAY_GC_THRESHOLD, fewer_collections
+
+    before = gc.get_threshold()
+    inside, go = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with fewer_collections():
+            inside.set()
+            go.wait(5)
+
+    t = threading.Thread(target=other)
+    with fewer_collections():
+        t.start()
+        assert inside.wait(5)
+        with fewer_collections():
+            assert gc.get_threshold()[0] == max(before[0], REPLAY_GC_THRESHOLD)
+    assert gc.get_threshold()[0] == max(before[0], REPLAY_GC_THRESHOLD)  # the other block still runs
+    go.set()
+    t.join(5)
+    assert gc.get_threshold() == before

@@ -184,6 +184,8 @@ ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk
     "comments": lambda ev, pl: ": OPENROUTER PROCESSING" in ev and ": keep-alive" in ev,
     "error_midstream": lambda ev, pl: "error" in ev[-2] and ev[-1] == "[DONE]",
     "strict_params": lambda ev, pl: ev == [] and bool(pl.get("choices")),  # only the unknown field is refused
+    # only a historical call whose arguments are not JSON is refused (test_loop shows the refusal and the cure)
+    "history_args_parsed": lambda ev, pl: bool(ev) and bool(pl.get("choices")),
     # E1: the plain request repeats the streamed one, so the prefix cache served all of it
     "cache_timings": lambda ev, pl: pl["timings"]["cache_n"] > 0 and "prompt_tokens_details" not in pl["usage"],
     "cache_unreported": lambda ev, pl: "prompt_tokens_details" not in pl["usage"] and "timings" not in pl,

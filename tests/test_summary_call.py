@@ -207,3 +207,27 @@ def test_c11_the_timeline_caption_cost_includes_the_summary_calls(session):
         [CallTokens(m["tokens"], 0, m["completion"] or 0) for m in made], price_for("gpt-4o-mini")))
     assert extra > 0 and dollars(with_calls) == pytest.approx(dollars(cost_caption(without)) + extra, abs=1e-4)
     assert f"for {len(made)} summary calls (C11)" in with_calls and with_calls.count("$") == 1
+
+
+@pytest.mark.parametrize(("finish", "accepted"), [("stop", True), ("length", False)])
+def test_c11_a_summary_cut_at_the_output_limit_is_rejected(finish: str, accepted: bool) -> None:
+    """C11: a summary that stopped at the model's output limit (finish_reason "length", e.g. a small max_tokens) is
+    cut mid-sentence: it is rejected with that reason and C6 stands in, instead of being stored as the valid summary
+    of its range (and reused on every re-entry). The same text with finish_reason "stop" passes the gates."""
+    from mxclaw_nb.context.model_summary import SummaryPlan
+    from mxclaw_nb.context.summary import build_structured_summary
+    from mxclaw_nb.provider import OpenAIProvider
+    from mxclaw_nb.summary_call import ask_summary
+
+    old = [{"role": "user", "content": "explain the report"}, {"role": "assistant", "content": "It sums rows."}]
+    scaffold = build_structured_summary(old)
+    plan = SummaryPlan(0, 1, scaffold, None, tuple(old), replaced_tokens=5_000, free_form=True)
+    events: list[tuple[str, dict]] = []
+    with TestServer() as server:
+        server.enqueue_text("[compressed conversation context]\nThe user asked how the report is built; the",
+                            finish_reason=finish)
+        provider = OpenAIProvider(base_url=server.base_url, api_key="k", model="test-model")
+        got = ask_summary(provider, plan, 60.0, lambda kind, payload: events.append((kind, payload)))
+    assert (got is not None) == accepted
+    if not accepted:
+        assert events[0][0] == "context.summary_rejected" and "finish_reason 'length'" in events[0][1]["reason"]

@@ -44,6 +44,7 @@ from typing import Any
 
 from mxclaw_nb.analysis.importers import Conversation, ImportReport, write_conversations
 from mxclaw_nb.analysis.jsonl import read_jsonl
+from mxclaw_nb.messages import content_text
 
 Errors = list[tuple[int, str]]
 HARNESS_EVENT = "harness.compaction"  # declared stored in mxclaw_nb/events.py
@@ -70,6 +71,11 @@ def _block_text(block: Any) -> str:
 
 
 def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    """An image block as an `image_url` part: Claude's `image` (a `source`), Codex's `input_image` (`image_url`)."""
+    if block.get("type") == "input_image":
+        raw = block.get("image_url")
+        url = raw.get("url") if isinstance(raw, dict) else raw
+        return {"type": "image_url", "image_url": {"url": str(url)}} if url else None
     source = block.get("source") if isinstance(block.get("source"), dict) else {}
     if source.get("type") == "base64" and source.get("data"):
         url = f"data:{source.get('media_type', 'image/png')};base64,{source['data']}"
@@ -88,7 +94,7 @@ def _content(blocks: Any) -> str | list[dict[str, Any]]:
         return "" if blocks is None else str(blocks)
     parts: list[dict[str, Any]] = []
     for b in blocks:
-        image = _image_part(b) if isinstance(b, dict) and b.get("type") == "image" else None
+        image = _image_part(b) if isinstance(b, dict) and b.get("type") in ("image", "input_image") else None
         if image is not None:
             parts.append(image)
         elif _block_text(b):
@@ -315,8 +321,12 @@ def _codex_usage(payload: Any) -> dict[str, int]:
     return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _codex_output(raw: Any) -> tuple[str, bool]:
-    """Codex function_call_output ``output`` -> (text, is_error); exec outputs are JSON with an exit code."""
+def _codex_output(raw: Any) -> tuple[str | list[dict[str, Any]], bool]:
+    """Codex function_call_output ``output`` -> (content, is_error); exec outputs are JSON with an exit code, and
+    newer CLIs write an output with content items (text, images) as the list of them: its text, or its parts when
+    an image is among them."""
+    if isinstance(raw, list):
+        return _content(raw), False
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     try:
         parsed = json.loads(text)
@@ -336,9 +346,7 @@ def _codex_item(messages: list[dict[str, Any]], item: dict[str, Any], pending: l
         role = {"developer": "system"}.get(str(item.get("role")), str(item.get("role")))
         if role not in ("system", "user", "assistant"):
             return False
-        blocks = item.get("content")
-        text = "".join(_block_text(b) for b in blocks) if isinstance(blocks, list) else str(blocks or "")
-        msg: dict[str, Any] = {"role": role, "content": text}
+        msg: dict[str, Any] = {"role": role, "content": _content(item.get("content"))}  # images as parts (C1)
         if role == "assistant" and pending:
             msg["reasoning"] = "\n\n".join(pending)
             pending.clear()
@@ -378,7 +386,7 @@ def _codex_rebuilt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept: list[dict[str, Any]] = []
     budget = CODEX_KEPT_USER_TOKENS * 4  # approx_token_count: 4 bytes per token
     for m in reversed(messages):
-        text = str(m.get("content") or "") if m.get("role") == "user" else ""
+        text = content_text(m.get("content")) if m.get("role") == "user" else ""  # the text of an image message
         if not text or text.lstrip().startswith("<") or text.startswith(CODEX_SUMMARY_PREFIX):
             continue  # environment context / instructions wrappers and earlier summaries are not kept
         if budget <= 0:
@@ -460,9 +468,9 @@ def parse_codex(path: str | Path) -> tuple[Conversation | None, Errors]:
             errors.append((line_no, f"unknown rollout item type {item.get('type')!r}"))
     if not messages:
         return None, errors
-    first_user = next((m["content"] for m in messages if m["role"] == "user"
-                       and not str(m["content"]).lstrip().startswith("<")), None)
-    title = " ".join(str(first_user).split())[:80] if first_user else None
+    first_user = next((content_text(m["content"]) for m in messages if m["role"] == "user"
+                       and not content_text(m["content"]).lstrip().startswith("<")), None)
+    title = " ".join(first_user.split())[:80] if first_user else None
     return Conversation(str(meta.get("id") or file.stem), messages, "codex", meta, title, meta.get("cwd"),
                         meta.get("model"), events, list(calls.values())), errors
 

@@ -66,8 +66,9 @@ def compare(sessions_or_transcripts: Any, policies: Sequence[ContextPolicy | dic
             summary_provider: Any = None) -> pd.DataFrame:
     """Replay every session under every policy: one row per (policy, session, simulated call).
 
-    Sessions: a JSONL path or folder, a Store (all sessions), session ids with ``store=``, a dict
-    {id: messages}, a list of message lists / (id, messages) pairs, or any iterator of those (read lazily).
+    Sessions: a transcript file or folder (`.jsonl`, `.json`, gzipped or not), a Store (all sessions), session
+    ids with ``store=``, a dict {id: messages}, a list of message lists / (id, messages) pairs, or any iterator of
+    those (read lazily).
     Policies: ContextPolicy objects or dicts (see ``policies.as_policy``). ``exact=True`` adds exact
     o200k_base counts of every view.
 

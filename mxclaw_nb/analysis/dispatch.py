@@ -33,7 +33,7 @@ import pandas as pd
 from mxclaw_nb.analysis.replay import SessionCaches, exact_o200k, frame, replay_messages
 from mxclaw_nb.analysis.sources import Pair, _is_store, conversations, one_conversation
 from mxclaw_nb.context import ContextPolicy
-from mxclaw_nb.messages import Message
+from mxclaw_nb.messages import Message, modernize_legacy_calls
 
 # executor=None/"auto": from this many sessions on, compare uses a process per core. 223 shared sessions x 3
 # policies replay in about 1 s in one process, and starting a pool (forkserver + imports) costs about 1-2 s,
@@ -127,7 +127,8 @@ def _sessions(source: Any, store: Any) -> tuple[Iterator[Pair], int | None]:
     """(id, messages) pairs, lazily where the source allows it (a Store, an iterator), and their number if known."""
     if _is_store(source):
         ids = [str(sid) for sid in source.sessions()["id"]]
-        return ((sid, source.load_transcript(sid)) for sid in ids), len(ids)  # an empty session replays to no rows
+        # an empty session replays to no rows; legacy function calls read as tool calls, as `conversations` reads them
+        return ((sid, modernize_legacy_calls(source.load_transcript(sid))) for sid in ids), len(ids)
     if isinstance(source, Iterator):
         return (one_conversation(item, store) for item in source), None
     pairs = conversations(source, store)

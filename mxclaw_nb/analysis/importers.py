@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mxclaw_nb.analysis.jsonl import read_jsonl
+from mxclaw_nb.analysis.jsonl import GZIP_ERRORS, gzip_problem, read_jsonl
 from mxclaw_nb.events import record
 from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.store.errors import StoreError
@@ -123,6 +123,10 @@ def parse_openai_row(row: Any, default_id: str) -> Conversation:
         if isinstance(row, dict) and isinstance(row.get("conversations"), list):
             raise ValueError('a ShareGPT line ({"conversations": [{"from", "value"}]}) is not OpenAI chat format: '
                              'convert it to {"messages": [{"role", "content"}]} first')
+        if isinstance(row, dict) and row.get("role") is not None:
+            raise ValueError(f"a single message (role {row.get('role')!r}), not a conversation: a file of one message "
+                             'per line reads as one conversation when every line is a message; else give '
+                             '{"messages": [...]} per line')
         raise ValueError('expected {"messages": [...]} or a list of messages')
     if not messages:
         raise ValueError("the conversation has no messages")
@@ -149,7 +153,7 @@ def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]],
         raise FileNotFoundError(f"no such transcript file: {file}")
     good, bad = [], []
     rows = list(read_jsonl(file))
-    for line_no, row, error in _whole_document(file, rows) or rows:
+    for line_no, row, error in _whole_document(file, rows) or _message_lines(rows) or rows:
         try:
             if error is not None:
                 raise ValueError(error)
@@ -159,13 +163,30 @@ def read_openai_jsonl(path: str | Path) -> tuple[list[tuple[int, Conversation]],
     return good, bad
 
 
+def _message_lines(rows: list[tuple[int, Any, str | None]]) -> list[tuple[int, Any, str | None]] | None:
+    """A file of one message per line (a chat log written as it grew) as one conversation (item 1): every line
+    a message object (a known role, no messages list of its own). None: the lines are conversations."""
+    if not rows or not all(error is None and isinstance(row, dict) and row.get("role") in ROLES
+                           and _messages_of(row) is None for _, row, error in rows):
+        return None
+    return [(rows[0][0], {"messages": [row for _, row, _ in rows]}, None)]
+
+
+def _one_line_list(rows: list[tuple[int, Any, str | None]]) -> bool:
+    """One line holding a list of conversations (not of messages): read as a document, one per item."""
+    if len(rows) != 1 or not isinstance(rows[0][1], list) or not rows[0][1]:
+        return False
+    first = rows[0][1][0]
+    return isinstance(first, dict) and "role" not in first and _messages_of(first) is not None
+
+
 def _whole_document(file: Path, rows: list[tuple[int, Any, str | None]]) -> list[tuple[int, Any, str | None]] | None:
     """A file that is one JSON document rather than JSON lines, as (item number, conversation, error) rows.
 
     Read whole when named ``*.json`` (``.gz`` allowed), or when no line of it parses on its own but the text does
     (a pretty-printed file named ``.jsonl``): a list of messages or a ``{"messages"}`` object is one conversation
     (item 1), a list of those is one conversation per item. None: the file is JSON lines after all."""
-    is_json = jsonl_name(file).endswith(".json")
+    is_json = jsonl_name(file).endswith(".json") or _one_line_list(rows)
     if not is_json and (len(rows) < 2 or any(error is None for _, _, error in rows)):
         return None
     opener = gzip.open if file.name.endswith(".gz") else open
@@ -174,6 +195,8 @@ def _whole_document(file: Path, rows: list[tuple[int, Any, str | None]]) -> list
             doc = json.load(handle)
     except ValueError as exc:
         return [(1, None, f"not JSON: {exc}")] if is_json else None
+    except GZIP_ERRORS as exc:
+        return [(1, None, gzip_problem(exc))] if is_json else None
     if isinstance(doc, list) and doc and not (isinstance(doc[0], dict) and "role" in doc[0]):
         return [(k, item, None) for k, item in enumerate(doc, 1)]
     return [(1, doc, None)]

@@ -16,17 +16,21 @@ it sends (C5 placeholders that name what a kernel tool left: type, shape, live v
 Fact columns (S4, R2): of the facts of the compacted messages, ``facts_visible`` are still in the view,
 ``facts_recallable`` are not but sit in a message a placeholder or a summary's range names (C13: the ``recall``
 tool fetches it), ``facts_lost`` are neither (a fallback window dropped them).
-``full_tokens`` is the policy's count of the whole transcript so far (what an uncompacted request would cost);
-``saved_tokens = full - after``.
+``full_tokens`` is the policy's count of the whole transcript so far plus the policy's tool definitions (what an
+uncompacted request would cost: the same layers as ``before_tokens``/``after_tokens``); ``saved_tokens = full -
+after``.
 Token columns are in the policy's counter (``counter``), except ``estimate_tokens``: the C1 estimate of what
 the call sends, whatever the counter (T3), as in a stored request record.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from itertools import compress, count, islice
 from operator import is_not, not_
@@ -73,6 +77,34 @@ FACT_COLUMNS = ["facts_total", "facts_visible", "facts_recallable", "facts_lost"
 NAMED = frozenset({"placeholder", "summarized"})  # C13: states whose original a placeholder or summary names
 EXACT_COLUMNS = ["exact_full_tokens", "exact_after_tokens", "exact_over_window"]
 PROGRESS_DELAY = 2.0  # seconds before a replay's progress bar appears: a short replay shows none
+# S4: while a replay runs, the cyclic collector runs a generation-0 pass per this many new container objects (not
+# Python's 700): a replay allocates many that outlive it (views, plans, rows), and the default passes traverse them
+# again and again (about a quarter of the policy lab's redraw). Bounded, unlike gc.disable(): a long replay still
+# collects, rarely. Reference counting frees everything as before; only when cycles are looked for changes.
+REPLAY_GC_THRESHOLD = 100_000
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_saved: tuple[int, ...] = ()
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Raise the collector's generation-0 threshold to REPLAY_GC_THRESHOLD for the block (nested and concurrent
+    blocks share one raise; the outermost restores the thresholds it found)."""
+    global _gc_depth, _gc_saved
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_saved = gc.get_threshold()
+            if _gc_saved[0]:  # 0: the collector's automatic passes are off; left so
+                gc.set_threshold(max(_gc_saved[0], REPLAY_GC_THRESHOLD), *_gc_saved[1:])
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0:
+                gc.set_threshold(*_gc_saved)
 
 
 class IdCache:
@@ -410,11 +442,12 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
     _check_first_call(run, calls, first_call)
     steps = _with_progress(enumerate(calls[first_call - 1:], first_call), progress, len(calls), session_id)
     rows: list[dict[str, Any]] = []
-    for call_no, i in steps:
-        call = run.build(i)
-        if views is not None:
-            views.append(call.view)
-        rows.append(run.row(call_no, i, call))
+    with fewer_collections():
+        for call_no, i in steps:
+            call = run.build(i)
+            if views is not None:
+                views.append(call.view)
+            rows.append(run.row(call_no, i, call))
     return rows
 
 
@@ -549,10 +582,11 @@ class _Replay:
             counts = _state_columns(self.chain, view, caches, i)
         row: dict[str, Any] = {
             "session_id": self.session_id, "call": call_no, "turn": self.turns[i - 1], "n_messages": i,
-            "n_input": len(call.inputs), "rebuilt": call.rebuilt, "full_tokens": prefix[i],
+            # the uncompacted request carries the tool definitions too, as before/after do (T1-T3)
+            "n_input": len(call.inputs), "rebuilt": call.rebuilt, "full_tokens": prefix[i] + policy.fixed_tokens,
             "before_tokens": view.before_tokens,
             "after_tokens": view.after_tokens, "estimate_tokens": c1_estimate(view),
-            "saved_tokens": prefix[i] - view.after_tokens,
+            "saved_tokens": prefix[i] + policy.fixed_tokens - view.after_tokens,
             "threshold": view.threshold, "window": view.window, "keep_recent": policy.keep_recent_tokens,
             "counter": view.counter, "stage": view.stage, "compacted": view.compacted, **counts,
             "n_sent": len(view.messages), "summary_chars": len(view.summary or ""),
@@ -676,7 +710,7 @@ def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     others differ from it only in the columns a replay row sets (`records_frame`'s frame: a test holds it)."""
     out: list[dict[str, Any]] = []
     template: dict[str, Any] | None = None
-    last_turn, it = None, 0
+    last_turn, it, decided = None, 0, False
     for row in rows:
         it = it + 1 if row["turn"] == last_turn else 1
         last_turn = row["turn"]
@@ -692,5 +726,8 @@ def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if template is None:  # the record a stored call would have (`mxclaw_nb.records.RequestRecord`)
             template = frame_row(RequestRecord(**values))
         values["counter"], values["stage"] = text(counter), text(values["stage"])  # as the codec writes them
+        if row.get("cache_decision") is not None:  # E4: a `-cache` strategy's decision (the timeline marks it)
+            values["cache_decision"] = row["cache_decision"]
+            decided = True
         out.append({**template, **values})
-    return pd.DataFrame(out, columns=list(FRAME_COLUMNS))
+    return pd.DataFrame(out, columns=[*FRAME_COLUMNS, "cache_decision"] if decided else list(FRAME_COLUMNS))

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mxclaw_nb.analysis.importers import Conversation, read_openai_jsonl
+from mxclaw_nb.messages import modernize_legacy_calls
 
 Pair = tuple[str, list[dict[str, Any]]]
+TRANSCRIPT_GLOBS = ("*.jsonl", "*.jsonl.gz", "*.json", "*.json.gz")
 
 
 def _is_store(obj: Any) -> bool:
@@ -27,7 +29,13 @@ def _is_messages(obj: Any) -> bool:
 
 
 def one_conversation(item: Any, store: Any = None) -> Pair:
-    """(id, messages) for a message list, (id, messages) pair, Conversation, {"messages"} dict or session id."""
+    """(id, messages) for a message list, (id, messages) pair, Conversation, {"messages"} dict or session id
+    (legacy function calls read as the tool calls they are: `messages.modernize_legacy_calls`)."""
+    sid, messages = _one_conversation(item, store)
+    return sid, modernize_legacy_calls(messages)
+
+
+def _one_conversation(item: Any, store: Any = None) -> Pair:
     if isinstance(item, Conversation):
         return item.id, item.messages
     if _is_messages(item):
@@ -48,9 +56,10 @@ def one_conversation(item: Any, store: Any = None) -> Pair:
 
 
 def _files(path: Path) -> list[Path]:
-    files = sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")]) if path.is_dir() else [path]
+    # every file the importer reads: JSON lines and whole JSON documents, gzipped or not
+    files = sorted(f for pattern in TRANSCRIPT_GLOBS for f in path.glob(pattern)) if path.is_dir() else [path]
     if not files:
-        raise FileNotFoundError(f"no *.jsonl or *.jsonl.gz transcripts in {path}")
+        raise FileNotFoundError(f"no transcripts ({', '.join(TRANSCRIPT_GLOBS)}) in {path}")
     return files
 
 
@@ -69,6 +78,10 @@ def read_pairs(path: str | Path) -> list[Pair]:
 
 def conversations(source: Any, store: Any = None) -> list[Pair]:
     """Every (id, messages) in ``source``: a path, a Store, a dict {id: messages} or an iterable of items."""
+    return [(sid, modernize_legacy_calls(messages)) for sid, messages in _conversations(source, store)]
+
+
+def _conversations(source: Any, store: Any = None) -> list[Pair]:
     if isinstance(source, str | Path) and (store is None or Path(source).exists()):
         return read_pairs(source)
     if _is_store(source):

@@ -355,6 +355,23 @@ def _reject_unknown(body: dict[str, Any]) -> str | None:
     return "Extra inputs are not permitted" if extra else None
 
 
+def _reject_bad_history_args(body: dict[str, Any]) -> str | None:
+    """vLLM (`chat_utils._postprocess_messages`) and llama-server parse every historical tool call's arguments as
+    JSON to render the chat template: one that is not JSON fails the whole request with the parser's message, on
+    every later turn of the conversation (vLLM issue 43995; fixed in PR 48922)."""
+    for message in body.get("messages") or []:
+        calls = message.get("tool_calls") if isinstance(message, dict) and message.get("role") == "assistant" else None
+        for call in calls or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            if isinstance(args, str) and args:
+                try:
+                    json.loads(args)
+                except ValueError as exc:
+                    return str(exc)
+    return None
+
+
 # -- tool calls written as text (SPEC L2: the models and servers that do not fill `tool_calls`) -----------------------
 
 def _call_objects(calls: list[dict[str, Any]], key: str = "arguments") -> list[dict[str, Any]]:
@@ -454,6 +471,8 @@ QUIRKS: dict[str, Quirk] = {
     "comments": Quirk("OpenRouter (`: OPENROUTER PROCESSING`), keep-alive proxies", stream=_comments),
     "error_midstream": Quirk("OpenRouter, LiteLLM (error object in a 200 stream)", stream=_error_midstream),
     "strict_params": Quirk("strict gateways (pydantic extra=forbid)", reject=_reject_unknown),
+    "history_args_parsed": Quirk("vLLM 0.24-0.25, llama-server (historical tool-call arguments parsed as JSON)",
+                                 reject=_reject_bad_history_args),
     "text_calls_fenced": _text_calls("fenced", "Qwen2.5-Coder via llama.cpp (Oct 2026), Ollama without a "
                                      "tool template"),
     "text_calls_bare": _text_calls("bare", "small models on servers without a tool-call parser"),
@@ -466,9 +485,9 @@ QUIRKS: dict[str, Quirk] = {
 
 # Several quirks as one server shows them together (what the survey found; versions differ).
 PROFILES: dict[str, frozenset[str]] = {
-    "vllm": frozenset({"usage_every_chunk", "content_null", "reasoning_both"}),
+    "vllm": frozenset({"usage_every_chunk", "content_null", "reasoning_both", "history_args_parsed"}),
     "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object",
-                            "cache_timings"}),
+                            "cache_timings", "history_args_parsed"}),
     "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null",
                          "cache_unreported"}),
     "openrouter": frozenset({"comments", "reasoning_field", "usage_on_finish_chunk"}),

@@ -24,6 +24,7 @@ The buttons disappear once answered (no pile of answered prompts); the decision 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import sys
@@ -237,6 +238,19 @@ def _question_html(command: str, left: float, deadline: float) -> str:
             "<span style=\"opacity:.75\">Enter: Approve · Esc: Deny</span>")
 
 
+def still_busy(shell: Any) -> None:
+    """N6: say again that the kernel is busy with the running cell (its status message, parent that cell's request).
+
+    A frontend shows the last status message it got. While a question waits, control-channel requests are
+    answered with their own busy/idle pair (JupyterLab creating a subshell for widget comms, its debugger
+    probing), so the kernel read Idle under a pending Approve/Deny (jupyterlab#10701 and #14578, ipykernel#799).
+    Uses the kernel's own `_publish_status`; a kernel without it is left as it is."""
+    publish = getattr(getattr(shell, "kernel", None), "_publish_status", None)
+    if callable(publish):
+        with contextlib.suppress(Exception):  # a status line is never worth failing the question
+            publish("busy", "shell")
+
+
 def button_approver(command: str, timeout: float, poll: float = 0.05, *, shell: Any = None) -> bool | None | str:
     """Show Approve / Allow for this turn / Deny and wait (serving widget messages) for a click or the timeout.
 
@@ -248,7 +262,8 @@ def button_approver(command: str, timeout: float, poll: float = 0.05, *, shell: 
     from IPython import get_ipython
     from IPython.display import Javascript, display
 
-    waiter = _waiter(shell if shell is not None else get_ipython())
+    shell = shell if shell is not None else get_ipython()
+    waiter = _waiter(shell)
     if waiter is None:
         raise RuntimeError("this kernel cannot deliver button clicks while a cell runs")
     step, stop = waiter
@@ -276,13 +291,15 @@ def button_approver(command: str, timeout: float, poll: float = 0.05, *, shell: 
         "id": json.dumps(key), "message": json.dumps(f"mxclaw_nb waits for your approval: {shown_command(command)}"
                                                      [:300])}), display_id=True)
     shown = timeout
+    still_busy(shell)
     try:
         while "allow" not in decision and time.monotonic() < deadline:
             step()
             left = deadline - time.monotonic()
-            if int(left) != int(shown):  # the countdown, once a second
+            if int(left) != int(shown):  # the countdown, once a second, and the kernel's busy status again
                 shown = left
                 text.value = _question_html(command, left, wall_deadline)
+                still_busy(shell)
             if "allow" not in decision:
                 time.sleep(poll)
     finally:

@@ -167,7 +167,8 @@ def cmd_sessions(m: CommandHost, args: argparse.Namespace) -> Any:
 
     df = m.store().sessions()
     print(m.caption(f"{counted(len(df), 'session')} in {m.store().path}" + ("" if args.full else
-                    " · ids are the first 8 characters (enough for %agent resume) · --full: as stored")))
+                    " · ids are the first 8 characters, more where two share them (enough for %agent resume)"
+                    " · --full: as stored")))
     if args.full:
         df.insert(0, "current", df["id"] == agent.session_id)
         return df

@@ -12,6 +12,7 @@ the store's frame unchanged; a shaped frame names what it left out in `df.attrs[
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pandas as pd
@@ -27,6 +28,20 @@ UNITS = {"estimate": "est.", "estimates": "est.", "calibrated": "calibrated", "r
 def short(value: Any) -> str:
     """A session id as shown in tables: its first 8 characters."""
     return "" if value is None or value is pd.NA else str(value)[:SHORT_ID]
+
+
+def short_ids(ids: pd.Series) -> pd.Series:
+    """Each id by its first `SHORT_ID` characters, or as many more as tell it from every other id of `ids` (as
+    git shortens hashes): each shown id is a prefix `%agent resume` takes. Imported ids start with `imp-`, so
+    their first 8 characters often collide."""
+    text = ids.astype("string").fillna("")
+    order = sorted(set(text))
+    length = dict.fromkeys(order, SHORT_ID)
+    for a, b in zip(order, order[1:], strict=False):
+        common = len(os.path.commonprefix([a, b]))
+        length[a] = max(length[a], common + 1)
+        length[b] = max(length[b], common + 1)
+    return text.map(lambda s: s[:length[s]])
 
 
 def one_line(text: Any, limit: int = PREVIEW_CHARS) -> str:
@@ -58,7 +73,7 @@ def _hidden(shown: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
 
 def sessions_frame(df: pd.DataFrame, current: str | None) -> pd.DataFrame:
     """`%agent sessions`: current marker, short id, title, size and compaction figures first."""
-    out = pd.DataFrame({"current": df["id"] == current, "id": df["id"].map(short)})
+    out = pd.DataFrame({"current": df["id"] == current, "id": short_ids(df["id"])})
     for col in ("title", "turns", "messages", "model_calls", "compactions", "tokens_saved_est", "model", "source",
                 "created_at", "workspace"):
         if col in df.columns:
@@ -149,7 +164,7 @@ def events_frame(df: pd.DataFrame, all_sessions: bool = False) -> pd.DataFrame:
     out = pd.DataFrame({"seq": df["seq"], "turn": df["turn"], "call": df["iteration"], "type": df["type"]},
                        index=df.index)
     if all_sessions:
-        out.insert(0, "session", df["session_id"].map(short))
+        out.insert(0, "session", short_ids(df["session_id"]))
     rows = [_event_row(kind, _payload(p)) for kind, p in zip(df["type"], df["payload"], strict=True)]
     payload = pd.DataFrame(rows, index=df.index, columns=EVENT_COLUMNS)
     for col in ("tokens_before", "tokens_after", "threshold", "cache_break"):

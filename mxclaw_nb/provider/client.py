@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import re
 import socket
 import threading
@@ -33,6 +34,7 @@ from urllib.parse import urlparse
 from weakref import WeakSet
 
 import openai
+from openai.types.chat import ChatCompletion
 
 try:  # the transport under the openai client: httpx2 in recent releases, httpx before
     import httpx2 as _httpx
@@ -69,8 +71,69 @@ EMPTY_NOTICE = "\n[the model answered with nothing; asking it once more]\n"
 
 
 def _sendable(messages: list[dict]) -> list[dict]:
-    """The sent form of each message (`messages.sanitize`, the one owner); the engine's views already are."""
-    return [m if m.keys() <= _SENT else sanitize(m) for m in messages]
+    """The sent form of each message (`messages.sanitize`, the one owner); the engine's views already are. Tool
+    calls whose arguments are not a JSON object go with `_json_arguments`."""
+    out = [m if m.keys() <= _SENT else sanitize(m) for m in messages]
+    known = _ARGS_OK
+    for k, m in enumerate(out):
+        calls = m.get("tool_calls")
+        if calls.__class__ is not list:
+            continue
+        for call in calls:  # the usual case: every arguments string already known to be a JSON object
+            try:
+                if call["function"]["arguments"] in known:
+                    continue
+            except (KeyError, TypeError):  # a shape `sanitize` sends as it is
+                pass
+            out[k] = _json_arguments(m)
+            break
+    return out
+
+
+_ARGS_OK: set[str] = set()  # arguments strings known to be JSON objects (bounded: cleared when it grows past this)
+_ARGS_OK_MAX = 50_000
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+
+
+def _is_json_object(text: str) -> bool:
+    if text in _ARGS_OK:
+        return True
+    try:
+        ok = isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+    if ok:
+        if len(_ARGS_OK) >= _ARGS_OK_MAX:
+            _ARGS_OK.clear()
+        _ARGS_OK.add(text)
+    return ok
+
+
+def _args_fine(call: Any) -> bool:
+    """True unless `call` is a well-formed call whose arguments string is not a JSON object (other shapes are
+    `sanitize`'s to send; the engine's views hold only well-formed calls)."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    return not isinstance(args, str) or _is_json_object(args)
+
+
+def _json_arguments(message: dict) -> dict:
+    """`message` with each tool call's arguments a JSON object: as stored when they are one (the usual case, the
+    message itself), `{}` when empty, else `{"_raw_arguments": <the text>}`. Why (L2, L7): vLLM and llama-server
+    parse every historical call's arguments to render the chat template and refuse the whole request when one is
+    not JSON, so a model's one cut or badly escaped call (stored as written, S2; it failed as invalid arguments)
+    would fail every later turn of the session. The model still sees what it wrote."""
+    calls = message["tool_calls"]
+    if not isinstance(calls, list) or all(_args_fine(c) for c in calls):
+        return message
+    fixed = []
+    for call in calls:
+        if not _args_fine(call):
+            args = call["function"]["arguments"]
+            args = "{}" if not args.strip() else json.dumps({RAW_ARGUMENTS_KEY: args}, ensure_ascii=False)
+            call = {**call, "function": {**call["function"], "arguments": args}}
+        fixed.append(call)
+    return {**message, "tool_calls": fixed}
 
 
 def _is_loopback(url: str) -> bool:
@@ -101,6 +164,36 @@ class _Watchdog:
 
 def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _keep_body(stream: Any, bound: int) -> bytearray:
+    """The first `bound` + 1 bytes of the stream's body, kept as the stream reads them (the stream is read as
+    usual: an event stream under another label still streams). Over `bound` (the stream-line bound, L10, as a JSON
+    document is one line), the kept bytes are no whole document."""
+    kept = bytearray()
+    response = getattr(stream, "response", None)
+    if response is None:
+        return kept
+    original = response.iter_bytes
+
+    def iter_bytes(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+        for piece in original(*args, **kwargs):
+            if len(kept) <= bound:
+                kept.extend(piece[: bound + 1 - len(kept)])
+            yield piece
+
+    response.iter_bytes = iter_bytes
+    return kept
+
+
+def _json_of(data: bytearray, bound: int) -> Any:
+    """`data` as JSON, or None (not JSON, or cut at the bound)."""
+    if len(data) > bound:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
 
 
 def _content_type(stream: Any) -> str:
@@ -171,7 +264,11 @@ class OpenAIProvider:
         s = self.settings = _with_keywords(settings, stream=stream, call_deadline=call_deadline, limits=limits,
                                            max_tokens=max_tokens, text_calls=text_calls)
         register(api_key)  # L6: never stored, shown or sent beyond the Authorization header
-        real_url = (base_url or OPENAI_URL).rstrip("/")
+        real_url = ((base_url or "").strip() or OPENAI_URL).rstrip("/")  # pasted with spaces: the URL inside
+        if urlparse(real_url).scheme not in ("http", "https") or not urlparse(real_url).hostname:
+            shown = display_url(real_url)  # L6: no URL password in the message
+            raise ValueError(f"base_url must be an http:// or https:// URL, e.g. http://127.0.0.1:11434/v1 "
+                             f"(got {shown!r})")
         self.base_url = display_url(real_url)  # what is stored and shown: no URL password (L6)
         self.model, self.timeout, self.max_retries, self.stream = model, timeout, max_retries, bool(s.stream)
         self.call_deadline = float(s.call_deadline)
@@ -322,7 +419,13 @@ class OpenAIProvider:
 
     def _discover_model(self) -> str:
         """First model the server lists (for local servers configured without MXCLAW_MODEL)."""
-        models = [m.id for m in self._client.models.list()]
+        try:
+            models = [m.id for m in self._client.models.list()]
+        except openai.APIStatusError as exc:  # a server without GET /models: ask for the setting, not "model None"
+            raise ProviderError("not_found", f"No model is configured and the provider at {self.base_url} does not "
+                                f"list its models (GET /models: {exc.status_code} {server_text(exc)}).",
+                                remedy="Set {model}.", status_code=exc.status_code, base_url=self.base_url,
+                                detail=server_text(exc)) from None
         if not models:
             raise ProviderError("not_found", f"No model is configured and the provider at {self.base_url} lists "
                                 "none.", remedy="Set {model}.", base_url=self.base_url)
@@ -331,14 +434,31 @@ class OpenAIProvider:
             self.label = f"{self.model} @ {self.base_url}"
         return self.model
 
+    def _error_in_body(self, body: Any) -> ProviderError | None:
+        """L7, C9: a 200 whose whole body is an error object (`{"error": {"message", "code"}}`, as LiteLLM, OpenRouter
+        and small proxies send): classified as the same error with a status would be, so its words reach the user
+        and a prompt-too-long one drives the C9 retry. None when the body is no such object."""
+        err = body.get("error") if isinstance(body, dict) and not isinstance(body.get("choices"), list) else None
+        if not err or not isinstance(err, dict | str):
+            return None
+        message = str(err.get("message") or err) if isinstance(err, dict) else err
+        request = _httpx.Request("POST", f"{self.base_url.rstrip('/')}{wire.PATH}")
+        exc = openai.APIError(message, request, body=err if isinstance(err, dict) else None)
+        return classify(exc, base_url=self.base_url, model=self.model, timeout=self.timeout, retries=self._retries())
+
     def _plain(self, kwargs: dict[str, Any], start: float) -> Completion:
         self._attempts = 0
         try:
             resp = wire.create(self._client, kwargs)  # the body encoded once, by orjson (L2)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a 200 whose JSON body is malformed
             raise self._bad_response(bad_data(exc)) from None
+        failed = self._error_in_body(getattr(resp, "model_extra", None))
+        if failed is not None:
+            raise failed
         if not isinstance(getattr(resp, "choices", None), list):  # the client hands back a non-JSON body as text
-            shown = str(resp)[:120]
+            extra = getattr(resp, "model_extra", None)  # a JSON object that is no completion: its own keys
+            shown = (json.dumps(extra, ensure_ascii=False, default=str) if isinstance(extra, dict) and extra
+                     else str(resp))[:120]
             raise self._bad_response(f"a body that is not a JSON completion ({shown!r})")
         if not resp.choices or resp.choices[0].message is None:
             raise self._bad_response("an empty `choices` list" if not resp.choices else "a choice without a message")
@@ -356,6 +476,12 @@ class OpenAIProvider:
         finish = answer.finish
         if finish is None and done:  # a whole answer without a finish_reason: say what it is
             finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if finish == "length" and (message.get("content") or message.get("tool_calls")):  # L7: cut, not whole
+            bound = f" (max_tokens {self.max_tokens})" if self.max_tokens is not None else ""
+            answer.notes.append(f"Model {self.model} stopped at its output limit{bound}: finish_reason 'length'. "
+                                "The answer is stored as sent and may end mid-sentence; a tool call it was writing "
+                                "may have incomplete arguments (such a call fails as invalid arguments). Raise "
+                                "max_tokens or the server's output limit if this repeats.")
         if not message.get("content") and not message.get("tool_calls"):
             why = f"finish_reason {answer.finish!r}" + (", reasoning only" if message.get("reasoning") else "")
             raise EmptyAnswer(f"an empty answer: no text and no tool calls ({why})")
@@ -389,6 +515,8 @@ class OpenAIProvider:
         self._attempts = 0
         events = 0
         with wire.create(self._client, {**kwargs, "stream": True, **extra}) as stream:
+            # labelled JSON: an error object or a whole answer, or an event stream under the wrong label (L2, L7)
+            kept = _keep_body(stream, self.limits.line) if "json" in _content_type(stream) else None
             done = _watch_done(stream)
             try:
                 for chunk in stream:
@@ -405,6 +533,20 @@ class OpenAIProvider:
                 raise Truncated(f"the connection broke after {_n(events, 'event')}: {cause}") from None
             except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
                 raise self._bad_response(f"a streamed event carrying {bad_data(exc)}") from None
+        if not events and kept is not None:  # no event in a JSON body: the document itself
+            body = _json_of(kept, self.limits.line)
+            failed = self._error_in_body(body)
+            if failed is not None:
+                raise failed
+            if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
+                # a server that ignores `stream: true` and answers whole: the same answer, shown at once
+                piece = answer.add(ChatCompletion.construct(**body), whole=True)
+                if piece and on_delta is not None:
+                    on_delta(piece)
+                return self._finish(answer, done=True)
+            if body is not None:  # JSON, but neither: quoted as sent
+                shown = json.dumps(body, ensure_ascii=False, default=str)[:120]
+                raise self._bad_response(f"status 200 and a JSON body that is not a completion ({shown!r})")
         if not events:
             ctype = _content_type(stream) or "none"
             if "event-stream" not in ctype:  # e.g. an HTML error page from a proxy, sent with status 200

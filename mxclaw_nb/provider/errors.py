@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import urlparse
 
 import openai
 
@@ -75,6 +76,21 @@ def server_text(exc: openai.APIError) -> str:
     return str(exc.message)
 
 
+# L2: how servers say they take no tool definitions as the model is served (Ollama, vLLM, llama.cpp's llama-server)
+_NO_TOOLS = re.compile(r"does not support tools|enable-auto-tool-choice|requires --jinja|tools? (?:are|is) not "
+                       r"supported", re.IGNORECASE)
+
+
+def _error_codes(exc: Exception) -> str:
+    """The `code` and `type` of an error body (`context_length_exceeded`, `exceed_context_size_error`): some servers
+    say what went wrong only there (Groq's message is "Please reduce the length of the messages or completion.")."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        return ""
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    return " ".join(str(inner[k]) for k in ("code", "type") if isinstance(inner.get(k), str))
+
+
 def _asked_wait(exc: Exception) -> str:
     """` (it asked to wait 3600 s)` from a response's Retry-After / retry-after-ms, else ''."""
     headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
@@ -109,7 +125,7 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
     short = short if len(short) <= 400 else short[:400] + "..."
     short = short if short.endswith((".", "!", "?", "...")) else short + "."
     remedy = ""
-    if is_prompt_too_long(text):
+    if is_prompt_too_long(text) or is_prompt_too_long(_error_codes(exc)):  # C9
         kind, msg = "prompt_too_long", (f"{where} rejected the request as longer than model {model}'s context "
                                         f"window{code}: {short} Send fewer tokens (compact the context) or use a "
                                         "model with a larger window.")
@@ -119,6 +135,8 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
     elif status == 404:
         kind, msg = "not_found", f"{where} does not know model '{model}' or this endpoint{code}: {short}"
         remedy = f"Check {{model}} (the server's models: GET {base_url}/models) and {{base_url}}."
+        if "/v1" not in urlparse(base_url).path:  # e.g. Ollama's root: its OpenAI API is under /v1
+            remedy += f" OpenAI-compatible servers usually serve the API under /v1 (e.g. {base_url.rstrip('/')}/v1)."
     elif status == 429:
         tried = (f"still after {retries} retries" if retries else  # the count of requests really sent (L7)
                  "on the first request, which was not retried" + _asked_wait(exc))
@@ -129,6 +147,10 @@ def classify(exc: Exception, *, base_url: str, model: str, timeout: float, retri
                                "Try again later.")
     else:
         kind, msg = "bad_request", f"{where} rejected the request{code}: {short}"
+        if _NO_TOOLS.search(text):  # L2: the server or model takes no tool definitions as served
+            msg += (" The model is not served with tool calling: Ollama needs a model whose template has tools, "
+                    "vLLM --enable-auto-tool-choice --tool-call-parser <parser>, llama.cpp's llama-server --jinja "
+                    '(README, "Local models").')
     return ProviderError(kind, msg, status_code=status, base_url=base_url, detail=text, remedy=remedy)
 
 

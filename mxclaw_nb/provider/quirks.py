@@ -208,6 +208,8 @@ NORMALISERS: dict[str, Normaliser] = {
     "comments": Normaliser("stream", "SSE comment lines are skipped"),
     "error_midstream": Normaliser("stream", "a provider error of kind server"),
     "strict_params": Normaliser("request", "asked once more without stream_options, which stays off (a note)"),
+    "history_args_parsed": Normaliser("request", "every tool call is sent with a JSON object as arguments "
+                                      '({"_raw_arguments": text} for one the model wrote that is not JSON)'),
     "text_calls_fenced": Normaliser("text calls", "fenced JSON calls that validate become tool calls"),
     "text_calls_bare": Normaliser("text calls", "a bare JSON call that validates becomes a tool call"),
     "text_calls_hermes": Normaliser("text calls", "<tool_call> tags that validate become tool calls"),

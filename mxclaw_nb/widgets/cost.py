@@ -23,6 +23,7 @@ from mxclaw_nb.analysis.cost import (
     price_for,
     summary_call_costs,
 )
+from mxclaw_nb.events import ContextCacheDecision, parse
 from mxclaw_nb.records import RequestRecord
 from mxclaw_nb.widgets.style import MUTED, esc, fmt_int
 
@@ -156,6 +157,19 @@ def cache_header(rec: RequestRecord) -> str:
             when = "never" if calls == math.inf else f"after {fmt_int(int(calls))} calls"
             text += f"; {fmt_int(saved)} tokens saved per later call pay for it {when} (est., {price.label})"
         parts.append(text)
+    decision = cache_decision_text(rec)
+    if decision:
+        parts.append(decision)
     if not parts:
         return ""
     return "".join(f'<div class="mx-cache-head" style="color:{MUTED}">{esc(p)}</div>' for p in parts)
+
+
+def cache_decision_text(rec: RequestRecord) -> str:
+    """E4: the line the live log showed for this call's cache decision (a `<name>-cache` strategy's turn-first
+    call: kept the warm prefix, or compacted, and why), from the record's `extra.cache_decision`; '' when none."""
+    decision = rec.extra.get("cache_decision") if isinstance(rec.extra, dict) else None
+    if not isinstance(decision, dict) or decision.get("warm") is None:  # no previous call to keep: nothing decided
+        return ""
+    event = parse("context.cache_decision", decision)
+    return event.text() if isinstance(event, ContextCacheDecision) else ""

@@ -317,9 +317,10 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         """
         uid = f"mx-i{uuid.uuid4().hex[:10]}"  # radio groups and CSS rules of this output only
         head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
-        return (f'{THEME_STYLE}{_filter_style(uid, self.before_df, self.after_df)}'
+        choices = _choices(self.before_df, self.after_df)
+        return (f'{THEME_STYLE}{_filter_style(uid, choices)}'
                 f'<div class="mx-inspector" id="{uid}" style="{FONT}">{self.header_html()}'
-                f'{_filter_html(uid, self.before_df, self.after_df)}'
+                f'{_filter_html(uid, choices)}'
                 f'<details open><summary {head}>Before (transcript, {counted(len(self.before_df), "msg")})</summary>'
                 f'{self._table("before", self.before_df)}</details>'
                 f'<details><summary {head}>After (sent, {counted(len(self.after_df), "msg")})</summary>'
@@ -360,21 +361,26 @@ def _message_text(msg: Any) -> str:
     return text
 
 
+def _distinct(*columns: pd.Series) -> set[str]:
+    """The distinct values of the columns as text (unique first: a row-by-row walk of Arrow strings is slow)."""
+    return {str(v) for col in columns for v in col.unique()}
+
+
 def _choices(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, list[str]]:
-    roles = sorted({*before["role"].dropna().astype(str), *after["role"].dropna().astype(str)})
-    present = {*before["action"].astype(str), *after["action"].astype(str)}
+    roles = sorted(_distinct(before["role"].dropna(), after["role"].dropna()))
+    present = _distinct(before["action"], after["action"])
     return {"role": roles, "action": [a for a in ACTIONS if a in present]}
 
 
-def _filter_style(uid: str, before: pd.DataFrame, after: pd.DataFrame) -> str:
+def _filter_style(uid: str, choices: dict[str, list[str]]) -> str:
     rules = [f'#{uid}:has(#{uid}-{kind}-{i}:checked) .mx-row:not([data-{kind}="{esc(v)}"]){{display:none}}'
-             for kind, values in _choices(before, after).items() for i, v in enumerate(values)]
+             for kind, values in choices.items() for i, v in enumerate(values)]
     return f"<style>{''.join(rules)}</style>"
 
 
-def _filter_html(uid: str, before: pd.DataFrame, after: pd.DataFrame) -> str:
+def _filter_html(uid: str, choices: dict[str, list[str]]) -> str:
     out = []
-    for kind, values in _choices(before, after).items():
+    for kind, values in choices.items():
         radios = [f'<label style="margin-right:8px;white-space:nowrap;cursor:pointer"><input type="radio" '
                   f'name="{uid}-{kind}" checked> (all)</label>']
         radios += [f'<label style="margin-right:8px;white-space:nowrap;cursor:pointer"><input type="radio" '

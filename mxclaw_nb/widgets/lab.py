@@ -33,10 +33,18 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from mxclaw_nb.analysis.replay import SessionCaches, _turns, call_positions, replay_messages, rows_as_requests
+from mxclaw_nb.analysis.replay import (
+    SessionCaches,
+    _turns,
+    call_positions,
+    fewer_collections,
+    replay_messages,
+    rows_as_requests,
+)
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
+from mxclaw_nb.messages import modernize_legacy_calls
 from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view
 from mxclaw_nb.widgets.gauge import gauge_html
 from mxclaw_nb.widgets.inspector import CompactionInspector
@@ -291,7 +299,8 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         """The chosen transcript's messages (loaded once)."""
         label = label or str(self.transcript.value)
         if label not in self._messages:
-            self._messages[label] = self.sources[label]()
+            # legacy function calls read as the tool calls they are (SPEC C4), as replay and compare read them
+            self._messages[label] = modernize_legacy_calls(self.sources[label]())
         return self._messages[label]
 
     def _calls(self, label: str) -> tuple[list[int], list[int]]:
@@ -383,6 +392,10 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
     def _policy_changed(self, call: int | None = None) -> None:
         if self._quiet:
             return
+        with fewer_collections():  # S4: the redraw allocates many objects that live on (REPLAY_GC_THRESHOLD)
+            self._redraw(call)
+
+    def _redraw(self, call: int | None) -> None:
         start = time.perf_counter()
         label, policy = str(self.transcript.value), self.policy()
         n = len(self._calls(label)[0])

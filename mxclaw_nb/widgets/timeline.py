@@ -64,6 +64,7 @@ SUMMARY_LABEL = "summary call (C11), its prompt tokens"
 SUMMARY_OFFSET = 0.3  # drawn this far left of the call it was made for (it happened before that call)
 MAX_MARKERS = 200  # above this many calls the lines carry no per-call markers (they would merge anyway)
 MARK_R = 5.4  # a compaction marker's size in the SVG (px)
+KEPT_WARM_LABEL = "kept the warm prefix (E4)"  # a compaction deferred to keep the cached prefix
 
 
 def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
@@ -86,6 +87,8 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
         df.loc[df["retry"].fillna(False).astype(bool), "stage"] = "prompt_too_long_retry"
     df["call"] = range(1, len(df) + 1)
     df["compacted"] = df["stage"].fillna("unchanged") != "unchanged"
+    if "cache_decision" not in df.columns and "extra" in df.columns:  # E4: a stored record's `extra.cache_decision`
+        df["cache_decision"] = [_decision(e) for e in df["extra"]]
     df.attrs["summary_calls"] = _summary_calls(df, summaries)
     return df
 
@@ -107,6 +110,20 @@ def _summary_calls(df: pd.DataFrame, summaries: pd.DataFrame) -> list[dict[str, 
                     "outcome": extra.get("outcome") or ("failed" if isinstance(row.get("error"), str) else "made"),
                     "model": row.get("model") if isinstance(row.get("model"), str) else None})
     return out
+
+
+def _decision(extra: Any) -> str | None:
+    """E4: the cache decision (`deferred`, `compacted`, ...) a stored record's `extra` carries, else None."""
+    if isinstance(extra, str):
+        if '"cache_decision"' not in extra:  # most records: no JSON parse
+            return None
+        try:
+            extra = json.loads(extra)
+        except ValueError:
+            return None
+    decision = extra.get("cache_decision") if isinstance(extra, dict) else None
+    value = decision.get("decision") if isinstance(decision, dict) else decision
+    return value if isinstance(value, str) else None
 
 
 def _diamond(x: float, y: float, r: float) -> str:
@@ -161,6 +178,7 @@ class Layers:
     unit: str
     title: str
     summary_calls: list[tuple[float, float, str]] = field(default_factory=list)  # C11: (x, prompt tokens, outcome)
+    kept_warm: list[tuple[int, float]] = field(default_factory=list)  # E4: (call, sent) where a compaction was deferred
 
 
 WINDOW_INK = "ink"  # the window line is drawn in the plot's ink (follows the theme)
@@ -206,12 +224,16 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
         marks = [(int(c), float(a), float(t), str(s), STAGE_COLORS.get(s, "#999"))
                  for c, a, t, s in zip(comp["call"], after, top, comp["stage"], strict=True)]
     present = {m[3] for m in marks}
+    kept_warm: list[tuple[int, float]] = []
+    if "cache_decision" in df.columns:  # E4: the calls a cache-aware strategy sent with the warm prefix kept
+        deferred = (df["cache_decision"] == "deferred").fillna(False).to_numpy(dtype=bool)
+        kept_warm = [(int(c), float(y)) for c, y, d in zip(df["call"], sent, deferred, strict=True) if d]
     return Layers(x=calls, series=series, boundaries=[i + 0.5 for i in starts], marks=marks,
                   stages=[s for s in ALL_STAGES if s in present],
                   turn_labels=spaced_turn_labels(calls, [turns[i] for i in (0, *starts)], [0, *starts]),
                   unit=unit, title=title,
                   summary_calls=[(float(c["x"]), float(c["tokens"]), str(c["outcome"]))
-                                 for c in df.attrs.get("summary_calls", [])])
+                                 for c in df.attrs.get("summary_calls", [])], kept_warm=kept_warm)
 
 
 def spaced_turn_labels(calls: list[int], turns: list[Any], firsts: list[int]) -> list[tuple[int, str]]:
@@ -262,6 +284,10 @@ def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
         xs, ys, _ = (list(col) for col in zip(*layers.summary_calls, strict=True))
         handles.append(ax.scatter(xs, ys, s=40, marker="D", zorder=4, edgecolors=ink, linewidths=0.5,
                                   c=SUMMARY_COLOR, label=SUMMARY_LABEL))
+    if layers.kept_warm:  # E4: a ring at what was sent, where the warm prefix was kept (a compaction deferred)
+        xs, ys = (list(col) for col in zip(*layers.kept_warm, strict=True))
+        handles.append(ax.scatter(xs, ys, s=55, marker="o", zorder=4, facecolors="none", edgecolors=CACHE_COLOR,
+                                  linewidths=1.5, label=KEPT_WARM_LABEL))
     for call, label in layers.turn_labels:
         ax.annotate(label, (call, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=ink, va="bottom")
     ax.set_xlabel("model call")
@@ -355,6 +381,14 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
             f'</title></path>' for x, t, outcome in layers.summary_calls) + "</g>")
         legend.append((f'<path d="{_diamond(9, 0, 3.6)}" fill="{SUMMARY_COLOR}" stroke="{ink}" stroke-width="0.7"/>',
                        SUMMARY_LABEL))
+    if layers.kept_warm:  # E4: a ring at what was sent, where a cache-aware strategy kept the warm prefix
+        c.add('<g class="mx-kept-warm">' + "".join(
+            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4.5" fill="none" stroke="{CACHE_COLOR}" '
+            f'stroke-width="1.8"><title>call {x}: kept the warm prefix (E4: compaction deferred), {int(y):,} '
+            f'tokens sent</title></circle>'
+            for x, y in layers.kept_warm) + "</g>")
+        legend.append((f'<circle cx="9" cy="0" r="3.8" fill="none" stroke="{CACHE_COLOR}" stroke-width="1.6"/>',
+                       KEPT_WARM_LABEL))
     for call, label in layers.turn_labels:
         c.text(label, px(call), top - 3, 7 * PT)
     c.add(f'<rect x="{left:.1f}" y="{top:.1f}" width="{right - left:.1f}" height="{bottom - top:.1f}" '

@@ -256,7 +256,7 @@ class TurnLog:
                                   f"{fmt_int(e.after_tokens)} {unit} tokens); sent unchanged", iteration=e.iteration))
 
     def _on_ContextCacheDecision(self, e: ev.ContextCacheDecision) -> None:
-        """E4: why a cache-aware strategy kept the warm prefix (or broke it) at the turn's first call."""
+        """E4: why a cache-aware strategy kept the warm prefix (or broke it) at a call."""
         self._add(LogLine("note", f"ⓘ {e.text()}", iteration=e.iteration))
 
     def _on_FrozenNote(self, e: ev.FrozenNote) -> None:

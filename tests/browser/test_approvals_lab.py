@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from .harness import (
+    CURRENT,
     PANEL,
     cell_done,
     chromium_page,
@@ -53,6 +54,13 @@ def test_n1_approve_and_deny_clicks_and_a_question_prompt_in_jupyterlab(agent_vi
         page.locator(APPROVE).first.wait_for(timeout=120_000)
         question = page.locator(f"{PANEL} .mx-approval").first.inner_text()
         assert "wants to run" in question and "waiting for your answer" in question, question
+        # N6: the kernel reads busy while the question waits (control-channel requests, e.g. JupyterLab creating a
+        # subshell for widget comms, end with an idle status of their own; the waiting cell says busy again)
+        states = []
+        for _ in range(5):
+            states.append(page.evaluate(f"{CURRENT}.sessionContext.session.kernel.status"))
+            time.sleep(0.4)
+        assert states == ["busy"] * 5, states
         page.screenshot(path=str(shots / "approval-asked.png"))
         page.locator(APPROVE).first.click()
         page.locator(f"{PANEL} .mx-approval").first.wait_for(state="detached", timeout=30_000)

@@ -3,7 +3,8 @@
 A `masking-cache` session runs in a JupyterLab kernel against the shipped test server (its clock injected, no
 sleeping); the second turn starts 30 s after the first one's last call, within the cache's time to live, and is
 shown live in a `LiveTurnView`: its log has the decision's own line, saying the warm prefix was kept and what
-plain masking would have freed. Screenshots (light and dark) go to MXCLAW_SHOTS (or a temporary folder).
+plain masking would have freed. The session's timeline rings that call (the warm prefix kept, at what it sent).
+Screenshots (light and dark) go to MXCLAW_SHOTS (or a temporary folder).
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ stop = agent.subscribe(view)
 agent.run("and again")
 stop()
 '''
-CELLS = [SESSION, LIVE]
+TIMELINE = '''\
+from mxclaw_nb.widgets.timeline import TokenTimeline
+display(TokenTimeline(store=agent.store, session_id=agent.session_id))
+'''
+CELLS = [SESSION, LIVE, TIMELINE]
 
 
 def test_e4_the_cache_decision_in_the_live_log_light_and_dark(jupyterlab: Any) -> None:
@@ -73,3 +78,12 @@ def test_e4_the_cache_decision_in_the_live_log_light_and_dark(jupyterlab: Any) -
             time.sleep(0.3)
             turn.screenshot(path=str(shots / f"cache-decision-{theme}-live-log.png"))
         assert all((shots / f"cache-decision-{t}-live-log.png").stat().st_size > 5_000 for t in ("light", "dark"))
+        plot = page.locator(f"{PANEL} .mx-timeline-plot").first
+        plot.wait_for(timeout=60_000)
+        assert plot.locator(".mx-kept-warm circle").count() == 2  # turn 1, call 3 and turn 2, call 1
+        assert plot.locator('.mx-legend[data-label="kept the warm prefix (E4)"]').count() == 1
+        for theme in themes(page):
+            plot.scroll_into_view_if_needed()
+            time.sleep(0.3)
+            plot.screenshot(path=str(shots / f"cache-decision-{theme}-timeline.png"))
+        assert all((shots / f"cache-decision-{t}-timeline.png").stat().st_size > 5_000 for t in ("light", "dark"))

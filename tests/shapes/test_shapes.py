@@ -172,11 +172,20 @@ SWE_ROW = {"environment": "swe", "history": [{"role": "system", "content": "s", 
     ("bare.json", json.dumps(TAU_ROW["traj"]), [(1, 2)]),
     ("pretty.jsonl", json.dumps([TAU_ROW, SWE_ROW], indent=1), [(1, 2), (2, 2)]),
     ("nested.jsonl", json.dumps(TAU_ROW) + "\n" + json.dumps(SWE_ROW) + "\n", [(1, 2), (2, 2)]),
+    # one message per line (a chat log written as it grew): the file is one conversation
+    ("per-message.jsonl", "\n".join(json.dumps(m) for m in TAU_ROW["traj"] * 2) + "\n", [(1, 4)]),
+    # files with a BOM each, concatenated (`cat a.jsonl b.jsonl`), CRLF line ends: a BOM on a later line too
+    ("concatenated-boms.jsonl", "\r\n".join("\ufeff" + json.dumps(TAU_ROW) for _ in range(2)) + "\r\n",
+     [(1, 2), (2, 2)]),
+    # a list of conversations on one line, under a .jsonl name: one per item, as list.json reads
+    ("one-line-list.jsonl", json.dumps([{"id": "a", "messages": TAU_ROW["traj"]}, TAU_ROW]), [(1, 2), (2, 2)]),
 ])
 def test_s4_whole_file_shapes(tmp_path: Path, name: str, text: str, expected: list[tuple[int, int]]) -> None:
     """A JSON document (a list of conversations, one conversation, a bare message list; also pretty-printed under
     a .jsonl name) and nested trajectories (tau-bench `traj`, SWE-agent `history`) read as conversations
-    (before: every line of a pretty-printed file was "not JSON", `traj`/`history` rows were rejected)."""
+    (before: every line of a pretty-printed file was "not JSON", `traj`/`history` rows were rejected; each line of
+    a one-message-per-line file was rejected as "expected {"messages": [...]}", a one-line list of conversations
+    as "message 0 has role None")."""
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     good, bad = read_openai_jsonl(path)
