@@ -24,8 +24,9 @@ re-entry) and everything-fits (a window of twice the session's estimate: every c
 The re-entry lines (SPEC C7, T3, N2) compare the fresh process's first call with a later call and across sizes
 (`--sizes 1000 100000 300000`): the fresh process continues the engine state saved with the session
 (`engine_state`, see mxclaw_nb/reentry.py: the C6 summary state, the C4 plan and C1 counts) and reads the stored
-transcript lazily (`transcript_rows`: a COUNT, then the rows the view sends and the summary reads, in chunks; the
-chunks read inside the engine's build count as engine time here, see bench/reentry_bench.py for the split).
+transcript lazily (`transcript_rows`: a COUNT, then the last rows and the first few in one query, and any further
+rows where the engine reads them; reads inside the engine's build count as engine time here, see
+bench/reentry_bench.py for the split).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ saved with the session (`engine_state`) and without it (deleted: rebuilt from th
 
 A session of N synthetic messages is seeded and primed by one compacting turn (128k window), which saves the engine
 state; then, alternately, a copy with and a copy without the saved state is opened by a fresh Agent that runs one
-turn. Per first call: the transcript read (`transcript_rows`: a COUNT, then the chunks of rows read where the engine
+turn. Per first call: the transcript read (`transcript_rows`: a COUNT, then the rows read where the engine
 uses them, counted here; `load_transcript_after` for a store without it), the engine (`build_request_view`, without
 the reads inside it), the whole loop overhead up to the model call, the C6 old messages the summary state scanned
 and the stored rows read. Medians over `--runs` pairs.
@@ -47,7 +47,7 @@ def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict
     timers.wrap(agent.store, "load_transcript_after", "read")
     fetched = [0]
     rows_of = getattr(agent.store, "transcript_rows", None)
-    if rows_of is not None:  # C7, N2: the lazily read transcript: its COUNT, then each chunk where it is read
+    if rows_of is not None:  # C7, N2: the lazily read transcript: its COUNT, then each read of rows
         def rows(session_id: str) -> Any:
             t0 = time.perf_counter()
             got = rows_of(session_id)
@@ -55,16 +55,16 @@ def first_call(template: Path, root: Path, srv: TestServer, saved: bool) -> dict
             if got is not None:
                 fetch = got._fetch
 
-                def timed_fetch(start: int, stop: int) -> Any:
+                def timed_fetch(start: int, stop: int, head: int = 0) -> Any:
                     t1 = time.perf_counter()
                     try:
-                        return fetch(start, stop)
+                        return fetch(start, stop, head)
                     finally:  # a read inside the engine's build is the store's time, not the engine's
                         spent = time.perf_counter() - t1
                         timers.spent["read"] = timers.spent.get("read", 0.0) + spent
                         if timers.depth.get("engine"):
                             timers.spent["fetch_in_engine"] = timers.spent.get("fetch_in_engine", 0.0) + spent
-                        fetched[0] += stop - start
+                        fetched[0] += stop - start + head
                 got._fetch = timed_fetch
             return got
         agent.store.transcript_rows = rows  # type: ignore[method-assign]

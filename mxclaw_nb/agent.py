@@ -411,13 +411,14 @@ class Agent:
     def _ensure_preamble(self, prompt: str = "") -> list[Message]:
         """F1: on a session's first turn, read and store the system prompt and frozen context; the session's
         `title` is its first prompt (one line, at most 80 characters), so `%agent sessions` can name it."""
-        if not self._session_stored and not self.store.has_session(self.session_id):
+        transcript = self._sync_transcript()
+        # a session with stored messages exists (C7: a resumed session's first turn asks nothing more)
+        if not self._session_stored and not transcript and not self.store.has_session(self.session_id):
             title = " ".join(prompt.split())
             self.store.create_session(session_id=self.session_id, workspace=str(self.workspace),
                                       model=self.provider.model, source="demo" if self.is_demo else "agent",
                                       title=(title[:79] + "…" if len(title) > 80 else title) or None)
         self._session_stored = True
-        transcript = self._sync_transcript()
         if not transcript:
             messages, notes = preamble_and_notes(self.workspace, home=self.home)
             for message in messages:

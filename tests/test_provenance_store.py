@@ -17,6 +17,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mxclaw_nb.context import ContextPolicy, build_request_view, lineage_messages, lineage_rows
 from mxclaw_nb.context.actions import TEXTS
@@ -26,6 +28,7 @@ from mxclaw_nb.demo.examples import WORKED_EXAMPLE_POLICY, worked_example
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.store.provenance import (
     PLACEHOLDERS,
+    _ranges,
     decode_lineage,
     decode_provenance,
     encode_lineage,
@@ -314,3 +317,16 @@ def test_c10_own_rows_name_each_step_by_its_own_call_and_no_tool_for_a_dropped_r
     assert [(r.position, r.tool_name, r.action) for r in prov.before if r.role == "tool"] == [
         (2, "read", "kept"), (4, "bash", "kept"), (5, None, "dropped")]
     assert [r.tool_name for r in prov.after if r.role == "tool"] == ["read", "bash"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 300), max_size=120), st.integers(0, 200), st.integers(0, 200))
+def test_n3_property_sent_ranges_are_the_sent_origins_in_maximal_runs(origins, start, run):
+    """`sent` of a stored lineage: runs of consecutive seqs (one run at C speed when every seq is sent in order, the
+    everything-fits path) and engine-made origins alone; expanded, the origins themselves."""
+    for xs in (origins, list(range(start, start + run)), range(start, start + run), [*range(start, start + run),
+                                                                                      *origins]):
+        encoded = _ranges(xs)
+        assert [o for r in encoded for o in (range(r[0], r[1]) if len(r) == 2 else r)] == list(xs)
+        assert all(len(r) == 1 and r[0] < 0 or len(r) == 2 and 0 <= r[0] < r[1] for r in encoded)
+        assert not any(len(a) == len(b) == 2 and a[1] == b[0] for a, b in zip(encoded, encoded[1:], strict=False))

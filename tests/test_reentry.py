@@ -174,6 +174,12 @@ def test_c7_a_state_of_another_engine_version_is_rebuilt_once_with_a_stored_note
     # the same for the saved plan: its counts, its rows, its version
     pytest.param("UPDATE engine_state SET state = json_merge_patch(state, json_object('plan', "
                  "json_object('c1', 'AAAA')))", "the saved plan is malformed", id="plan-malformed"),
+    # a total or the roles changed (the counts' bytes as saved): the plan's CRC-32 seal no longer fits
+    pytest.param("UPDATE engine_state SET state = json_merge_patch(state, json_object('plan', "
+                 "json_object('total', 7)))", "the saved plan is malformed", id="plan-total-unsealed"),
+    pytest.param("UPDATE engine_state SET state = json_merge_patch(state, json_object('plan', json_object('roles', "
+                 "replace(json_extract_string(state, '$.plan.roles'), 'at', 'aa'))))", "the saved plan is malformed",
+                 id="plan-roles-unsealed"),
     pytest.param("UPDATE engine_state SET state = json_merge_patch(state, json_object('plan', "
                  "json_object('last', 'feedfacefeedfacefeedfacefeedface')))",
                  "the saved plan does not match the stored messages", id="plan-of-other-messages"),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mxclaw_nb.context.rows import Spliced, copied, with_appended
-from mxclaw_nb.store.rows import CHUNK
+from mxclaw_nb.store.rows import CHUNK, HEAD, TAIL
 from mxclaw_nb.store.writer import Store
 
 _ops = st.lists(st.one_of(
@@ -69,13 +69,18 @@ def test_c7_stored_rows_read_only_the_chunks_that_are_used(tmp_path):
     rows = store.transcript_rows("s")
     assert rows is not None and len(rows) == n and rows.fetched == 0 and rows.users == len(range(0, n, 3))
     assert rows[-1] == {"role": "assistant" if (n - 1) % 3 else "user", "content": f"m{n - 1}"}
-    assert rows.fetched == n - 5 * CHUNK  # the last chunk only
+    # the last rows (what a compacting view reads from the end) and the first few (a saved state's boundary rows)
+    assert rows.fetched == TAIL + HEAD
     assert [m["content"] for m in rows[n - 3:]] == [f"m{k}" for k in range(n - 3, n)]
-    assert rows[0]["content"] == "m0" and rows.fetched == n - 5 * CHUNK + CHUNK
+    assert [rows[k]["content"] for k in range(HEAD)] == [f"m{k}" for k in range(HEAD)] and rows.fetched == TAIL + HEAD
+    assert rows[n - TAIL - 1]["content"] == f"m{n - TAIL - 1}"  # reading on from the end: a larger read backwards
+    assert rows.fetched == TAIL + HEAD + CHUNK
     assert rows[0] is rows[0]  # decoded once, the same object on every read
     back = list(reversed(rows))
     assert [m["content"] for m in back] == [f"m{k}" for k in range(n - 1, -1, -1)]
     assert list(rows) == store.load_transcript("s") and rows.fetched == n
+    other = store.transcript_rows("s")
+    assert other is not None and other[CHUNK]["content"] == f"m{CHUNK}" and other.fetched == 1  # an isolated row: alone
     rows.extend([{"role": "user", "content": "later"}])
     assert len(rows) == n + 1 and rows[-1]["content"] == "later" and rows[n:] == [{"role": "user", "content": "later"}]
     store.close()
@@ -110,6 +115,6 @@ def test_c7_stored_rows_read_in_order_take_larger_reads(tmp_path):
     fetch = rows._fetch
     rows._fetch = lambda a, b: reads.append((a, b)) or fetch(a, b)
     assert [rows[k]["content"] for k in range(n)] == [f"m{k}" for k in range(n)]  # a plan of everything, in order
-    assert len(reads) <= 4 and reads[0][0] == 0 and reads[-1][1] == n  # not n / CHUNK = 40 queries
+    assert len(reads) <= 8 and reads[0][0] == 0 and reads[-1][1] == n  # not one per 512 rows (40 queries)
     assert all(b == c for (_, b), (c, _) in zip(reads, reads[1:], strict=False))  # each read once
     store.close()

@@ -33,7 +33,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, islice, repeat
 from typing import Any, cast
 
 from mxclaw_nb.context.counters import CalibratedCounter, EstimateCounter, message_key
@@ -548,29 +548,49 @@ def summary_snapshot(cache: TokenCache) -> dict[str, Any] | None:
     return snapshot
 
 
-PLAN_STATE_VERSION = 2  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
+PLAN_STATE_VERSION = 3  # the layout of `plan_snapshot`'s data (bumped when it or the plan's meaning changes)
 PLAN_RESAVE_STEPS = 512  # a saved plan is made again once the transcript grew by more steps than this
 _ROLE_CODES = {"system": "s", "developer": "d", "user": "u", "assistant": "a", "tool": "t"}
 _CODE_ROLES = {code: role for role, code in _ROLE_CODES.items()}
+_CODES = "".join(_CODE_ROLES).encode("ascii")
 
 
-def _counts_bytes(counts: Sequence[int]) -> str:
-    """Counts as text: int32 little-endian, zlib (small counts pack about tenfold), base64."""
+def _packed(counts: Sequence[int]) -> bytes:
+    """Counts as int32 little-endian bytes."""
     packed = array("i", counts)  # OverflowError past 2**31 (never a C1 count of a bounded message)
     if sys.byteorder == "big":
         packed.byteswap()
-    return base64.b64encode(zlib.compress(packed.tobytes(), 1)).decode("ascii")
+    return packed.tobytes()
 
 
-def _counts_of(text: Any) -> list[int]:
-    packed = array("i")
+def _counts_text(packed: bytes) -> str:
+    """Packed counts as text: zlib (small counts pack about tenfold), base64."""
+    return base64.b64encode(zlib.compress(packed, 1)).decode("ascii")
+
+
+def _unpacked(text: Any) -> bytes:
     try:
-        packed.frombytes(zlib.decompress(base64.b64decode(text, validate=True)))
+        return zlib.decompress(base64.b64decode(text, validate=True))
     except zlib.error as exc:
         raise ValueError(str(exc)) from exc
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed.tolist()
+
+
+def _counts_of(packed: bytes) -> memoryview | array[int]:
+    """The int32 counts of `packed`: a view of its bytes where the machine is little-endian (no copy), else an array
+    made from them."""
+    if sys.byteorder == "little":
+        return memoryview(packed).cast("i")
+    counts = array("i")
+    counts.frombytes(packed)
+    counts.byteswap()
+    return counts
+
+
+def _seal(packed: bytes, n: int, codes: str, systems: list[Any], total: Any, tool_total: Any) -> int:
+    """CRC-32 of a saved plan's parts (its counts' bytes, roles, systems, totals): what a fresh process checks it
+    by, at C speed, instead of summing and scanning 300k counts (C7: no O(n) Python work on the first call)."""
+    rest = f"{n}|{codes}|{systems}|{total}|{tool_total}".encode("utf-8", "surrogatepass")
+    return zlib.crc32(rest, zlib.crc32(packed))
 
 
 def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] | None:
@@ -580,7 +600,8 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
     stored `rows` (the caller's). None otherwise (the fresh process plans it all again: never a wrong plan).
 
     Data: the number of steps `n` (= input positions), the fingerprints of the first and last of them, each step's
-    C1 count (packed int32, zlib, base64) and role (one letter each), the system steps and the two totals (C5's bound).
+    C1 count (packed int32, zlib, base64) and role (one letter each), the system steps, the two totals (C5's bound)
+    and a CRC-32 `seal` of these (`_seal`: what a fresh process checks them by, at C speed).
     Made again only when the transcript grew by more than `PLAN_RESAVE_STEPS` steps since the plan this cache last
     made or resumed (`TokenCache.saved_plan`, kept as it is until then): a turn's save stays O(new) but once in a
     while, and a fresh process plans at most that many steps more."""
@@ -603,14 +624,16 @@ def plan_snapshot(cache: TokenCache, rows: Sequence[Message]) -> dict[str, Any] 
             or not _same_rows(prefix.inputs, rows, k)):
         return None
     try:
-        counts, roles = _counts_bytes(c1[:k]), "".join(map(_ROLE_CODES.__getitem__, layout.roles[:k]))
+        packed, roles = _packed(c1[:k]), "".join(map(_ROLE_CODES.__getitem__, layout.roles[:k]))
     except (KeyError, TypeError, OverflowError):
         return None
     head = c1[:k]
+    systems = [s for s in layout.systems if s < k]
+    total, tool_total = sum(head), _tool_sum(head, layout.roles[:k])
     made: dict[str, Any] = {
         "version": PLAN_STATE_VERSION, "n": k, "first": fingerprint(rows[0]), "last": fingerprint(rows[k - 1]),
-        "c1": counts, "roles": roles, "systems": [s for s in layout.systems if s < k], "total": sum(head),
-        "tool_total": _tool_sum(head, layout.roles[:k])}
+        "c1": _counts_text(packed), "roles": roles, "systems": systems, "total": total, "tool_total": tool_total,
+        "seal": _seal(packed, k, roles, systems, total, tool_total)}
     cache.saved_plan = made
     return made
 
@@ -645,6 +668,34 @@ class _Roles(HeadTail):
         self._codes, self._h = self._codes[:h], h
 
 
+class _Counts(HeadTail):
+    """The C1 counts of a resumed plan's steps, read from the saved int32 array where read (C7: no list of a long
+    session's counts made up front), then the counts of the steps planned after them as a list. Supports what the
+    session cache does to a plan's counts: read, slice (a list), cut back, extend."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, counts: memoryview | array[int]) -> None:  # int32 each
+        super().__init__(len(counts))
+        self._counts = counts
+
+    def _item(self, k: int) -> int:
+        return int(self._counts[k])
+
+    def _items(self, start: int, stop: int) -> list[int]:
+        return self._counts[start:stop].tolist()
+
+    def __iter__(self) -> Iterator[int]:  # at C speed
+        return chain(islice(self._counts, self._h), self._tail)
+
+    def __eq__(self, other: object) -> bool:  # as the list it stands for
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(other) == len(self) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def _seed(cache: TokenCache, inputs: list[Any]) -> None:
     """C7: the saved plan (`plan_snapshot`) as the cache's prefix over `inputs`, when it fits them; else
     `cache.resume_note` says why not (the build then plans everything, once)."""
@@ -663,18 +714,21 @@ def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
         return None, "the saved plan is not an object"
     if data.get("version") != PLAN_STATE_VERSION:
         return None, f"the saved plan is of version {data.get('version')!r}, this engine's is {PLAN_STATE_VERSION}"
-    fields: list[Any] = [data.get(k) for k in ("n", "roles", "systems", "total", "tool_total")]
-    n, codes, systems, total, tool_total = fields
+    fields: list[Any] = [data.get(k) for k in ("n", "roles", "systems", "total", "tool_total", "seal")]
+    n, codes, systems, total, tool_total, seal = fields
     try:
-        if (not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, total, tool_total))
+        if (not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, total, tool_total, seal))
                 or not isinstance(codes, str) or not isinstance(systems, list)):
             raise ValueError
-        c1 = _counts_of(data.get("c1"))
+        packed = _unpacked(data.get("c1"))
     except (ValueError, TypeError):
         return None, "the saved plan is malformed"
-    # checked at C speed: the counts (their number and sum), the roles (known letters, the systems where said)
-    if (len(c1) != n or len(codes) != n or not n > 0 or sum(c1) != total or not 0 <= tool_total <= total
-            or sum(map(codes.count, _CODE_ROLES)) != n
+    # checked at C speed, no per-step Python work (C7): the seal over every part (the counts' bytes, the roles,
+    # the systems, the totals), then what the engine relies on: the number of counts and roles, known role letters
+    # only, the systems where the roles say
+    if (not n > 0 or len(packed) != 4 * n or len(codes) != n or not codes.isascii()
+            or _seal(packed, n, codes, systems, total, tool_total) != seal
+            or not 0 <= tool_total <= total or codes.encode("ascii").translate(None, _CODES)
             or codes.count("s") + codes.count("d") != len(systems)
             or not all(isinstance(k, int) and 0 <= k < n and codes[k] in "sd" for k in systems)
             or systems != sorted(set(systems))):
@@ -686,7 +740,8 @@ def _seeded(data: Any, inputs: list[Any]) -> tuple[_Prefix | None, str]:
             or (after is not None and (not isinstance(after, dict) or after.get("role") not in _TOP_LEVEL_ROLES))):
         return None, "the saved plan does not match the stored messages"
     layout = Layout(cast(list[Any], _Roles(codes)), systems, total, tool_total)
-    planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)), c1, None, layout)
+    planned = Planned(range(n), inputs, {}, cast(list[Message], SentForms(inputs, n)),
+                      cast(list[int], _Counts(_counts_of(packed))), None, layout)
     return _Prefix(inputs, n, None, None, planned, n, n, None), ""
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 from mxclaw_nb.context.actions import TEXTS, sent_form
@@ -163,12 +164,11 @@ def compose_lineage(view: RequestView, seqs: Sequence[int | None], previous: Lin
         raise ValueError(f"{len(seqs)} seqs for {len(t.inputs)} input messages")
     top = (origins[-1] if origins else -1) + 1 if isinstance(origins, range) and origins.step == 1 else \
         max(origins, default=-1) + 1
-    if top > len(states):
-        states.extend([KEPT] * (top - len(states)))
     if isinstance(t.sent_sources, range) and not view.repaired:  # the common path: every input sent as it came
+        _pad(states, top)
         sent = list(origins)
     else:
-        sent = _decide(view, call, origins, states, made, made_state)
+        sent = _decide(view, call, origins, states, made, made_state, top)
     tail = origins[view.tail_start] if view.tail_start is not None else None
     return Lineage(call, view.stage, tail if tail is None or tail >= 0 else None, states, tuple(made),
                    tuple(made_state), sent, transcript, live=live)
@@ -228,9 +228,30 @@ def _missing(position: int) -> int:
     raise ValueError(f"input position {position} is new in this call but has no stored seq")
 
 
+def _pad(states: list[State], top: int) -> None:
+    """`states` extended to `top` entries with KEPT (no temporary list of them)."""
+    if top > len(states):
+        states.extend(repeat(KEPT, top - len(states)))
+
+
+def _fill(states: list[State], start: int, stop: int, st: State) -> None:
+    """`states[start:stop] = st` each, extending `states` (KEPT before `start`) as far as it needs: a run past its
+    end is appended, not first padded and then overwritten (a first call's summary covers most of a long session:
+    one list made, not three)."""
+    have = len(states)
+    if stop <= have:
+        states[start:stop] = repeat(st, stop - start)
+        return
+    if start < have:
+        del states[start:]
+    _pad(states, start)
+    states.extend(repeat(st, stop - start))
+
+
 def _decide(view: RequestView, call: int, origins: Sequence[int], states: list[State], made: list[Made],
-            made_state: list[State]) -> list[int]:
-    """Fold this call's actions into `states`/`made_state` (in place); return the sent origins."""
+            made_state: list[State], top: int) -> list[int]:
+    """Fold this call's actions into `states`/`made_state` (in place, extended to `top` entries); return the sent
+    origins."""
     t = view.trace
     assert t is not None
     engine_now: dict[int, int] = {}  # sent position -> key of a message this call made (summary, fallback note)
@@ -253,13 +274,15 @@ def _decide(view: RequestView, call: int, origins: Sequence[int], states: list[S
             seg = step_origin[a:b]
             if seg and seg[0] >= 0 and (isinstance(seg, range) and seg.step == 1
                                         or list(seg) == list(range(seg[0], seg[0] + len(seg)))):
-                states[seg[0]:seg[0] + len(seg)] = [st] * len(seg)
+                _fill(states, seg[0], seg[0] + len(seg), st)
                 continue
+            _pad(states, top)
             for o in seg:
                 if o >= 0:
                     states[o] = st
                 else:
                     made_state[-1 - o] = st
+    _pad(states, top)
     fast = isinstance(t.step_sources, range) and t.runs is not None
     for k, (pos, act) in enumerate(zip(t.step_sources, t.actions, strict=True)) if not fast else ():
         if pos is None:  # a synthetic result this call's repair made

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cached_property
-from itertools import compress, islice
+from itertools import compress, islice, repeat
 from operator import not_
 from typing import Any
 
@@ -388,7 +388,8 @@ class _Builder:
         self.fixed = policy.fixed_tokens  # the tool definitions: part of every request, never compacted
         self.before = (sum(self.tokens) if self.layout is None else self.layout.total) + self.fixed
         sources = self.sources
-        self.actions = ["kept"] * len(sources)
+        # the action of each step, made where first needed (C7: the summary path makes it once, of its runs)
+        self._actions: list[str] | None = None
         k = -1
         while not isinstance(sources, range) and None in sources[k + 1:]:  # synthetic results: at C speed
             k = sources.index(None, k + 1)
@@ -398,6 +399,16 @@ class _Builder:
         self.conversation: Sequence[int] = []
         self.tail: int | None = None  # index into self.conversation
         self.runs: list[tuple[int, int, str]] | None = []  # see view.Trace.runs
+
+    @property
+    def actions(self) -> list[str]:
+        if self._actions is None:
+            self._actions = ["kept"] * len(self.sources)
+        return self._actions
+
+    @actions.setter
+    def actions(self, actions: list[str]) -> None:
+        self._actions = actions
 
     def compact(self, summarize: Summarizer | None) -> RequestView:
         """Passes 3-6 (see the module docstring) on a view over the threshold."""
@@ -466,8 +477,12 @@ class _Builder:
             self.runs.append((k, k + 1, "placeholder"))  # type: ignore[union-attr]
 
     def _mark_summarized(self, old: Sequence[int]) -> None:
-        if isinstance(old, range):
-            self.actions[old.start:old.stop] = ["summarized"] * len(old)
+        if isinstance(old, range):  # a new list, not a slice assignment (no temporary lists of a long session's size)
+            made = self._actions
+            actions = ["kept"] * old.start if made is None else made[:old.start]
+            actions += repeat("summarized", len(old))
+            actions += repeat("kept", len(self.sources) - old.stop) if made is None else made[old.stop:]
+            self.actions = actions
             self.runs = [(old.start, old.stop, "summarized")]
         else:
             for k in old:

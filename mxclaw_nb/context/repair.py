@@ -304,35 +304,47 @@ class SentForms(HeadTail):
     fresh process pays only for the steps it sends; after them, a plain list. Supports what a session cache does
     to a plan's sent list: read, copy, cut back and extend (`del forms[k:]`, `forms += more`)."""
 
-    __slots__ = ("_done", "_messages")
+    __slots__ = ("_all", "_done", "_messages")
 
     def __init__(self, messages: Sequence[Message], base: int) -> None:
         super().__init__(base)
         self._messages = messages
-        self._done: list[Message | None] = [None] * base
+        self._done: dict[int, Message] = {}  # the forms made so far (C7: no list of a long session's size up front)
+        self._all: list[Message] | None = None  # every form, once made (the everything-fits path)
 
     def _item(self, k: int) -> Message:
-        done = self._done[k]
+        if self._all is not None:
+            return self._all[k]
+        done = self._done.get(k)
         if done is None:
             done = self._done[k] = sent_form(self._messages[k])
         return done
 
     def _cut(self, h: int) -> None:
-        del self._done[h:]
+        if self._all is not None:
+            del self._all[h:]
+        for k in [k for k in self._done if k >= h]:
+            del self._done[k]
         self._h = h
 
     def __iter__(self) -> Iterator[Message]:
         """Every step (the everything-fits path sends them all): the rest made in one `plan_counted` pass over the
         messages, as fast as the plan they stand for was (a clean plan's sent forms are these, in order)."""
         h, done = self._h, self._done
-        if h > 64 and done.count(None) > h // 2:
+        if self._all is None and h > 64 and len(done) < h - h // 2:
             plan = plan_counted(list(self._messages[:h]))
             if len(plan.sent) == h and isinstance(plan.sources, range):
-                done[:] = [d if d is not None else s for d, s in zip(done, plan.sent, strict=True)]
-        if None not in done:  # every form made: read at C speed (a later call of the everything-fits path)
-            return chain(islice(done, h), self._tail)
+                made = plan.sent
+                for k, form in done.items():  # the forms read before stay the same objects
+                    made[k] = form
+                self._all, self._done = made, {}
+        if self._all is None and len(done) == h:  # each made where read
+            self._all, self._done = list(map(done.__getitem__, range(h))), {}
+        if self._all is not None:  # every form made: read at C speed (a later call of the everything-fits path)
+            return chain(islice(self._all, h), self._tail)
         return super().__iter__()
 
     def _items(self, start: int, stop: int) -> list[Message]:
-        part = self._done[start:stop]
-        return part if None not in part else super()._items(start, stop)  # type: ignore[return-value]
+        if self._all is not None:
+            return self._all[start:stop]
+        return super()._items(start, stop)

@@ -176,6 +176,11 @@ def decode_lineage(stored: Any, transcript: Sequence[Message] | None = None) -> 
 
 def _ranges(origins: Sequence[int]) -> list[list[int]]:
     """[a, b] for a run of consecutive seqs a..b-1, [o] for an engine-made origin (o < 0)."""
+    n = len(origins)
+    if n > 64 and origins[0] >= 0 and origins[-1] - origins[0] == n - 1 and (
+            origins == range(origins[0], origins[0] + n) if isinstance(origins, range)
+            else list(origins) == list(range(origins[0], origins[0] + n))):
+        return [[origins[0], origins[0] + n]]  # one run (the everything-fits path sends every seq): at C speed (N2)
     out: list[list[int]] = []
     for o in origins:
         if o >= 0 and out and len(out[-1]) == 2 and out[-1][1] == o:

@@ -57,11 +57,12 @@ def _column(name: str) -> str:
 
 
 class StoreReads:
-    """Read methods shared by Store; expects `path`, `_lease` and `_next` (the seq cache)."""
+    """Read methods shared by Store; expects `path`, `_lease`, `_next` and `_next_gen` (the seq cache)."""
 
     path: Path
     _lease: Lease
     _next: dict[tuple[str, str], int]
+    _next_gen: int
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -93,20 +94,45 @@ class StoreReads:
         """C7, N2: the session's stored messages as a lazily read sequence (`StoredRows`: one COUNT now, rows read
         where they are used), or None when its seqs are not 0..n-1 (then `load_transcript` it)."""
         with self._lease.connection("load a transcript") as con:
-            row = first_row(con, "SELECT count(*), min(seq), max(seq), count(*) FILTER (WHERE role = 'user') "
-                            "FROM messages WHERE session_id = ?", [session_id])
+            # with the next event seq: the turn about to start appends to both tables (one query, not three)
+            row = first_row(con, "SELECT count(*), min(seq), max(seq), count(*) FILTER (WHERE role = 'user'), "
+                            "(SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = $1) "
+                            "FROM messages WHERE session_id = $1", [session_id])
+            if row is not None:
+                self._know_next(session_id, {"messages": 0 if row[2] is None else int(row[2]) + 1,
+                                             "events": int(row[4])})
         count = 0 if row is None else int(row[0])
         if not count or row is None or row[1] != 0 or row[2] != count - 1:
             return None
 
-        def fetch(start: int, stop: int) -> list[dict[str, Any]]:
+        columns = ", ".join(MESSAGE_COLUMNS)
+
+        def fetch(start: int, stop: int, head: int = 0) -> list[dict[str, Any]]:
+            """Rows of seq start..stop-1, after those of seq 0..head-1 when `head` (one query: its fixed cost, a scan
+            of the session's seqs, is most of a short read's)."""
             with self._lease.connection("load a transcript") as con:
+                if not head:
+                    rows = con.execute(f"SELECT {columns} FROM messages WHERE session_id = ? AND seq >= ? AND seq < ? "
+                                       "ORDER BY seq", [session_id, start, stop]).fetchall()
+                    return [row_to_message(r) for r in rows]
+                # two seq ranges as a UNION ALL: an OR of them would not prune by the seq column's min/max
                 rows = con.execute(
-                    f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? AND seq >= ? AND seq < ? "
-                    "ORDER BY seq", [session_id, start, stop]).fetchall()
-            return [row_to_message(r) for r in rows]
+                    f"SELECT seq, {columns} FROM messages WHERE session_id = $1 AND seq < $2 UNION ALL "
+                    f"SELECT seq, {columns} FROM messages WHERE session_id = $1 AND seq >= $3 AND seq < $4 "
+                    "ORDER BY seq", [session_id, head, start, stop]).fetchall()
+            return [row_to_message(r[1:]) for r in rows]
 
         return StoredRows(fetch, count, int(row[3]))
+
+    def _know_next(self, session_id: str, nexts: dict[str, int]) -> None:
+        """Keep the next seqs of a session's tables, read while the file is held (the writer's cache, `_seq`: valid
+        until the lease is given back); never over a value already kept or while appends are queued."""
+        if self._next_gen != self._lease.generation:
+            self._next.clear()
+            self._next_gen = self._lease.generation
+        if getattr(self, "_pending", None) is None:
+            for table, nxt in nexts.items():
+                self._next.setdefault((table, session_id), nxt)
 
     def load_engine_state(self, session_id: str) -> tuple[int, int, str, Any] | None:
         """C7: (engine version, rows, boundary, state) saved for the session by `save_engine_state`, or None. The
