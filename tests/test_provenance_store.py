@@ -330,3 +330,21 @@ def test_n3_property_sent_ranges_are_the_sent_origins_in_maximal_runs(origins, s
         assert [o for r in encoded for o in (range(r[0], r[1]) if len(r) == 2 else r)] == list(xs)
         assert all(len(r) == 1 and r[0] < 0 or len(r) == 2 and 0 <= r[0] < r[1] for r in encoded)
         assert not any(len(a) == len(b) == 2 and a[1] == b[0] for a, b in zip(encoded, encoded[1:], strict=False))
+
+
+_STATES = [KEPT, State("kept"), State("placeholder", 2), State("summarized", 3, 0), State("summarized", 3, 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(range(len(_STATES))), max_size=60))
+def test_n3_state_runs_are_the_maximal_runs_of_equal_states(picks: list[int]) -> None:
+    """N2/N3: `_state_runs` (grouped at C speed) gives the maximal runs of equal states (equal, not only the same
+    object), in order, covering every position once."""
+    from mxclaw_nb.store.provenance import _state_runs
+
+    states = [_STATES[k] for k in picks]
+    runs = _state_runs(states)
+    assert [s for start, stop, st in runs for s in [st] * (stop - start)] == states
+    assert all(stop > start for start, stop, _ in runs)
+    assert all(a[1] == b[0] and a[2] != b[2] for a, b in zip(runs, runs[1:], strict=False))
+    assert (runs[0][0] if runs else 0) == 0 and (runs[-1][1] if runs else 0) == len(states)

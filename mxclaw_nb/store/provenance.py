@@ -36,6 +36,7 @@ the records form (row dicts) are read.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from mxclaw_nb.context.actions import TEXT_VERSIONS, TEXTS
@@ -74,16 +75,14 @@ def encode_lineage(lineage: Lineage, transcript: Sequence[Message] | None = None
 
 
 def _state_runs(states: Sequence[State]) -> list[tuple[int, int, State]]:
-    """(start, stop, state) of each run of equal states (runs share one State object, so `is` decides fast)."""
+    """(start, stop, state) of each run of equal states. N2: grouped and counted at C speed (runs share one State
+    object, so the comparison is mostly by identity): a Python step per run, not per stored message."""
     out: list[tuple[int, int, State]] = []
-    if not states:
-        return out
-    start, prev = 0, states[0]
-    for i, st in enumerate(states):
-        if st is not prev and st != prev:
-            out.append((start, i, prev))
-            start, prev = i, st
-    out.append((start, len(states), prev))
+    start = 0
+    for st, run in groupby(states):
+        stop = start + len(list(run))
+        out.append((start, stop, st))
+        start = stop
     return out
 
 
