@@ -316,6 +316,11 @@ def test_n1_usage_errors_have_no_traceback(ip: InteractiveShell) -> None:
             ip.run_line_magic("agent", line)
     with pytest.raises(UsageError, match="empty"):
         ip.run_cell_magic("agent", "", "   ")
+    sid = magics(ip).get_agent().session_id
+    for empty in ("resume ''", 'resume "  "'):  # N1: not "the only session" by accident
+        with pytest.raises(UsageError, match="give the first characters of a session id"):
+            ip.run_line_magic("agent", empty)
+    assert magics(ip).get_agent().session_id == sid
     with capture_output() as cap:
         result = ip.run_cell("%agent resume zzzz")
     assert isinstance(result.error_in_exec, UsageError)

@@ -287,6 +287,23 @@ def test_c10_timeline_lines_markers_and_turns():
         TokenTimeline()
 
 
+def test_n1_the_session_browser_shows_ids_that_resume(tmp_path):
+    """N1: the browser's table, list and text show each id as `%agent sessions` does: 8 characters, more where two
+    share them (imported ids start with `imp-`), so every shown id resumes its own session."""
+    store = Store(tmp_path / "ids.duckdb")
+    for sid in ("imp-1a2b3c4d000000000000000", "imp-1a2b9f9f000000000000000", "4f00aa11bb22cc33dd44ee55"):
+        store.create_session(title=sid, session_id=sid)
+    browser = SessionBrowser(store, current="4f00aa11bb22cc33dd44ee55")
+    assert browser.shown_ids == {"imp-1a2b3c4d000000000000000": "imp-1a2b3", "imp-1a2b9f9f000000000000000":
+                                 "imp-1a2b9", "4f00aa11bb22cc33dd44ee55": "4f00aa11"}
+    html, text = visible(browser.sessions_html()), browser.to_text()
+    labels = [label for label, _ in browser.session_picker.options]
+    for shown in ("imp-1a2b3", "imp-1a2b9", "4f00aa11"):
+        assert shown in html and f"  {shown}  " in text and any(label.startswith(shown) for label in labels)
+    starts = {label.index("20") for label in labels}  # where the created column (a 20xx date) begins
+    assert len(starts) == 1 and starts.pop() > len("imp-1a2b9*")  # one column, wide enough for the longest id
+
+
 def test_n2_session_browser_over_real_store(tmp_path):
     """Sessions table with counts; selecting a session shows its timeline, gauge and inspector of a call."""
     store = Store(tmp_path / "b.duckdb")

@@ -177,8 +177,12 @@ def cmd_sessions(m: CommandHost, args: argparse.Namespace) -> Any:
 
 def cmd_resume(m: CommandHost, args: argparse.Namespace) -> None:
     """Continue a stored session chosen by id prefix."""
+    prefix = args.prefix.strip()
+    if not prefix:  # N1: an empty prefix starts every id: it would resume whichever session happens to be alone
+        raise UsageError("%agent resume: give the first characters of a session id (list them with %agent sessions).")
+    args.prefix = prefix
     df = m.store().sessions()
-    match = df[df["id"].str.startswith(args.prefix)]
+    match = df[df["id"].str.startswith(prefix)]
     if match.empty:
         raise UsageError(f"%agent resume: no session id starts with {args.prefix!r} (list them with %agent sessions).")
     if len(match) > 1:

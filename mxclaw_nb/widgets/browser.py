@@ -14,6 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from mxclaw_nb.notebook.frames import short_ids
 from mxclaw_nb.widgets.data import from_request, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge
 from mxclaw_nb.widgets.inspector import CompactionInspector
@@ -59,6 +60,8 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         self.inspector: CompactionInspector | None = None
         self.gauge = ContextGauge()
         ids = self.sessions_df["id"].tolist() if len(self.sessions_df) else []
+        # N1: each id as `%agent sessions` shows it (8 characters, more where two share them: each resumes its own)
+        self.shown_ids: dict[Any, str] = dict(zip(ids, short_ids(self.sessions_df["id"]), strict=True)) if ids else {}
         # The sessions table is a listbox: a click on a row opens that session.
         self.session_picker = widgets.Select(options=[(self._session_label(i), i) for i in ids], value=None,
                                              rows=min(max(len(ids), 2), 10), layout=widgets.Layout(width="100%"))
@@ -88,6 +91,10 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             return str(df.sort_values("created_at", kind="stable")["id"].iloc[-1])
         return str(df["id"].iloc[-1])
 
+    def _shown(self, sid: Any) -> str:
+        """A session id as the sessions table shows it (`shown_ids`; 8 characters for one not listed)."""
+        return self.shown_ids.get(sid) or str(sid)[:8]
+
     def _session_label(self, sid: str | None) -> str:
         """One listbox row in fixed columns (non-breaking spaces: a <select> collapses plain ones); None: header."""
         if sid is None:
@@ -97,11 +104,11 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
             title = row.get("title") if isinstance(row.get("title"), str) else ""
             created = row.get("created_at")
             mark = "*" if sid == self.current else " "
-            cells = [f"{str(sid)[:8]}{mark}", str(created)[:16] if created is not None else "",
+            cells = [f"{self._shown(sid)}{mark}", str(created)[:16] if created is not None else "",
                      fmt_int(opt_int(row.get("turns")) or 0), fmt_int(opt_int(row.get("model_calls")) or 0),
                      fmt_int(opt_int(row.get("compactions")) or 0),
                      f"{'current · ' if sid == self.current else ''}{title}"]
-        widths = (10, 17, 6, 6, 12)
+        widths = (max(10, max(map(len, self.shown_ids.values()), default=0) + 2), 17, 6, 6, 12)
         line = "".join(c.ljust(w) if i < 2 else c.rjust(w - 1) + " " for i, (c, w) in enumerate(zip(cells, widths,
                                                                                                   strict=False)))
         return (line + " " + cells[-1]).replace(" ", "\u00a0")
@@ -113,7 +120,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         for rec in df.head(self.max_rows).to_dict("records"):
             created = rec.get("created_at")
             mark = f" {chip('current', '#1e88e5')}" if rec.get("id") == self.current else ""
-            rows.append([esc(str(rec.get("id"))[:8]) + mark, esc(rec.get("title") or ""),
+            rows.append([esc(self._shown(rec.get("id"))) + mark, esc(rec.get("title") or ""),
                          esc(str(created)[:19] if created is not None else ""), esc(rec.get("model") or ""),
                          fmt_int(rec.get("turns")), fmt_int(rec.get("model_calls")), fmt_int(rec.get("compactions")),
                          fmt_int(rec.get(saved)) if saved else "—"])
@@ -204,7 +211,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         saved = _saved_column(self.sessions_df)
         lines = [counted(len(self.sessions_df), "session")]
         for rec in self.sessions_df.head(50).to_dict("records"):
-            lines.append(f"  {str(rec.get('id'))[:8]}  turns {fmt_int(rec.get('turns'))}  calls "
+            lines.append(f"  {self._shown(rec.get('id'))}  turns {fmt_int(rec.get('turns'))}  calls "
                          f"{fmt_int(rec.get('model_calls'))}  compactions {fmt_int(rec.get('compactions'))}  saved "
                          f"{fmt_int(rec.get(saved)) if saved else '—'} est.")
         if self.timeline is not None:  # the selected session: its timeline's first line, the call's gauge
