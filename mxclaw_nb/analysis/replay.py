@@ -36,6 +36,7 @@ from itertools import compress, count, islice
 from operator import is_not, not_
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from mxclaw_nb.analysis.facts import (
@@ -707,27 +708,50 @@ def as_requests(df: pd.DataFrame, session_id: str | None = None) -> pd.DataFrame
 def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """`as_requests` of the rows of one replay (`replay_messages`' dicts, one session and policy) without making
     their DataFrame first (the policy lab's timeline, S4). The store's codec lays out the first row's record; the
-    others differ from it only in the columns a replay row sets (`records_frame`'s frame: a test holds it)."""
-    out: list[dict[str, Any]] = []
-    template: dict[str, Any] | None = None
-    last_turn, it, decided = None, 0, False
+    others differ from it only in the columns a replay row sets (`records_frame`'s frame: a test holds it). Built
+    column by column (S4: a frame from row dicts costs more than the rest of the timeline at 500 calls); pandas
+    infers each column's dtype from its values as it does from the row dicts."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    if not rows:
+        return pd.DataFrame([], columns=list(FRAME_COLUMNS))
+    iteration, last_turn, it = [], None, 0
     for row in rows:
         it = it + 1 if row["turn"] == last_turn else 1
         last_turn = row["turn"]
-        counter = str(row.get("counter") or "estimate")
-        after = int(row["after_tokens"])
-        estimate = opt_int(row.get("estimate_tokens"))
-        values = {"session_id": str(row["session_id"]), "seq": int(row["call"]) - 1, "turn": int(row["turn"]),
-                  "iteration": it, "counter": counter,
-                  "estimate_tokens": estimate if estimate is not None else after if counter == "estimate" else None,
-                  "calibrated_tokens": after if counter == "calibrated" else None,
-                  "before_tokens": int(row["before_tokens"]), "after_tokens": after,
-                  "threshold": int(row["threshold"]), "window_tokens": int(row["window"]), "stage": str(row["stage"])}
-        if template is None:  # the record a stored call would have (`mxclaw_nb.records.RequestRecord`)
-            template = frame_row(RequestRecord(**values))
-        values["counter"], values["stage"] = text(counter), text(values["stage"])  # as the codec writes them
-        if row.get("cache_decision") is not None:  # E4: a `-cache` strategy's decision (the timeline marks it)
-            values["cache_decision"] = row["cache_decision"]
-            decided = True
-        out.append({**template, **values})
-    return pd.DataFrame(out, columns=[*FRAME_COLUMNS, "cache_decision"] if decided else list(FRAME_COLUMNS))
+        iteration.append(it)
+    counter = [str(r.get("counter") or "estimate") for r in rows]
+    after = [int(r["after_tokens"]) for r in rows]
+    estimate = [e if (e := r.get("estimate_tokens")).__class__ is int else opt_int(e) for r in rows]
+    cols = {"session_id": [str(r["session_id"]) for r in rows], "seq": [int(r["call"]) - 1 for r in rows],
+            "turn": [int(r["turn"]) for r in rows], "iteration": iteration, "counter": counter,
+            "estimate_tokens": [e if e is not None else a if c == "estimate" else None
+                                for e, a, c in zip(estimate, after, counter, strict=True)],
+            "calibrated_tokens": [a if c == "calibrated" else None for a, c in zip(after, counter, strict=True)],
+            "before_tokens": [int(r["before_tokens"]) for r in rows], "after_tokens": after,
+            "threshold": [int(r["threshold"]) for r in rows], "window_tokens": [int(r["window"]) for r in rows],
+            "stage": [str(r["stage"]) for r in rows]}
+    # the record a stored call would have (`mxclaw_nb.records.RequestRecord`): the first row's
+    template = frame_row(RequestRecord(**{k: v[0] for k, v in cols.items()}))
+    for key in ("counter", "stage"):  # as the codec writes them (a few distinct values)
+        coded = {v: text(v) for v in set(cols[key])}
+        cols[key] = [coded[v] for v in cols[key]]
+    # E4: a `-cache` strategy's decision (the timeline marks it); NaN where a row has none, as a row dict without
+    # the key gives
+    decisions = [r.get("cache_decision") for r in rows]
+    columns = list(FRAME_COLUMNS)
+    if any(d is not None for d in decisions):
+        columns.append("cache_decision")
+        cols["cache_decision"] = [d if d is not None else math.nan for d in decisions]
+    n = len(rows)
+    data: dict[str, Any] = {}
+    for c in columns:
+        if c in ("seq", "turn", "iteration", "before_tokens", "after_tokens", "threshold", "window_tokens"):
+            try:  # whole numbers as an int64 array: what pandas infers from them, without the walk
+                data[c] = np.array(cols[c], dtype=np.int64)
+            except OverflowError:
+                data[c] = cols[c]
+        elif c in cols:
+            data[c] = cols[c]
+        else:  # the template's value on every row; all None is an object column (as pandas infers it)
+            data[c] = np.full(n, None, dtype=object) if template[c] is None else [template[c]] * n
+    return pd.DataFrame(data, columns=columns)

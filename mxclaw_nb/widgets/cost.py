@@ -46,16 +46,18 @@ def cached_part(df: pd.DataFrame) -> tuple[pd.Series, str] | None:
 
     Reported (E1) where the provider said: its cached share of its own prompt count, applied to what was sent;
     else est. (E2): the prefix shared with the previous call while the 5-minute cache is warm."""
+    reported, prefix = (_num(df[c]) if c in df and not df[c].isna().all() else None  # a missing value stays one
+                        for c in ("cached_tokens_reported", "prefix_tokens"))
+    if (reported is None or reported.isna().all()) and (prefix is None or prefix.isna().all()):
+        return None  # S4: nothing to show, the sent figures are not read
     sent = _num(df["after_tokens"]).fillna(_num(df.get("estimate_tokens", pd.Series(dtype=float))))
-    if "cached_tokens_reported" in df and _num(df["cached_tokens_reported"]).notna().any():
-        share = _num(df["cached_tokens_reported"]) / _num(df["prompt_tokens_reported"]).where(
-            _num(df["prompt_tokens_reported"]) > 0)
-        return (share.clip(0, 1) * sent).fillna(0), REPORTED_LABEL
-    if "prefix_tokens" not in df or _num(df["prefix_tokens"]).isna().all():
-        return None
+    if reported is not None and reported.notna().any():
+        prompt = _num(df["prompt_tokens_reported"])
+        return ((reported / prompt.where(prompt > 0)).clip(0, 1) * sent).fillna(0), REPORTED_LABEL
+    assert prefix is not None
     stamps = [_stamp(t) for t in df["created_at"]] if "created_at" in df else [None] * len(df)
     calls = [CallTokens(int(s) if s == s else 0, int(p) if p == p else 0, 0, at)
-             for s, p, at in zip(sent, _num(df["prefix_tokens"]), stamps, strict=True)]
+             for s, p, at in zip(sent, prefix, stamps, strict=True)]
     return pd.Series([c for c, _, _ in cache_model(calls, DEFAULT_TTL)], index=df.index, dtype=float), EST_LABEL
 
 

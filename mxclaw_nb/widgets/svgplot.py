@@ -139,11 +139,18 @@ def polyline(xs: Sequence[float], ys: Sequence[float]) -> str:
     """SVG path data through the points (xs[i], ys[i]), broken where a point is missing (NaN)."""
     out: list[str] = []
     pen_down = False
+    # a step line repeats most coordinates (each x twice, y for a whole run): each distinct one is formatted once
+    texts: dict[float, str] = {}
     for x, y in zip(xs, ys, strict=True):
         if y != y or x != x:  # NaN
             pen_down = False
             continue
-        out.append(f"{'L' if pen_down else 'M'}{x:.1f} {y:.1f}")
+        tx, ty = texts.get(x), texts.get(y)
+        if tx is None or not x:  # 0.0 and -0.0 are one key but two texts
+            tx = texts[x] = f"{x:.1f}"
+        if ty is None or not y:
+            ty = texts[y] = f"{y:.1f}"
+        out.append(f"{'L' if pen_down else 'M'}{tx} {ty}")
         pen_down = True
     return "".join(out)
 

@@ -72,11 +72,20 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in NEEDED if c not in requests.columns]
     if missing:
         raise ValueError(f"requests DataFrame lacks column(s) {missing}; pass store.requests(session_id)")
-    df = requests.copy()
-    summaries = df[df["purpose"] == SUMMARY_CALL] if "purpose" in df.columns else df.iloc[:0]
-    df = df.drop(summaries.index)  # C11: summary calls are not the turn's calls; drawn as their own markers
+    # S4: each step only when it changes something (a replay's 500 calls: no summary call, in order, no retry)
+    df = requests.copy(deep=False)  # copy-on-write: the caller's frame is never changed
+    summary = df["purpose"] == SUMMARY_CALL if "purpose" in df.columns else None
+    if summary is not None and summary.any():
+        summaries = df[summary]
+        df = df.drop(summaries.index)  # C11: summary calls are not the turn's calls; drawn as their own markers
+    else:
+        summaries = df.iloc[:0]
     order = [c for c in ("seq",) if c in df.columns] or [c for c in ("turn", "iteration") if c in df.columns]
-    df = df.sort_values(order, kind="stable").reset_index(drop=True)
+    if not (order == ["seq"] and df["seq"].is_monotonic_increasing):  # a stable sort of sorted rows: no change
+        df = df.sort_values(order, kind="stable")
+    index = df.index
+    if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None):
+        df = df.reset_index(drop=True)
     for col in ("iteration", "calibrated_tokens", "prompt_tokens_reported", "threshold", "window_tokens",
                 "before_tokens", "after_tokens", "cached_tokens_reported", "prefix_tokens"):
         if col not in df.columns:
@@ -84,12 +93,14 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     if "stage" not in df.columns:
         df["stage"] = "unchanged"
     if "retry" in df.columns:  # a C9 retry shows its own stage
-        df.loc[df["retry"].fillna(False).astype(bool), "stage"] = "prompt_too_long_retry"
+        retry = df["retry"].fillna(False).astype(bool)
+        if retry.any():
+            df.loc[retry, "stage"] = "prompt_too_long_retry"
     df["call"] = range(1, len(df) + 1)
     df["compacted"] = df["stage"].fillna("unchanged") != "unchanged"
     if "cache_decision" not in df.columns and "extra" in df.columns:  # E4: a stored record's `extra.cache_decision`
-        df["cache_decision"] = [_decision(e) for e in df["extra"]]
-    df.attrs["summary_calls"] = _summary_calls(df, summaries)
+        df["cache_decision"] = [None if e is None else _decision(e) for e in df["extra"].tolist()]
+    df.attrs["summary_calls"] = _summary_calls(df, summaries) if len(summaries) else []
     return df
 
 
@@ -131,6 +142,8 @@ def _diamond(x: float, y: float, r: float) -> str:
 
 
 def _num(series: pd.Series) -> pd.Series:
+    if series.dtype.kind in "iuf":  # numbers already (numpy or nullable): what to_numeric returns, without its checks
+        return series
     return pd.to_numeric(series, errors="coerce")
 
 
@@ -146,7 +159,9 @@ def draw_timeline(df: pd.DataFrame, title: str = "prompt tokens per model call",
 
 def sent_unit(df: pd.DataFrame) -> str:
     """The unit of the `sent` line: the counter(s) the policy checked the threshold on, call by call."""
-    counters = list(dict.fromkeys(df["counter"].dropna().astype(str))) if "counter" in df.columns else []
+    # distinct first (a few values), in order of appearance
+    counters = list(dict.fromkeys(str(v) for v in df["counter"].unique() if not pd.isna(v))) \
+        if "counter" in df.columns else []
     labels = [counter_label(c) for c in counters] or ["est."]
     return f"tokens ({' → '.join(labels)})"
 
@@ -190,44 +205,57 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
     # The main line is what the threshold was checked on (after_tokens, the policy's counter), so the
     # threshold line, the compaction markers and this line share one unit; est. is a second line
     # only when another counter decided.
+    # S4: each column is read once into a list of floats (NaN where missing); the rest is plain Python (a few
+    # hundred calls, where each pandas step costs more than the work)
     dense = len(df) > MAX_MARKERS
     unit = sent_unit(df)
-    sent = _num(df["after_tokens"]).fillna(_num(df["estimate_tokens"]))
-    series = [Series(f"sent, {unit}", _floats(sent), "#5c8bd6", "-", "" if dense else "o")]
+    estimated = _num(df["estimate_tokens"])
+    sent = _num(df["after_tokens"]).fillna(estimated)
+    sent_y = _floats(sent)
+    series = [Series(f"sent, {unit}", sent_y, "#5c8bd6", "-", "" if dense else "o")]
     cached = cached_part(df)  # E1/E2: the cached part of each call, reported share or est.
     if cached is not None:
         series.append(Series(cached[1], _floats(cached[0]), CACHE_COLOR, "-", fill=True, width=0.0))
-    estimated = _num(df["estimate_tokens"])
-    if estimated.notna().any() and not estimated.equals(sent):
-        series.append(Series("same request, C1 tokens (est.)", _floats(estimated), "#5c8bd6", ":", width=1.0))
+    est_y = _floats(estimated)
+    if _known(est_y) and not estimated.equals(sent):
+        series.append(Series("same request, C1 tokens (est.)", est_y, "#5c8bd6", ":", width=1.0))
+    sent_known = not any(v != v for v in sent_y)
     for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
                               ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
+        if df[col].isna().all():  # nothing known (most replays: no calibrated or reported count)
+            continue
         y = _num(df[col])
-        known = y.notna()
-        if known.any() and not (y[known] == sent[known]).all():  # not a copy of the main line
-            series.append(Series(label, _floats(y), color, "--", "" if dense else "s"))
+        ys = _floats(y)
+        if not _known(ys):
+            continue
+        if sent_known:
+            copy = all(a == b for a, b in zip(ys, sent_y, strict=True) if a == a)
+        else:  # a missing sent value compares as pandas' nullable types say
+            known = y.notna()
+            copy = bool((y[known] == sent[known]).all())
+        if not copy:  # not a copy of the main line
+            series.append(Series(label, ys, color, "--", "" if dense else "s"))
     for col, color, label in (("threshold", THRESHOLD_COLOR, "threshold"), ("window_tokens", WINDOW_INK, "window")):
-        y = _num(df[col])
-        if y.notna().any():
-            series.append(Series(label, _floats(y), color, ":" if col == "window_tokens" else "-", step=True,
-                                 width=1.0))
+        ys = _floats(_num(df[col]))
+        if _known(ys):
+            series.append(Series(label, ys, color, ":" if col == "window_tokens" else "-", step=True, width=1.0))
     turns = df["turn"].tolist()
     starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
-    calls = [int(c) for c in df["call"]]
-    comp = df[df["compacted"]]
+    calls = [int(c) for c in df["call"].tolist()]
+    compacted = df["compacted"].to_numpy(dtype=bool).tolist()
     marks = []
-    if len(comp):
+    if any(compacted):
         # the marker sits where compaction was decided (tokens before, over the threshold), the line
         # runs down to what was sent
-        after = sent[comp.index]
-        top = _num(comp["before_tokens"]).fillna(after)
-        marks = [(int(c), float(a), float(t), str(s), STAGE_COLORS.get(s, "#999"))
-                 for c, a, t, s in zip(comp["call"], after, top, comp["stage"], strict=True)]
+        stages = df["stage"].tolist()
+        before = _floats(_num(df["before_tokens"]))
+        marks = [(calls[i], sent_y[i], before[i] if before[i] == before[i] else sent_y[i], str(stages[i]),
+                  STAGE_COLORS.get(stages[i], "#999")) for i, c in enumerate(compacted) if c]
     present = {m[3] for m in marks}
     kept_warm: list[tuple[int, float]] = []
     if "cache_decision" in df.columns:  # E4: the calls a cache-aware strategy sent with the warm prefix kept
-        deferred = (df["cache_decision"] == "deferred").fillna(False).to_numpy(dtype=bool)
-        kept_warm = [(int(c), float(y)) for c, y, d in zip(df["call"], sent, deferred, strict=True) if d]
+        deferred = (df["cache_decision"] == "deferred").fillna(False).to_numpy(dtype=bool).tolist()
+        kept_warm = [(c, y) for c, y, d in zip(calls, sent_y, deferred, strict=True) if d]
     return Layers(x=calls, series=series, boundaries=[i + 0.5 for i in starts], marks=marks,
                   stages=[s for s in ALL_STAGES if s in present],
                   turn_labels=spaced_turn_labels(calls, [turns[i] for i in (0, *starts)], [0, *starts]),
@@ -250,7 +278,13 @@ def spaced_turn_labels(calls: list[int], turns: list[Any], firsts: list[int]) ->
 
 
 def _floats(series: pd.Series) -> list[float]:
-    return [float(v) for v in series.astype("float64").fillna(math.nan)]
+    """The values as floats, NaN where missing."""
+    return series.to_numpy(dtype="float64", na_value=math.nan).tolist()  # type: ignore[no-any-return]
+
+
+def _known(values: list[float]) -> bool:
+    """Any value not missing (not NaN)."""
+    return any(v == v for v in values)
 
 
 def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
