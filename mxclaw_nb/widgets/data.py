@@ -12,19 +12,21 @@ here, so no widget re-derives them differently.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
-from mxclaw_nb.context import LAYERS, Lineage, RequestView, lineage_messages, lineage_rows, message_layer
-from mxclaw_nb.messages import Message
+from mxclaw_nb.context import ACTIONS, LAYERS, Lineage, RequestView, lineage_messages, lineage_rows, message_layer
+from mxclaw_nb.messages import SYSTEM_ROLES, Message
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.store.records import opt_int, record_from_row, records_frame
 
 __all__ = ["AFTER_COLUMNS", "BEFORE_COLUMNS", "BY_CALL", "CallData", "after_frame", "before_frame", "call_data",
-           "from_request", "from_view", "layer_split", "opt_int", "requests_from_views", "stored_lineage"]
+           "from_request", "from_view", "layer_split", "opt_int", "requests_from_views", "stored_lineage",
+           "table_choices", "table_columns", "table_rows"]
 
 BEFORE_COLUMNS = ["position", "role", "tool", "tokens_before", "tokens_after", "action", "failure", "preview"]
 AFTER_COLUMNS = ["position", "source", "role", "tool", "tokens", "action", "preview"]
@@ -154,13 +156,21 @@ def _preview(rec: Mapping[str, Any]) -> str:
     return f"{text} ({chars:,} chars)" if chars > len(text) or text.endswith("…") else text
 
 
+def _before_row(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {"position": r.get("position"), "role": r.get("role"), "tool": r.get("tool_name"),
+            "tokens_before": r.get("tokens_before", 0), "tokens_after": r.get("tokens_after", 0),
+            "action": r.get("action"), "failure": bool(r.get("failure")), "preview": _preview(r)}
+
+
+def _after_row(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {"position": r.get("position"), "source": r.get("source"), "role": r.get("role"),
+            "tool": r.get("tool_name"), "tokens": r.get("tokens", 0), "action": r.get("action"),
+            "preview": _preview(r)}
+
+
 def before_frame(data: CallData) -> pd.DataFrame:
     """The *before* table: one row per transcript message and what happened to it."""
-    rows = [{"position": r.get("position"), "role": r.get("role"), "tool": r.get("tool_name"),
-             "tokens_before": r.get("tokens_before", 0), "tokens_after": r.get("tokens_after", 0),
-             "action": r.get("action"), "failure": bool(r.get("failure")), "preview": _preview(r)}
-            for r in data.before]
-    df = pd.DataFrame(rows, columns=BEFORE_COLUMNS)
+    df = pd.DataFrame([_before_row(r) for r in data.before], columns=BEFORE_COLUMNS)
     df = df.astype({"position": "Int64", "tokens_before": "int64", "tokens_after": "int64", "failure": "bool"})
     if data.transcript_relative:
         df[BY_CALL] = pd.array([r.get("call") for r in data.before], dtype="Int64")
@@ -169,14 +179,59 @@ def before_frame(data: CallData) -> pd.DataFrame:
 
 def after_frame(data: CallData) -> pd.DataFrame:
     """The *after* table: one row per sent message and where it came from."""
-    rows = [{"position": r.get("position"), "source": r.get("source"), "role": r.get("role"),
-             "tool": r.get("tool_name"), "tokens": r.get("tokens", 0), "action": r.get("action"),
-             "preview": _preview(r)} for r in data.after]
-    df = pd.DataFrame(rows, columns=AFTER_COLUMNS)
+    df = pd.DataFrame([_after_row(r) for r in data.after], columns=AFTER_COLUMNS)
     df = df.astype({"position": "int64", "source": "Int64", "tokens": "int64"})
     if data.transcript_relative:
         df[BY_CALL] = pd.array([r.get("call") for r in data.after], dtype="Int64")
     return df
+
+
+# how a frame column gives its values back (`to_dict("records")`): whole numbers, nullable whole numbers, text
+_INTS = {"before": ("tokens_before", "tokens_after"), "after": ("position", "tokens")}
+_NULLABLE_INTS = {"before": ("position", BY_CALL), "after": ("source", BY_CALL)}
+_TEXTS = ("role", "tool", "action")
+
+
+def table_columns(data: CallData, which: str) -> list[str]:
+    """The columns of `before_frame(data)` (`which="before"`) or `after_frame(data)`."""
+    cols = BEFORE_COLUMNS if which == "before" else AFTER_COLUMNS
+    return [*cols, BY_CALL] if data.transcript_relative else list(cols)
+
+
+def table_rows(data: CallData, which: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The first `limit` rows of `before_frame(data)` (`which="before"`) or `after_frame(data)` with the values
+    its `to_dict("records")` gives (int, None for a missing whole number, NaN for missing text), without making
+    the frame: the inspector's static HTML shows a dozen rows of a call's hundreds (S4)."""
+    if which not in ("before", "after"):
+        raise ValueError("which must be 'before' or 'after'")
+    records = data.before if which == "before" else data.after
+    make = _before_row if which == "before" else _after_row
+    ints, nullable = _INTS[which], _NULLABLE_INTS[which]
+    out = []
+    for r in records[:limit]:
+        row = make(r)
+        if data.transcript_relative:
+            row[BY_CALL] = r.get("call")
+        for col in ints:
+            row[col] = int(row[col])
+        for col in nullable:
+            if col in row:
+                v = row[col]
+                row[col] = None if v is None or v is pd.NA or v != v else int(v)
+        for col in _TEXTS:
+            if row[col] is None:
+                row[col] = math.nan
+        out.append(row)
+    return out
+
+
+def table_choices(data: CallData) -> dict[str, list[str]]:
+    """The roles (sorted) and actions (in ACTIONS order) of the call's before and after rows, as the inspector's
+    filters offer them."""
+    rows = [*data.before, *data.after]
+    roles = {str(v) for r in rows if (v := r.get("role")) is not None and v is not pd.NA and v == v}
+    present = {str(r.get("action")) for r in rows}
+    return {"role": sorted(roles), "action": [a for a in ACTIONS if a in present]}
 
 
 def _layer_of(rec: Mapping[str, Any]) -> str:
@@ -189,10 +244,20 @@ def _layer_of(rec: Mapping[str, Any]) -> str:
 
 
 def layer_split(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]:
-    """Tokens per context layer (all LAYERS present) from provenance records, using `key` as tokens."""
+    """Tokens per context layer (all LAYERS present) from provenance records, using `key` as tokens.
+
+    S4: a message's layer is read from its text only for a system role (frozen-context layers announce
+    themselves on their first line); any other row's layer follows from its role and tool, found once per pair."""
     out = dict.fromkeys(LAYERS, 0)
+    by_role: dict[tuple[Any, Any], str] = {}
     for rec in records:
-        out[_layer_of(rec)] += opt_int(rec.get(key)) or 0
+        role, tool, action = rec.get("role"), rec.get("tool_name"), rec.get("action")
+        if action == "summary" or role in SYSTEM_ROLES:
+            layer = _layer_of(rec)
+        else:
+            layer = by_role.get((role, tool)) or by_role.setdefault((role, tool), _layer_of(rec))
+        n = rec.get(key)
+        out[layer] += n if n.__class__ is int else opt_int(n) or 0
     return out
 
 

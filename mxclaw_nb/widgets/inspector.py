@@ -23,7 +23,17 @@ from mxclaw_nb.messages import content_text
 from mxclaw_nb.records import summary_parts
 from mxclaw_nb.store.records import opt_int
 from mxclaw_nb.widgets.cost import cache_header
-from mxclaw_nb.widgets.data import BY_CALL, CallData, after_frame, before_frame, from_request, from_view
+from mxclaw_nb.widgets.data import (
+    BY_CALL,
+    CallData,
+    after_frame,
+    before_frame,
+    from_request,
+    from_view,
+    table_choices,
+    table_columns,
+    table_rows,
+)
 from mxclaw_nb.widgets.static import StaticReprMixin
 from mxclaw_nb.widgets.style import (
     ACTION_COLORS,
@@ -97,12 +107,19 @@ def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int
     widget, in static HTML after a reopen and in an exported notebook alike, without a kernel.
     """
     shown = df.head(max_rows)
-    cols = [c for c in shown.columns if c != "failure"]
+    return rows_html(list(shown.columns), shown.to_dict("records"), total=len(df) if total is None else total,
+                     noun=noun, unit=unit, full_text=full_text)
+
+
+def rows_html(columns: list[str], records: list[dict[str, Any]], *, total: int, noun: str = "messages",
+              unit: str = "tokens (est.)", full_text: Callable[[dict[str, Any]], str | None] | None = None) -> str:
+    """`frame_html` of the rows shown (`records`, as a frame's `to_dict("records")` gives them, of `total`)."""
+    cols = [c for c in columns if c != "failure"]
     grid = _grid(cols)
     head = "".join(f'<div style="{"text-align:right" if c in NUMERIC else ""}">{esc(column_title(c, unit))}</div>'
                    for c in cols)
     rows = []
-    for rec in shown.to_dict("records"):
+    for rec in records:
         fail = bool(rec.get("failure", False))
         color = ACTION_COLORS.get(str(rec.get("action")), "transparent")
         cells = "".join(
@@ -118,7 +135,7 @@ def frame_html(df: pd.DataFrame, *, max_rows: int = DEFAULT_MAX_ROWS, total: int
                     f' style="border-bottom:1px solid {BORDER}"><summary title="click: the whole message" '
                     f'style="{grid};cursor:pointer;list-style:none;box-shadow:inset 4px 0 0 {color}">{cells}</summary>'
                     f'{body}</details>')
-    count = shown_count(len(rows), len(df) if total is None else total, noun)
+    count = shown_count(len(rows), total, noun)
     return (f'<div class="mx-table" style="{FONT}"><div class="mx-count" style="color:{MUTED}">{esc(count)} · '
             f'click a row to open the whole message</div><div class="mx-thead" style="{grid};color:{MUTED};'
             f'border-bottom:1px solid {BORDER_STRONG}">{head}</div>{"".join(rows)}</div>')
@@ -233,7 +250,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         carries = _carries(d)
         carried = f" · {esc(carries)}" if carries else ""
         stored = (f'<div style="color:{MUTED}">Before: the stored transcript up to this call, '
-                  f'{counted(len(self.before_df), "msg")}, {fmt_int(int(self.before_df["tokens_before"].sum()))} '
+                  f'{counted(len(d.before), "msg")}, {fmt_int(sum(int(r.get("tokens_before", 0)) for r in d.before))} '
                   f'{esc(row_unit)}; actions are relative to it across the turn (SPEC N3)</div>'
                   if d.transcript_relative else "")
         rows = (f'<div class="mx-unit-note" style="color:{MUTED}">rows: {esc(row_unit)}, the C1 estimate of each '
@@ -305,6 +322,14 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         return frame_html(df, max_rows=self.max_rows, unit=unit_label(self.data.row_counter),
                           full_text=lambda rec: self.full_text(which, rec))
 
+    def _static_table(self, which: str) -> str:
+        """The unfiltered table of the static HTML: the first `max_rows` rows of the call's, read without making
+        its frame (S4: the policy lab redraws it at every call-slider move)."""
+        d = self.data
+        return rows_html(table_columns(d, which), table_rows(d, which, self.max_rows),
+                         total=len(d.before if which == "before" else d.after), unit=unit_label(d.row_counter),
+                         full_text=lambda rec: self.full_text(which, rec))
+
     def _refresh(self) -> None:
         self._before.value = self._table("before", self.filtered("before"))
         self._after.value = self._table("after", self.filtered("after"))
@@ -317,14 +342,14 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         """
         uid = f"mx-i{uuid.uuid4().hex[:10]}"  # radio groups and CSS rules of this output only
         head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
-        choices = _choices(self.before_df, self.after_df)
+        choices = table_choices(self.data)
         return (f'{THEME_STYLE}{_filter_style(uid, choices)}'
                 f'<div class="mx-inspector" id="{uid}" style="{FONT}">{self.header_html()}'
                 f'{_filter_html(uid, choices)}'
-                f'<details open><summary {head}>Before (transcript, {counted(len(self.before_df), "msg")})</summary>'
-                f'{self._table("before", self.before_df)}</details>'
-                f'<details><summary {head}>After (sent, {counted(len(self.after_df), "msg")})</summary>'
-                f'{self._table("after", self.after_df)}</details>'
+                f'<details open><summary {head}>Before (transcript, {counted(len(self.data.before), "msg")})</summary>'
+                f'{self._static_table("before")}</details>'
+                f'<details><summary {head}>After (sent, {counted(len(self.data.after), "msg")})</summary>'
+                f'{self._static_table("after")}</details>'
                 f'<details><summary {head}>Summary</summary>{self.summary_html()}</details></div>')
 
     def to_text(self) -> str:
@@ -359,17 +384,6 @@ def _message_text(msg: Any) -> str:
     if msg.get("tool_calls"):
         text += "\n" + json.dumps(msg["tool_calls"], ensure_ascii=False, indent=1)
     return text
-
-
-def _distinct(*columns: pd.Series) -> set[str]:
-    """The distinct values of the columns as text (unique first: a row-by-row walk of Arrow strings is slow)."""
-    return {str(v) for col in columns for v in col.unique()}
-
-
-def _choices(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, list[str]]:
-    roles = sorted(_distinct(before["role"].dropna(), after["role"].dropna()))
-    present = _distinct(before["action"], after["action"])
-    return {"role": roles, "action": [a for a in ACTIONS if a in present]}
 
 
 def _filter_style(uid: str, choices: dict[str, list[str]]) -> str:

@@ -45,7 +45,7 @@ from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
 from mxclaw_nb.messages import modernize_legacy_calls
-from mxclaw_nb.widgets.data import CallData, after_frame, before_frame, from_view
+from mxclaw_nb.widgets.data import CallData, from_view
 from mxclaw_nb.widgets.gauge import gauge_html
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.static import StaticReprMixin
@@ -120,18 +120,18 @@ def store_sources(store: Any, current: str | None) -> dict[str, Callable[[], lis
 
 
 class InspectorHTML:
-    """The inspector's static HTML of one call without its widgets (tabs, dropdowns): the same methods, a tenth
-    of the time, so a call-slider move stays a live redraw."""
+    """The inspector's static HTML of one call without its widgets (tabs, dropdowns) or its before/after frames
+    (the static HTML reads the rows it shows from the call's records): the same methods, a fraction of the time,
+    so a call-slider move stays a live redraw."""
 
     header_html = CompactionInspector.header_html
     summary_html = CompactionInspector.summary_html
     full_text = CompactionInspector.full_text
-    _table = CompactionInspector._table
+    _static_table = CompactionInspector._static_table
     to_html = CompactionInspector.to_html
 
     def __init__(self, data: CallData, max_rows: int) -> None:
         self.data, self.max_rows = data, max_rows
-        self.before_df, self.after_df = before_frame(data), after_frame(data)
 
 
 def _int_params(strategy: Strategy) -> dict[str, int]:

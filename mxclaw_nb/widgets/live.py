@@ -24,7 +24,7 @@ from typing import Any
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
-from mxclaw_nb.widgets.data import CallData, before_frame
+from mxclaw_nb.widgets.data import CallData
 from mxclaw_nb.widgets.gauge import ContextGauge, gauge_html, gauge_text
 from mxclaw_nb.widgets.inspector import CompactionInspector
 from mxclaw_nb.widgets.livetext import (
@@ -92,7 +92,6 @@ class _StaticInspector:
 
     def __init__(self, data: CallData) -> None:
         self.data = data
-        self.before_df = before_frame(data)
 
     def to_html(self) -> str:
         head = 'style="cursor:pointer;font-weight:600;margin:6px 0 2px"'
