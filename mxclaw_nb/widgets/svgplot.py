@@ -66,9 +66,23 @@ def glyph(ch: str) -> tuple[str, float]:
     return "".join(parts), float(advance)
 
 
+@lru_cache(maxsize=4096)
+def _run(s: str) -> tuple[float, str, frozenset[str]]:
+    """`s` set in glyphs: its advance (in UNITS), its `<use>` elements and the characters that have an outline.
+    Cached: a plot's tick, turn and legend labels come back at every redraw."""
+    uses, pen, drawn = [], 0.0, set()
+    for ch in s:
+        d, adv = glyph(ch)
+        if d:
+            drawn.add(ch)
+            uses.append(f'<use href="#@@{ord(ch):x}" x="{pen:.0f}"/>')
+        pen += adv
+    return sum(glyph(ch)[1] for ch in s), "".join(uses), frozenset(drawn)
+
+
 def text_width(s: str, size: float) -> float:
     """Width of `s` drawn at `size` user units."""
-    return sum(glyph(ch)[1] for ch in s) * size / UNITS
+    return _run(s)[0] * size / UNITS
 
 
 def nice_ticks(lo: float, hi: float, max_ticks: int = 8, *, integer: bool = False) -> list[float]:
@@ -104,20 +118,15 @@ class Canvas:
     def text(self, s: str, x: float, y: float, size: float, *, anchor: str = "start", rotate: bool = False,
              fill: str | None = None, label: str | None = None) -> None:
         """`s` at (x, y) (baseline), left/middle/right aligned on x (`anchor`), optionally turned upward."""
-        width = text_width(s, size)
+        advance, uses, drawn = _run(s)
+        width = advance * size / UNITS  # text_width(s, size)
         shift = {"start": 0.0, "middle": -width / 2, "end": -width}[anchor]
         k = size / UNITS
         turn = " rotate(-90)" if rotate else ""
-        uses, pen = [], 0.0
-        for ch in s:
-            d, adv = glyph(ch)
-            if d:
-                self._used.add(ch)
-                uses.append(f'<use href="#@@{ord(ch):x}" x="{pen:.0f}"/>')
-            pen += adv
+        self._used |= drawn
         attr = f" data-text={quoteattr(label if label is not None else s)}"
         self.add(f'<g transform="translate({x:.1f} {y:.1f}){turn} translate({shift:.1f} 0) '
-                 f'scale({k:.4f} {-k:.4f})" fill="{fill or self.ink}"{attr}>{"".join(uses)}</g>')
+                 f'scale({k:.4f} {-k:.4f})" fill="{fill or self.ink}"{attr}>{uses}</g>')
 
     def document(self, *, title: str = "", standalone: bool = False) -> str:
         """The SVG markup; glyph ids carry a prefix from the content (two plots on one page do not clash)."""
@@ -135,12 +144,14 @@ class Canvas:
                 f'{body.replace("@@", prefix)}</svg>')
 
 
-def polyline(xs: Sequence[float], ys: Sequence[float]) -> str:
-    """SVG path data through the points (xs[i], ys[i]), broken where a point is missing (NaN)."""
+def polyline(xs: Sequence[float], ys: Sequence[float], *, texts: dict[float, str] | None = None) -> str:
+    """SVG path data through the points (xs[i], ys[i]), broken where a point is missing (NaN).
+
+    A step line repeats most coordinates (each x twice, y for a whole run), and lines of one plot share their x:
+    each distinct coordinate is formatted once (`texts`: the formatted ones, shared by the lines of a plot)."""
     out: list[str] = []
     pen_down = False
-    # a step line repeats most coordinates (each x twice, y for a whole run): each distinct one is formatted once
-    texts: dict[float, str] = {}
+    texts = {} if texts is None else texts
     for x, y in zip(xs, ys, strict=True):
         if y != y or x != x:  # NaN
             pen_down = False
@@ -157,6 +168,9 @@ def polyline(xs: Sequence[float], ys: Sequence[float]) -> str:
 
 def step_mid(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
     """Points of a step line that changes half way between x positions (matplotlib's where="mid")."""
+    if len(xs) == len(ys) > 1 and all(y == y for y in ys):  # no gap: each value twice, at the mids around it
+        mids = [(a + b) / 2 for a, b in zip(xs, xs[1:])]  # (xs[i - 1] + x) / 2, as the loop below computes it
+        return [xs[0], *(m for mid in mids for m in (mid, mid)), xs[-1]], [y for y in ys for _ in (0, 1)]
     px: list[float] = []
     py: list[float] = []
     last = len(xs) - 1

@@ -349,7 +349,7 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
     left, top, right, bottom = BOX
     n = len(layers.x)
     x0, x1 = (0.5, n + 0.5) if n else (0.0, 1.0)
-    values = [v for s in layers.series for v in s.y if not math.isnan(v)] + [m[2] for m in layers.marks] + [
+    values = [v for s in layers.series for v in s.y if v == v] + [m[2] for m in layers.marks] + [  # v == v: not NaN
         t for _, t, _ in layers.summary_calls]
     ymax = max(values, default=1.0) * 1.05 or 1.0
     yticks = nice_ticks(0, ymax, 7)
@@ -382,6 +382,7 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
             c.add(f'<path class="mx-area" data-label={quoteattr(s.label)} d="{_area(layers.x, s.y, px, py)}" '
                   f'fill="{s.color}" fill-opacity="0.3"/>')
     legend: list[tuple[str, str]] = []
+    texts: dict[float, str] = {}  # the coordinates formatted, shared by the lines
     for s in layers.series:
         color = ink if s.color == WINDOW_INK else s.color
         if s.fill:
@@ -390,7 +391,7 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
         xs, ys = step_mid(layers.x, s.y) if s.step else (layers.x, s.y)
         sx = [left + (v - x0) * xscale for v in xs]
         sy = [bottom - v * yscale for v in ys]
-        c.add(f'<path class="mx-series" data-label={quoteattr(s.label)} d="{polyline(sx, sy)}" stroke="{color}" '
+        c.add(f'<path class="mx-series" data-label={quoteattr(s.label)} d="{polyline(sx, sy, texts=texts)}" stroke="{color}" '
               f'stroke-width="{s.width * PT:.2f}"{DASH[s.dash]} fill="none"/>')
         if s.marker:
             c.add(f'<path class="mx-points" d="{_markers(s.marker, sx, sy)}" fill="{color}"/>')
@@ -398,7 +399,8 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
     if layers.marks:
         # above MAX_MARKERS calls a compaction whose drop is shorter than its marker is not marked: one at every
         # call (masking's) would merge into a band over the sent line, hiding it (the line shows those drops)
-        shown = [m for m in layers.marks if n <= MAX_MARKERS or py(m[1]) - py(m[2]) >= MARK_R]
+        shown = layers.marks if n <= MAX_MARKERS else [  # py(after) - py(before), inlined
+            m for m in layers.marks if (bottom - m[1] * yscale) - (bottom - m[2] * yscale) >= MARK_R]
         c.add("".join(f'<path d="M{px(call):.1f} {py(after):.1f}V{py(before):.1f}" stroke="{color}" '
                       f'stroke-opacity="0.8" stroke-width="{1.5 * PT:.2f}"/>'
                       for call, after, before, _, color in shown))
