@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from xml.sax.saxutils import quoteattr
 
 UNITS = 100.0  # glyph outlines are cached at this font size (SVG user units)
@@ -169,7 +170,7 @@ def polyline(xs: Sequence[float], ys: Sequence[float], *, texts: dict[float, str
 def step_mid(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
     """Points of a step line that changes half way between x positions (matplotlib's where="mid")."""
     if len(xs) == len(ys) > 1 and all(y == y for y in ys):  # no gap: each value twice, at the mids around it
-        mids = [(a + b) / 2 for a, b in zip(xs, xs[1:])]  # (xs[i - 1] + x) / 2, as the loop below computes it
+        mids = [(a + b) / 2 for a, b in pairwise(xs)]  # (xs[i - 1] + x) / 2, as the loop below computes it
         return [xs[0], *(m for mid in mids for m in (mid, mid)), xs[-1]], [y for y in ys for _ in (0, 1)]
     px: list[float] = []
     py: list[float] = []
