@@ -391,8 +391,8 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
         xs, ys = step_mid(layers.x, s.y) if s.step else (layers.x, s.y)
         sx = [left + (v - x0) * xscale for v in xs]
         sy = [bottom - v * yscale for v in ys]
-        c.add(f'<path class="mx-series" data-label={quoteattr(s.label)} d="{polyline(sx, sy, texts=texts)}" stroke="{color}" '
-              f'stroke-width="{s.width * PT:.2f}"{DASH[s.dash]} fill="none"/>')
+        c.add(f'<path class="mx-series" data-label={quoteattr(s.label)} d="{polyline(sx, sy, texts=texts)}" '
+              f'stroke="{color}" stroke-width="{s.width * PT:.2f}"{DASH[s.dash]} fill="none"/>')
         if s.marker:
             c.add(f'<path class="mx-points" d="{_markers(s.marker, sx, sy)}" fill="{color}"/>')
         legend.append((_legend_line(s, color), s.label))
