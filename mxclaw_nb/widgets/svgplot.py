@@ -149,10 +149,15 @@ def polyline(xs: Sequence[float], ys: Sequence[float], *, texts: dict[float, str
     """SVG path data through the points (xs[i], ys[i]), broken where a point is missing (NaN).
 
     A step line repeats most coordinates (each x twice, y for a whole run), and lines of one plot share their x:
-    each distinct coordinate is formatted once (`texts`: the formatted ones, shared by the lines of a plot)."""
+    there each distinct coordinate is formatted once (`texts`: the formatted ones, shared by a plot's lines)."""
+    if len(xs) != len(ys):
+        raise ValueError(f"polyline needs as many ys as xs, got {len(ys)} and {len(xs)}")
+    if (xs and len(set(ys)) * 4 > len(ys)  # a data line: its points mostly distinct, nothing to share
+            and not any(map(math.isnan, xs)) and not any(map(math.isnan, ys))):  # and no gap: one run
+        return "M" + "L".join(map("%.1f %.1f".__mod__, zip(xs, ys, strict=True)))
+    texts = {} if texts is None else texts
     out: list[str] = []
     pen_down = False
-    texts = {} if texts is None else texts
     for x, y in zip(xs, ys, strict=True):
         if y != y or x != x:  # NaN
             pen_down = False

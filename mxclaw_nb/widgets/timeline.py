@@ -26,6 +26,7 @@ from typing import Any
 from xml.sax.saxutils import quoteattr
 
 import ipywidgets as widgets
+import numpy as np
 import pandas as pd
 from matplotlib import rc_context
 from matplotlib.figure import Figure
@@ -51,6 +52,7 @@ from mxclaw_nb.widgets.style import (
 )
 from mxclaw_nb.widgets.svgplot import Canvas, nice_ticks, polyline, step_mid, text_width
 
+STR = pd.StringDtype(na_value=math.nan)  # pandas' default text dtype (missing: NaN)
 INK = "#010203"  # drawn in this colour, then replaced by currentColor in the SVG
 
 NEEDED = ("turn", "estimate_tokens")
@@ -75,11 +77,10 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     # S4: each step only when it changes something (a replay's 500 calls: no summary call, in order, no retry)
     df = requests.copy(deep=False)  # copy-on-write: the caller's frame is never changed
     summary = df["purpose"] == SUMMARY_CALL if "purpose" in df.columns else None
+    summaries = None
     if summary is not None and summary.any():
         summaries = df[summary]
         df = df.drop(summaries.index)  # C11: summary calls are not the turn's calls; drawn as their own markers
-    else:
-        summaries = df.iloc[:0]
     order = [c for c in ("seq",) if c in df.columns] or [c for c in ("turn", "iteration") if c in df.columns]
     if not (order == ["seq"] and df["seq"].is_monotonic_increasing):  # a stable sort of sorted rows: no change
         df = df.sort_values(order, kind="stable")
@@ -93,14 +94,18 @@ def timeline_frame(requests: pd.DataFrame) -> pd.DataFrame:
     if "stage" not in df.columns:
         df["stage"] = "unchanged"
     if "retry" in df.columns:  # a C9 retry shows its own stage
-        retry = df["retry"].fillna(False).astype(bool)
+        retry = df["retry"] if df["retry"].dtype == bool else df["retry"].fillna(False).astype(bool)
         if retry.any():
             df.loc[retry, "stage"] = "prompt_too_long_retry"
     df["call"] = range(1, len(df) + 1)
-    df["compacted"] = df["stage"].fillna("unchanged") != "unchanged"
+    stage = df["stage"]
+    if stage.dtype == STR:  # text with NaN for missing (pandas' default): a missing stage is unchanged
+        df["compacted"] = np.array([s == s and s != "unchanged" for s in stage.tolist()], dtype=bool)
+    else:
+        df["compacted"] = stage.fillna("unchanged") != "unchanged"
     if "cache_decision" not in df.columns and "extra" in df.columns:  # E4: a stored record's `extra.cache_decision`
         df["cache_decision"] = [None if e is None else _decision(e) for e in df["extra"].tolist()]
-    df.attrs["summary_calls"] = _summary_calls(df, summaries) if len(summaries) else []
+    df.attrs["summary_calls"] = _summary_calls(df, summaries) if summaries is not None else []
     return df
 
 
@@ -219,7 +224,7 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
     est_y = _floats(estimated)
     if _known(est_y) and not estimated.equals(sent):
         series.append(Series("same request, C1 tokens (est.)", est_y, "#5c8bd6", ":", width=1.0))
-    sent_known = not any(v != v for v in sent_y)
+    sent_known = not any(map(math.isnan, sent_y))
     for col, color, label in (("calibrated_tokens", "#ab47bc", "calibrated"),
                               ("prompt_tokens_reported", "#00a88f", "reported by the provider")):
         if df[col].isna().all():  # nothing known (most replays: no calibrated or reported count)
@@ -241,21 +246,20 @@ def timeline_layers(df: pd.DataFrame, title: str = "prompt tokens per model call
             series.append(Series(label, ys, color, ":" if col == "window_tokens" else "-", step=True, width=1.0))
     turns = df["turn"].tolist()
     starts = [i for i in range(1, len(turns)) if turns[i] != turns[i - 1]]
-    calls = [int(c) for c in df["call"].tolist()]
+    calls = df["call"].tolist() if df["call"].dtype == np.int64 else [int(c) for c in df["call"]]
     compacted = df["compacted"].to_numpy(dtype=bool).tolist()
     marks = []
     if any(compacted):
         # the marker sits where compaction was decided (tokens before, over the threshold), the line
         # runs down to what was sent
-        stages = df["stage"].tolist()
-        before = _floats(_num(df["before_tokens"]))
-        marks = [(calls[i], sent_y[i], before[i] if before[i] == before[i] else sent_y[i], str(stages[i]),
-                  STAGE_COLORS.get(stages[i], "#999")) for i, c in enumerate(compacted) if c]
+        marks = [(c, a, b if b == b else a, str(s), STAGE_COLORS.get(s, "#999"))
+                 for c, a, b, s, k in zip(calls, sent_y, _floats(_num(df["before_tokens"])), df["stage"].tolist(),
+                                          compacted, strict=True) if k]
     present = {m[3] for m in marks}
     kept_warm: list[tuple[int, float]] = []
     if "cache_decision" in df.columns:  # E4: the calls a cache-aware strategy sent with the warm prefix kept
-        deferred = (df["cache_decision"] == "deferred").fillna(False).to_numpy(dtype=bool).tolist()
-        kept_warm = [(c, y) for c, y, d in zip(calls, sent_y, deferred, strict=True) if d]
+        kept_warm = [(c, y) for c, y, d in zip(calls, sent_y, df["cache_decision"].tolist(), strict=True)
+                     if isinstance(d, str) and d == "deferred"]
     return Layers(x=calls, series=series, boundaries=[i + 0.5 for i in starts], marks=marks,
                   stages=[s for s in ALL_STAGES if s in present],
                   turn_labels=spaced_turn_labels(calls, [turns[i] for i in (0, *starts)], [0, *starts]),
@@ -284,7 +288,7 @@ def _floats(series: pd.Series) -> list[float]:
 
 def _known(values: list[float]) -> bool:
     """Any value not missing (not NaN)."""
-    return any(v == v for v in values)
+    return not all(map(math.isnan, values))
 
 
 def _draw(df: pd.DataFrame, title: str, ink: str) -> Figure:
