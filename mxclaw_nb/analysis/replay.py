@@ -754,4 +754,4 @@ def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
             data[c] = cols[c]
         else:  # the template's value on every row; all None is an object column (as pandas infers it)
             data[c] = np.full(n, None, dtype=object) if template[c] is None else [template[c]] * n
-    return pd.DataFrame(data, columns=columns)
+    return pd.DataFrame(data, columns=columns, copy=False)  # the arrays are this frame's alone
