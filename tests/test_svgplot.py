@@ -72,6 +72,50 @@ def test_n2_polyline_breaks_at_missing_points() -> None:
     assert polyline([1], [math.nan]) == ""
 
 
+def _polyline_by_points(xs: list[float], ys: list[float]) -> str:
+    """The path's definition, point by point: `M` after a gap (NaN), `L` after a point, one decimal."""
+    out, pen_down = [], False
+    for x, y in zip(xs, ys, strict=True):
+        if math.isnan(x) or math.isnan(y):
+            pen_down = False
+            continue
+        out.append(f"{'L' if pen_down else 'M'}{x:.1f} {y:.1f}")
+        pen_down = True
+    return "".join(out)
+
+
+coordinate = st.one_of(st.floats(-1e4, 1e4), st.sampled_from([0.0, -0.0, 0.05, -0.05, 0.25, 12.35, math.nan]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(points=st.lists(st.tuples(coordinate, coordinate), max_size=40), steps=st.booleans())
+def test_n2_polyline_is_the_point_by_point_path(points: list[tuple[float, float]], steps: bool) -> None:
+    """N2: polyline's quicker ways (one formatting pass over a gapless data line; each repeated coordinate formatted
+    once, shared by the lines of one plot) write the path the point-by-point definition writes, 0.0 and -0.0
+    apart, gaps included."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if steps:  # a step line: each point twice, as step_mid makes them
+        xs, ys = [x for x in xs for _ in (0, 1)], [y for y in ys for _ in (0, 1)]
+    shared: dict[float, str] = {}
+    for _ in range(2):  # the second time every coordinate is already formatted
+        assert polyline(xs, ys, texts=shared) == polyline(xs, ys) == _polyline_by_points(xs, ys)
+    with pytest.raises(ValueError, match="as many"):
+        polyline([*xs, 1.0], ys)
+
+
+@settings(max_examples=200, deadline=None)
+@given(xs=st.lists(st.floats(-1e4, 1e4), min_size=1, max_size=30, unique=True),
+       ys=st.lists(st.sampled_from([1.0, 2.5, 7.0, math.nan]), min_size=30, max_size=30))
+def test_n2_step_mid_is_matplotlibs_mid_step_with_and_without_gaps(xs: list[float], ys: list[float]) -> None:
+    xs, ys = sorted(xs), ys[:len(xs)]
+    sx, sy = step_mid(xs, ys)
+    if not any(math.isnan(y) for y in ys):  # gapless: matplotlib's own mid step, value for value
+        mx, my = pts_to_midstep(np.array(xs), np.array(ys))
+        assert sx == list(mx) and sy == list(my)
+    assert len(sx) == len(sy) == sum(1 if math.isnan(y) else 2 for y in ys)
+    assert [y for y in sy if not math.isnan(y)] == [y for y in ys if not math.isnan(y) for _ in (0, 1)]
+
+
 def test_n2_text_is_glyph_outlines_not_text_elements() -> None:
     c = Canvas(200, 50)
     c.text("turn 1 → 中", 10, 20, 10)

@@ -287,6 +287,27 @@ def test_c10_timeline_lines_markers_and_turns():
         TokenTimeline()
 
 
+def test_c10_timeline_frame_of_rows_in_any_order_is_the_frame_of_the_ordered_rows():
+    """C10/S4: timeline_frame skips the steps that change nothing (sorting sorted rows, renumbering a 0..n-1 index,
+    marking retries when there is none); rows in another order and under another index give the same frame, a
+    C9 retry shows its own stage, and the caller's frame is left as it was."""
+    from mxclaw_nb.widgets.timeline import timeline_frame
+
+    views, turns = _replay()
+    df = requests_from_views(views, turns)
+    kept = df.copy(deep=True)
+    want = timeline_frame(df)
+    assert isinstance(want.index, pd.RangeIndex) and want["call"].tolist() == list(range(1, len(df) + 1))
+    shuffled = df.sample(frac=1, random_state=3).set_axis([f"r{i}" for i in range(len(df))])
+    pd.testing.assert_frame_equal(timeline_frame(shuffled), want)
+    retried = df.copy()
+    retried.loc[2, "retry"] = True
+    stages = timeline_frame(retried)["stage"].tolist()
+    assert stages[2] == "prompt_too_long_retry" and stages[:2] + stages[3:] == want["stage"].tolist()[:2] + \
+        want["stage"].tolist()[3:]
+    pd.testing.assert_frame_equal(df, kept)  # nothing added to the caller's frame
+
+
 def test_n1_the_session_browser_shows_ids_that_resume(tmp_path):
     """N1: the browser's table, list and text show each id as `%agent sessions` does: 8 characters, more where two
     share them (imported ids start with `imp-`), so every shown id resumes its own session."""
@@ -664,3 +685,95 @@ def test_n6_the_live_gauge_folds_its_layer_table_so_the_log_stays_in_view():
     assert "<details class=\"mx-legend\"" not in alone._html.value
     for html in (live._html.value, alone._html.value):
         assert "request view (sent)" in html and "threshold" in html
+
+
+@pytest.fixture(scope="module")
+def every_kind_of_call(tau_views, tmp_path_factory) -> list:
+    """CallData of live views (worked example, K1 kernel tools, real tau-bench calls, a replay's calls under each
+    strategy) and of the calls of a real agent session read back from DuckDB with their stored transcript (N3:
+    transcript-relative rows, with a `by call` column)."""
+    from mxclaw_nb import Agent
+    from mxclaw_nb.analysis.replay import replay_messages
+    from mxclaw_nb.context.strategies import strategy_from
+    from mxclaw_nb.demo.server import TestServer
+    from mxclaw_nb.widgets.data import from_request, from_view
+    from tests.test_lab import long_session
+
+    kernel = ContextPolicy(context_window_tokens=6_000, keep_recent_tokens=150)
+    views = [build_request_view(worked_example(), POLICY), *tau_views, build_request_view(_kernel_transcript(), kernel)]
+    for name in ("article", "masking", "clearing"):
+        replayed: list = []
+        replay_messages(long_session(60), ContextPolicy(6_000, 0.8, 800, strategy=strategy_from(name)), facts=False,
+                        views=replayed)
+        views += [replayed[0], replayed[len(replayed) // 2], replayed[-1]]
+    tmp = tmp_path_factory.mktemp("kinds")
+    (tmp / "ws").mkdir()
+    (tmp / "ws" / "big.txt").write_text("x 数据\n" * 1_500, encoding="utf-8")
+    with TestServer() as server:
+        for _ in range(4):
+            server.enqueue_tool_calls([("read_file", {"path": "big.txt"})])
+        server.enqueue_text("read it all")
+        agent = Agent(workspace=tmp / "ws", db=str(tmp / "k.duckdb"), base_url=server.base_url, api_key="k",
+                      model="test-model", home=tmp / "home", approval="allow", context_window_tokens=4_000,
+                      keep_recent_tokens=1_000, counter="estimate")
+        assert agent.run("read big.txt four times").status == "ok"
+    stored = agent.store.requests(agent.session_id)
+    transcript = agent.store.load_transcript(agent.session_id)
+    out = [from_view(v) for v in views] + [from_request(stored.iloc[i], transcript) for i in range(len(stored))]
+    agent.store.close()
+    assert any(d.transcript_relative for d in out) and any(not d.transcript_relative for d in out)
+    return out
+
+
+def test_s4_the_static_inspector_reads_the_rows_it_shows_as_the_frames_hold_them(every_kind_of_call):
+    """N2, S4: the inspector's static HTML (the policy lab redraws it at each call-slider move) reads the dozen rows it
+    shows, the counts and the filter choices from the call's records instead of building the before/after frames of
+    every row; what it reads is what the frames hold: the same columns, the same table HTML at every cap, the same
+    role and action choices, and the static HTML holds the table of the public frames."""
+    from mxclaw_nb.widgets.data import after_frame, before_frame, table_choices, table_columns, table_rows
+    from mxclaw_nb.widgets.inspector import frame_html, rows_html
+    from mxclaw_nb.widgets.style import unit_label
+
+    for data in every_kind_of_call:
+        frames = {"before": before_frame(data), "after": after_frame(data)}
+        for which, df in frames.items():
+            assert table_columns(data, which) == list(df.columns)
+            for cap in (1, 12, len(df) + 1):
+                assert rows_html(table_columns(data, which), table_rows(data, which, cap),
+                                 total=len(df)) == frame_html(df, max_rows=cap)
+        both = pd.concat([frames["before"][["role", "action"]], frames["after"][["role", "action"]]])
+        assert table_choices(data) == {"role": sorted({str(v) for v in both["role"].dropna()}),
+                                       "action": [a for a in ACTIONS if a in set(both["action"])]}
+        insp = CompactionInspector(data, max_rows=12)
+        html = insp.to_html()
+        for which in frames:
+            table = frame_html(getattr(insp, f"{which}_df"), max_rows=12, unit=unit_label(data.row_counter),
+                               full_text=lambda rec, w=which, i=insp: i.full_text(w, rec))
+            assert table in html
+    with pytest.raises(ValueError, match="before' or 'after"):
+        table_rows(data, "sent")
+
+
+def test_s4_layer_split_finds_each_rows_layer_as_message_layer_does(every_kind_of_call):
+    """S4: the gauge's split looks a non-system row's layer up once per role and tool; every row still lands in the
+    layer `message_layer` gives its message (a system row by its text, a summary row in summaries, K1 kernel
+    outputs by tool name)."""
+    from mxclaw_nb.context import message_layer
+    from mxclaw_nb.widgets.data import layer_split
+
+    def layer(rec: dict) -> str:
+        if rec.get("action") == "summary":
+            return "summaries"
+        tool = rec.get("tool_name")
+        return message_layer({"role": rec.get("role"), "content": str(rec.get("preview") or "")},
+                             None if tool is None else str(tool))
+
+    seen: set[str] = set()
+    for data in every_kind_of_call:
+        for rows, key in ((data.after, "tokens"), (data.before, "tokens_before"), (data.before, "tokens_after")):
+            want = dict.fromkeys(LAYERS, 0)
+            for rec in rows:
+                want[layer(rec)] += int(rec.get(key) or 0)
+            assert layer_split(rows, key) == want
+            seen |= {k for k, v in want.items() if v}
+    assert {"system prompt", "user input", "tool results", "kernel outputs", "summaries"} <= seen
