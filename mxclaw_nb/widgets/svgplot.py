@@ -152,10 +152,14 @@ def polyline(xs: Sequence[float], ys: Sequence[float], *, texts: dict[float, str
     there each distinct coordinate is formatted once (`texts`: the formatted ones, shared by a plot's lines)."""
     if len(xs) != len(ys):
         raise ValueError(f"polyline needs as many ys as xs, got {len(ys)} and {len(xs)}")
-    if (xs and len(set(ys)) * 4 > len(ys)  # a data line: its points mostly distinct, nothing to share
-            and not any(map(math.isnan, xs)) and not any(map(math.isnan, ys))):  # and no gap: one run
-        return "M" + "L".join(map("%.1f %.1f".__mod__, zip(xs, ys, strict=True)))
     texts = {} if texts is None else texts
+    if xs and not any(map(math.isnan, xs)) and not any(map(math.isnan, ys)):  # no gap: one run
+        if len(set(ys)) * 4 > len(ys):  # a data line: its points mostly distinct, nothing to share
+            return "M" + "L".join(map("%.1f %.1f".__mod__, zip(xs, ys, strict=True)))
+        get = texts.get  # 0.0 and -0.0 are one key but two texts: a zero is formatted each time
+        tx = [t if (t := get(v)) is not None and v else _fixed(texts, v) for v in xs]
+        ty = [t if (t := get(v)) is not None and v else _fixed(texts, v) for v in ys]
+        return "M" + "L".join(map(" ".join, zip(tx, ty, strict=True)))
     out: list[str] = []
     pen_down = False
     for x, y in zip(xs, ys, strict=True):
@@ -172,11 +176,21 @@ def polyline(xs: Sequence[float], ys: Sequence[float], *, texts: dict[float, str
     return "".join(out)
 
 
+def _fixed(texts: dict[float, str], v: float) -> str:
+    """f"{v:.1f}", kept in `texts`."""
+    t = texts[v] = f"{v:.1f}"
+    return t
+
+
 def step_mid(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
     """Points of a step line that changes half way between x positions (matplotlib's where="mid")."""
-    if len(xs) == len(ys) > 1 and all(y == y for y in ys):  # no gap: each value twice, at the mids around it
+    n = len(xs)
+    if n == len(ys) > 1 and not any(map(math.isnan, ys)):  # no gap: each value twice, at the mids around it
         mids = [(a + b) / 2 for a, b in pairwise(xs)]  # (xs[i - 1] + x) / 2, as the loop below computes it
-        return [xs[0], *(m for mid in mids for m in (mid, mid)), xs[-1]], [y for y in ys for _ in (0, 1)]
+        px, py = [0.0] * (2 * n), [0.0] * (2 * n)
+        px[0], px[-1], px[1:-1:2], px[2:-1:2] = xs[0], xs[-1], mids, mids
+        py[0::2] = py[1::2] = ys
+        return px, py
     px: list[float] = []
     py: list[float] = []
     last = len(xs) - 1
