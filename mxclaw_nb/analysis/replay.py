@@ -722,14 +722,15 @@ def rows_as_requests(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     counter = [str(r.get("counter") or "estimate") for r in rows]
     after = [int(r["after_tokens"]) for r in rows]
     estimate = [e if (e := r.get("estimate_tokens")).__class__ is int else opt_int(e) for r in rows]
-    cols = {"session_id": [str(r["session_id"]) for r in rows], "seq": [int(r["call"]) - 1 for r in rows],
-            "turn": [int(r["turn"]) for r in rows], "iteration": iteration, "counter": counter,
-            "estimate_tokens": [e if e is not None else a if c == "estimate" else None
-                                for e, a, c in zip(estimate, after, counter, strict=True)],
-            "calibrated_tokens": [a if c == "calibrated" else None for a, c in zip(after, counter, strict=True)],
-            "before_tokens": [int(r["before_tokens"]) for r in rows], "after_tokens": after,
-            "threshold": [int(r["threshold"]) for r in rows], "window_tokens": [int(r["window"]) for r in rows],
-            "stage": [str(r["stage"]) for r in rows]}
+    cols: dict[str, list[Any]] = {
+        "session_id": [str(r["session_id"]) for r in rows], "seq": [int(r["call"]) - 1 for r in rows],
+        "turn": [int(r["turn"]) for r in rows], "iteration": iteration, "counter": counter,
+        "estimate_tokens": [e if e is not None else a if c == "estimate" else None
+                            for e, a, c in zip(estimate, after, counter, strict=True)],
+        "calibrated_tokens": [a if c == "calibrated" else None for a, c in zip(after, counter, strict=True)],
+        "before_tokens": [int(r["before_tokens"]) for r in rows], "after_tokens": after,
+        "threshold": [int(r["threshold"]) for r in rows], "window_tokens": [int(r["window"]) for r in rows],
+        "stage": [str(r["stage"]) for r in rows]}
     # the record a stored call would have (`mxclaw_nb.records.RequestRecord`): the first row's
     template = frame_row(RequestRecord(**{k: v[0] for k, v in cols.items()}))
     for key in ("counter", "stage"):  # as the codec writes them (a few distinct values)

@@ -157,9 +157,9 @@ def polyline(xs: Sequence[float], ys: Sequence[float], *, texts: dict[float, str
         if len(set(ys)) * 4 > len(ys):  # a data line: its points mostly distinct, nothing to share
             return "M" + "L".join(map("%.1f %.1f".__mod__, zip(xs, ys, strict=True)))
         get = texts.get  # 0.0 and -0.0 are one key but two texts: a zero is formatted each time
-        tx = [t if (t := get(v)) is not None and v else _fixed(texts, v) for v in xs]
-        ty = [t if (t := get(v)) is not None and v else _fixed(texts, v) for v in ys]
-        return "M" + "L".join(map(" ".join, zip(tx, ty, strict=True)))
+        x_texts = [t if (t := get(v)) is not None and v else _fixed(texts, v) for v in xs]
+        y_texts = [t if (t := get(v)) is not None and v else _fixed(texts, v) for v in ys]
+        return "M" + "L".join(map(" ".join, zip(x_texts, y_texts, strict=True)))
     out: list[str] = []
     pen_down = False
     for x, y in zip(xs, ys, strict=True):
@@ -187,10 +187,10 @@ def step_mid(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], lis
     n = len(xs)
     if n == len(ys) > 1 and not any(map(math.isnan, ys)):  # no gap: each value twice, at the mids around it
         mids = [(a + b) / 2 for a, b in pairwise(xs)]  # (xs[i - 1] + x) / 2, as the loop below computes it
-        px, py = [0.0] * (2 * n), [0.0] * (2 * n)
-        px[0], px[-1], px[1:-1:2], px[2:-1:2] = xs[0], xs[-1], mids, mids
-        py[0::2] = py[1::2] = ys
-        return px, py
+        points_x, points_y = [0.0] * (2 * n), [0.0] * (2 * n)
+        points_x[0], points_x[-1], points_x[1:-1:2], points_x[2:-1:2] = xs[0], xs[-1], mids, mids
+        points_y[0::2] = points_y[1::2] = ys
+        return points_x, points_y
     px: list[float] = []
     py: list[float] = []
     last = len(xs) - 1
