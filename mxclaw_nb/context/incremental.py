@@ -805,7 +805,13 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
     planned = Planned(range(m), mine, {}, sent, tokens, None)
     layout = _continued_layout(cache, trace, planned) if in_place else layout_of(planned)
     planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout)
-    resume, resume_step = _resume_point(mine, planned.sources)
+    first = appended[0] if appended else None
+    if isinstance(first, dict) and first.get("role") in _TOP_LEVEL_ROLES:
+        # the view is C4-repaired (its last block complete) and no tool result follows it: its plan is final, so
+        # the next build plans only `appended` (else from the last block, which a following result may join)
+        resume, resume_step = m, m
+    else:
+        resume, resume_step = _resume_point(mine, planned.sources)
     # the steps the view's strategy decided are the same steps here when sent in place (step k is position k)
     seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True,
                      settled=trace.settled if in_place else None)
