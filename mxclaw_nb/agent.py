@@ -211,6 +211,7 @@ class Agent:
         # E4: the previous call of each session in this process and the clock that says whether its prefix is
         # still cached (`clock`: seconds, time.time unless given; tests pass their own)
         self._cache_aware = LiveCacheAware(clock=clock or time.time)
+        self._told: set[tuple[str, str]] = set()  # L2: (session, note) said once per session (loop.TurnContext.told)
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
         # never leaves empty sessions behind; whether it is stored is checked on the first turn.
@@ -445,7 +446,7 @@ class Agent:
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.settings, self.summarize,
                               transcript=transcript, prefix=self._prefix, on_summary=on_summary,
-                              cache_aware=self._cache_aware)
+                              cache_aware=self._cache_aware, told=self._told)
             try:
                 result = run_turn(ctx, session_id, user, turn)
                 reentry.save(self.store, session_id, self._cache, self._sync_transcript())  # C7: for a restart

@@ -124,6 +124,8 @@ class TurnContext:
     prefix: dict[str, Any] = field(default_factory=dict)
     # E4: a cache-aware strategy's previous call per session and its clock (cache_live.LiveCacheAware); None: plain
     cache_aware: Any = None
+    # L2: (session, key) of the notes said once per session (`once` on a provider note); the Agent keeps it
+    told: set[tuple[str, str]] = field(default_factory=set)
 
 
 class TurnFailed(Exception):
@@ -441,9 +443,19 @@ def _completed(ctx: TurnContext, session_id: str, view: RequestView, completion:
                                           retry=retry, engine_ms=engine_ms), shared)
     if decision is not None:  # E4: kept with the call's record, as replay keeps it with its row
         record = replace(record, extra={**record.extra, "cache_decision": decision})
+    notes = getattr(completion, "notes", None) or ()
+    shaped = next((n["sent_shaped"] for n in notes if isinstance(n, dict) and n.get("sent_shaped")), None)
+    if shaped:  # L2, C10: the adapter reshaped what was sent (provider/shape.py): every record says how
+        record = replace(record, extra={**record.extra, "sent_shaped": shaped})
     ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
-    for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
-        _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
+    for note in notes:  # L2: the adapter's own account of a server quirk
+        payload = dict(note) if isinstance(note, dict) else {"note": note}
+        once = payload.pop("once", None)
+        if once is not None:  # said once per session (the record of every call keeps its figures)
+            if (session_id, once) in ctx.told:
+                continue
+            ctx.told.add((session_id, once))
+        _emit(ctx, session_id, "provider.note", payload, turn, it)
     ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
