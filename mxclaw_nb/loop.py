@@ -40,6 +40,7 @@ from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.settings import Settings
 from mxclaw_nb.summary_call import ask_summary  # C11: the summary call (replay's writer makes the same one)
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
+from mxclaw_nb.truncation import suspected_cut  # T3: a report of a prompt the server cut
 
 COMMIT_AFTER = 0.5  # L4: seconds an iteration's appends may wait for its one commit (Store.deferred)
 STORED_EVENTS = events.STORED  # kept for callers of the old name; the declarations live in events.py
@@ -447,7 +448,15 @@ def _completed(ctx: TurnContext, session_id: str, view: RequestView, completion:
     shaped = next((n["sent_shaped"] for n in notes if isinstance(n, dict) and n.get("sent_shaped")), None)
     if shaped:  # L2, C10: the adapter reshaped what was sent (provider/shape.py): every record says how
         record = replace(record, extra={**record.extra, "sent_shaped": shaped})
-    ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
+    reported = getattr(usage, "prompt_tokens", None) if usage else None
+    cut = suspected_cut(view, reported)
+    if cut is None:
+        ctx.on_usage(view.messages, reported)  # T3: the calibration learns from a report of the whole request
+    else:  # T3: a report of a cut prompt (Ollama past num_ctx) is kept as reported, never learned from
+        record = replace(record, extra={**record.extra, "prompt_cut": {"reported": cut.reported, "least": cut.least}})
+        if (session_id, "prompt_cut") not in ctx.told:
+            ctx.told.add((session_id, "prompt_cut"))
+            _emit(ctx, session_id, "provider.note", cut.payload(ctx.provider.base_url), turn, it)
     for note in notes:  # L2: the adapter's own account of a server quirk
         payload = dict(note) if isinstance(note, dict) else {"note": note}
         once = payload.pop("once", None)

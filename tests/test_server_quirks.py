@@ -37,7 +37,7 @@ ANSWER = "a.txt says alpha, b.txt says beta."
 REASONING = "Both files are small; read them, then answer."
 CALLS = [("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"})]
 LOOKING = "Reading both files."
-TEXT_USAGE, CALL_USAGE = (100, 7), (200, 20)
+TEXT_USAGE, CALL_USAGE = (1_900, 7), (1_800, 20)  # T3: about what a turn's requests hold (far under: a cut)
 
 # What the user gets where it is not the reported figures: the usage each quirk leaves (None: no report, T3).
 NO_USAGE = {"usage_zeros", "usage_total_only"}
@@ -376,7 +376,7 @@ def test_a_whole_turn_against_a_quirky_server(name: str, quirky_server: TestServ
     """L1, L7, T3 end to end: the stored messages, the request records' usage, a clean end, nothing lost."""
     srv, quirks = quirky_server, _quirks(name)
     agent = _agent(srv, tmp_path)
-    srv.enqueue_text("ready", usage=(50, 1))
+    srv.enqueue_text("ready", usage=(1_700, 1))
     assert agent.run("warm up").text == "ready"
     before = stored_rows(agent)
     srv.quirks = quirks

@@ -123,10 +123,32 @@ def _needs_shape(m: dict[str, Any]) -> bool:
     return False
 
 
+def _first_to_shape(messages: list[dict[str, Any]]) -> int | None:
+    """The position of the first message OpenAI would refuse, or None. The usual message (text content, no name,
+    a short id, valid call names) is passed by a few attribute tests: this runs over every message of every call."""
+    ok_names, limit, str_ = _NAMES_OK, MAX_CALL_ID, str
+    for k, m in enumerate(messages):
+        if m.get("content").__class__ is str_ and "name" not in m:
+            calls = m.get("tool_calls")
+            if calls is None:
+                tcid = m.get("tool_call_id")
+                if tcid is None or (tcid.__class__ is str_ and len(tcid) <= limit):
+                    continue
+            elif calls.__class__ is list and len(calls) == 1:  # the usual call: one per message
+                call = calls[0]
+                fn = call.get("function") if call.__class__ is dict else None
+                cid = call.get("id") if fn.__class__ is dict else None
+                if cid.__class__ is str_ and len(cid) <= limit and fn["name"] in ok_names:  # type: ignore[index]
+                    continue
+        if _needs_shape(m):
+            return k
+    return None
+
+
 def shape_history(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Shaped | None]:
     """`messages` (in sent form) as OpenAI takes them, and what was changed; the same list and None when nothing
     needed it (the usual case: one pass, no copy)."""
-    first = next((k for k, m in enumerate(messages) if _needs_shape(m)), None)
+    first = _first_to_shape(messages)
     if first is None:
         return messages, None
     shaped = Shaped()
@@ -161,7 +183,7 @@ def _image_words(part: dict[str, Any]) -> str:
 def _shaped(m: dict[str, Any], shaped: Shaped, pending: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(m)
     content = m.get("content")
-    if m.get("role") != "user" and _has_image(content):
+    if m.get("role") != "user" and isinstance(content, list) and _has_image(content):
         texts = []
         for part in content:
             if isinstance(part, dict) and part.get("type") in _IMAGE_TYPES:
