@@ -69,11 +69,8 @@ def suspected_cut(view: Any, reported: int | None) -> Cut | None:
 def cut_note(cut: Cut, base_url: str) -> str:
     """One paragraph: what was seen, what it probably means, what to do."""
     return (f"The provider at {base_url} reported {cut.reported:,} prompt tokens for a request of about "
-            f"{cut.estimate:,} (est.; at least {cut.least:,} by the most generous count): the server probably cut the "
-            "prompt to its context length without saying so, as Ollama does past num_ctx, so the model did not see "
-            "the start of the conversation (system prompt, tool definitions, early turns). Raise the server's "
-            "context (Ollama: OLLAMA_CONTEXT_LENGTH=32768 before `ollama serve`, or `PARAMETER num_ctx 32768` in a "
-            "Modelfile), or lower this session's window to what the server keeps (%agent config "
-            "context_window_tokens=4096, Agent(context_window_tokens=...)) so compaction keeps the prompt under it. "
-            "The reported figure is kept as reported and not used to calibrate token counts (T3). Said once per "
-            "session; every such call's request record says `prompt_cut`.")
+            f"{cut.estimate:,} (est.): the server probably cut the prompt to its context length, as Ollama does past "
+            "num_ctx, so the model did not see its start (system prompt, tool definitions, early turns). Raise the "
+            "server's context (Ollama: OLLAMA_CONTEXT_LENGTH=32768, or PARAMETER num_ctx 32768 in a Modelfile) or "
+            "lower the window to what it keeps (%agent config context_window_tokens=4096). Such reports are not "
+            "used to calibrate token counts (T3); each such call's record says `prompt_cut`.")
