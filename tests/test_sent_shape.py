@@ -12,6 +12,7 @@ client over HTTP to the test server.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import urllib.error
 import urllib.request
@@ -183,3 +184,66 @@ def test_shaping_leaves_an_ordinary_history_as_it_is() -> None:
         {"role": "tool", "tool_call_id": "call_1", "name": "read_file", "content": "x"}]
     out, shaped = shape_history(history)
     assert out is history and shaped is None
+
+
+def test_a_codex_tool_block_with_an_image_keeps_its_results_together(tmp_path: Path) -> None:
+    """L2, C4: a Codex rollout whose assistant called two tools at once, the first returning a screenshot (an MCP
+    tool's content items): the image goes after BOTH results (a user message inside the tool block would orphan the
+    second result), and each result still follows its call."""
+    from mxclaw_nb.analysis import import_codex
+
+    lines = [
+        {"type": "session_meta", "payload": {"id": "shot-1", "cwd": "/nowhere"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                              "content": [{"type": "input_text", "text": "screenshot and list"}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "screenshot", "arguments": "{}",
+                                              "call_id": "c1"}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell",
+                                              "arguments": '{"command": ["ls"]}', "call_id": "c2"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "captured 1 window"}, {"type": "input_image", "image_url": IMAGE_URL}]}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2", "output": "a.txt"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                              "content": [{"type": "output_text", "text": "One window; a.txt."}]}},
+    ]
+    path = tmp_path / "rollout-shot.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    store = Store(str(tmp_path / "s.duckdb"))
+    sid = import_codex(store, path, progress=False).sessions[0]
+    with TestServer(quirks={"openai_history_rules"}) as srv:
+        srv.enqueue_text("The window shows a.txt.")
+        agent = resumed(store, sid, srv, tmp_path)
+        assert agent.run("what was in the window?").text == "The window shows a.txt."
+        sent = srv.requests[-1]["messages"]
+    roles = [m["role"] for m in sent]
+    at = roles.index("tool")
+    assert roles[at - 1: at + 4] == ["assistant", "tool", "tool", "user", "assistant"], roles
+    assert [m["tool_call_id"] for m in sent[at: at + 2]] == ["c1", "c2"]
+    assert sent[at + 2]["content"][1] == {"type": "image_url", "image_url": {"url": IMAGE_URL}}
+    assert sent[at]["content"].startswith("captured 1 window") and "image/png" in sent[at]["content"]
+
+
+@pytest.mark.parametrize(("message", "words"), [
+    ({"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": IMAGE_URL}}]},
+     "Image URLs are only allowed for messages with role 'user'"),
+    ({"role": "user", "name": "a.b", "content": "x"}, "'messages[0].name': string does not match pattern"),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "x" * 41, "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+     "string too long. Expected a string with maximum length 40, but got a string with length 41 instead."),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "mcp.fetch", "arguments": "{}"}}]},
+     "'messages[0].tool_calls[0].function.name': string does not match pattern"),
+], ids=["image", "name", "call-id", "function-name"])
+def test_each_shape_is_refused_alone_and_shaped_alone(message: dict[str, Any], words: str) -> None:
+    """L2: the quirk refuses each shape on its own (OpenAI's wording), and the shaped history passes it."""
+    from mxclaw_nb.demo.quirks import QUIRKS
+    from mxclaw_nb.provider.shape import shape_history
+
+    reject = QUIRKS["openai_history_rules"].reject
+    assert reject is not None
+    refusal = reject({"messages": [message]})
+    assert isinstance(refusal, tuple) and words in refusal[0]
+    before = copy.deepcopy(message)
+    shaped, what = shape_history([message])
+    assert what is not None and reject({"messages": shaped}) is None
+    assert message == before  # S2: the input (a stored row's sent form) is not changed in place
