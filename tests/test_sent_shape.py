@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -247,3 +248,72 @@ def test_each_shape_is_refused_alone_and_shaped_alone(message: dict[str, Any], w
     shaped, what = shape_history([message])
     assert what is not None and reject({"messages": shaped}) is None
     assert message == before  # S2: the input (a stored row's sent form) is not changed in place
+
+
+# -- a property over random histories ----------------------------------------------------------------------------------
+
+def _histories() -> Any:
+    from hypothesis import strategies as st
+
+    image = st.just({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    text = st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=8))
+    content = st.one_of(st.text(max_size=8), st.lists(st.one_of(text, image), min_size=1, max_size=3))
+    name = st.one_of(st.none(), st.sampled_from(["ok_name", "Ana Lima", "张三", "a.b", "", "x" * 70]))
+    call_id = st.sampled_from(["c1", "call_" + "9" * 40, "toolu_vrtx_" + "7" * 50])
+    fname = st.sampled_from(["read_file", "mcp.fetch", "", "a b"])
+
+    @st.composite
+    def block(draw: Any) -> list[dict[str, Any]]:
+        role = draw(st.sampled_from(["system", "user", "assistant", "tool-block"]))
+        if role != "tool-block":
+            m: dict[str, Any] = {"role": role, "content": draw(content)}
+            if (n := draw(name)) is not None:
+                m["name"] = n
+            return [m]
+        ids = draw(st.lists(call_id, min_size=1, max_size=3, unique=True))
+        calls = [{"id": i, "type": "function", "function": {"name": draw(fname), "arguments": "{}"}} for i in ids]
+        return [{"role": "assistant", "content": None, "tool_calls": calls},
+                *({"role": "tool", "tool_call_id": i, "content": draw(content)} for i in ids)]
+
+    return st.lists(block(), max_size=6).map(lambda blocks: [m for b in blocks for m in b])
+
+
+def test_shaping_any_history_gives_what_openai_takes_and_keeps_every_pairing() -> None:
+    """L2, C4, C1 (Hypothesis): whatever the history, the shaped one passes OpenAI's checks; every tool result still
+    follows its call block with the same (mapped) id; no image is lost (each is sent once, in a user message); the
+    text of every message is kept; shaping twice changes nothing more; the input is not changed in place."""
+    from hypothesis import HealthCheck, given, settings
+
+    from mxclaw_nb.demo.quirks import QUIRKS
+    from mxclaw_nb.messages import content_text, image_count
+    from mxclaw_nb.provider.shape import shape_history
+
+    reject = QUIRKS["openai_history_rules"].reject
+    assert reject is not None
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_histories())
+    def check(history: list[dict[str, Any]]) -> None:
+        before = copy.deepcopy(history)
+        shaped, what = shape_history(history)
+        assert history == before
+        assert reject({"messages": shaped}) is None
+        assert sum(image_count(m.get("content")) for m in shaped) == sum(
+            image_count(m.get("content")) for m in history)
+        assert all(image_count(m.get("content")) == 0 for m in shaped if m["role"] != "user")
+        originals = [m for m in shaped if not (isinstance(m.get("content"), list) and m["content"]
+                                               and m["content"][0].get("text", "").startswith("[images from"))]
+        assert len(originals) == len(history)
+        for old, new in zip(history, originals, strict=True):  # the text as it was, an image's line in its place
+            kept = re.sub(r"\n\[image: [^\n]*; sent in the next user message\]\n", "", content_text(new["content"]))
+            assert new["role"] == old["role"] and kept == content_text(old.get("content"))
+        for k, m in enumerate(shaped):  # each tool block: the results right after their calls, ids as sent
+            if m.get("tool_calls"):
+                ids = [c["id"] for c in m["tool_calls"]]
+                results = shaped[k + 1: k + 1 + len(ids)]
+                assert [r.get("tool_call_id") for r in results] == ids
+        again, more = shape_history(shaped)
+        assert more is None and again is shaped
+        assert (what is None) == (shaped is history)
+
+    check()

@@ -192,7 +192,7 @@ def _shaped(m: dict[str, Any], shaped: Shaped, pending: list[dict[str, Any]]) ->
                 texts.append(f"\n[image: {_image_words(part)}; sent in the next user message]\n")
             elif isinstance(part, dict):
                 texts.append(str(part.get("text") or ""))
-        out["content"] = "".join(texts).strip("\n")
+        out["content"] = "".join(texts)  # the text as it was, each image's line where the image was
     if "name" in m and not _valid_name(m["name"]):
         fixed = _fixed_name(m["name"])
         if fixed:
