@@ -17,6 +17,7 @@ import pytest
 from mxclaw_nb import Agent
 from mxclaw_nb.demo.server import TestServer
 from mxclaw_nb.widgets.turnlog import TurnLog
+from tests.test_magics import env, ip, server  # noqa: F401 - fixtures
 
 # ~32k characters of ordinary text: about 8k tokens by C1 and by o200k alike, four times Ollama's old default context
 REPORT = "".join(f"Line {i}: the stock report for shelf {i % 17} counts {i * 7} units, checked on day {i % 31}.\n"
@@ -109,3 +110,23 @@ def test_images_and_cjk_do_not_look_like_a_cut() -> None:
     cjk = [{"role": "user", "content": "报告里的总数不对。" * 1500}]  # 13,500 CJK characters: 13,500 est.
     assert suspected_cut(build_request_view(cjk, ContextPolicy(200_000)), 7_000) is None  # ~0.5 token/char
     assert suspected_cut(build_request_view(cjk, ContextPolicy(200_000)), 2_048) is not None  # but not 0.15
+
+
+def test_a_settings_change_in_the_notebook_does_not_say_it_again(ip: Any, server: TestServer) -> None:  # noqa: F811
+    """N1, T3: `%agent config` rebuilds the Agent on the same session; the warning stays said once per session."""
+    from IPython.utils.capture import capture_output
+
+    from tests.test_magics import agent, magics
+
+    server.quirks = {"prompt_truncated"}
+    server.enqueue_text("Shelves 3, 7 and 11 hold the most.")
+    server.enqueue_text("Shelf 3 first.")
+    agent(ip, "config context_window_tokens=64000 approval=allow")
+    with capture_output() as first:
+        ip.run_cell_magic("agent", "", PROMPT)
+    assert "num_ctx" in first.stdout + str(first.outputs)
+    agent(ip, "config keep_recent_tokens=4000")  # a new Agent on the same session
+    with capture_output():
+        ip.run_cell_magic("agent", "", "which one first? " + prose(12))
+    sid = magics(ip).get_agent().session_id
+    assert len(warnings(magics(ip).get_agent())) == 1 and len(magics(ip).store().requests(sid)) == 2
