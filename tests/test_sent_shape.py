@@ -105,12 +105,16 @@ def test_an_imported_tool_result_with_an_image_is_sent_as_openai_takes_it(tmp_pa
     assert len(told) == 1, told  # once per session, not once per call
     assert "1 image" in told[0]["note"] and "stored transcript is unchanged" in told[0]["note"]
     assert all(e.get("sent_shaped", {}).get("images_moved") == 1 for e in extras(agent))  # every call's record
-    # C1: what is sent is estimated as the view was (the image still counts; only the short notes are added)
+    # C1: what is sent is estimated as the view was (the image still counts; only the short notes are added), and
+    # the record says by how much
     from mxclaw_nb.provider.shape import shape_history
 
     view = agent.dry_run()
-    shaped, _ = shape_history([m for m in view.messages])
-    assert 0 <= estimate_messages(shaped) - estimate_messages(view.messages) <= 60
+    shaped, what = shape_history(view.messages)
+    added = estimate_messages(shaped) - estimate_messages(view.messages)
+    assert what is not None and what.added_tokens == added and 0 < added <= 60
+    assert extras(agent)[-1]["sent_shaped"]["added_tokens_est"] == added
+    assert f"{added:+,} est. tokens" in told[0]["note"]
 
 
 def test_names_long_call_ids_and_dotted_function_names_from_an_export(tmp_path: Path) -> None:
@@ -148,8 +152,9 @@ def test_names_long_call_ids_and_dotted_function_names_from_an_export(tmp_path: 
     assert agent.store.load_transcript(sid)[: len(conv)] == conv  # S2
     told = notes(agent)
     assert len(told) == 1 and "Ana Lima" not in told[0]["note"]  # counts, not the people's names
-    assert extras(agent)[0]["sent_shaped"] == {"names_fixed": 1, "names_dropped": 1, "call_ids_shortened": 1,
-                                               "function_names_fixed": 1}
+    shaped = extras(agent)[0]["sent_shaped"]
+    assert shaped == {"names_fixed": 1, "names_dropped": 1, "call_ids_shortened": 1, "function_names_fixed": 1,
+                      "added_tokens_est": shaped["added_tokens_est"]} and shaped["added_tokens_est"] < 0  # shorter id
 
 
 def test_the_refusals_are_openais_own_400(tmp_path: Path) -> None:
@@ -284,6 +289,7 @@ def test_shaping_any_history_gives_what_openai_takes_and_keeps_every_pairing() -
     text of every message is kept; shaping twice changes nothing more; the input is not changed in place."""
     from hypothesis import HealthCheck, given, settings
 
+    from mxclaw_nb.context.tokens import estimate_sent
     from mxclaw_nb.demo.quirks import QUIRKS
     from mxclaw_nb.messages import content_text, image_count
     from mxclaw_nb.provider.shape import shape_history
@@ -312,6 +318,8 @@ def test_shaping_any_history_gives_what_openai_takes_and_keeps_every_pairing() -
                 ids = [c["id"] for c in m["tool_calls"]]
                 results = shaped[k + 1: k + 1 + len(ids)]
                 assert [r.get("tool_call_id") for r in results] == ids
+        if what is not None:  # C1: the record's figure is the estimate's own difference
+            assert what.added_tokens == sum(map(estimate_sent, shaped)) - sum(map(estimate_sent, history))
         again, more = shape_history(shaped)
         assert more is None and again is shaped
         assert (what is None) == (shaped is history)

@@ -368,8 +368,8 @@ class OpenAIProvider:
                 self._text_calls_shown = True  # L2: the live log says it once; every use is stored
             if self._shaped is not None:  # L2, C10: kept with every call's record; the loop says it once a session
                 counts = dict(self._shaped.counts)
-                completion.notes.append({"note": self._shaped.note(), "sent_shaped": counts,
-                                         "once": "sent_shaped:" + ",".join(sorted(counts))})
+                completion.notes.append({"note": self._shaped.note(), "once": "sent_shaped:" + ",".join(sorted(counts)),
+                                         "sent_shaped": {**counts, "added_tokens_est": self._shaped.added_tokens}})
             return completion
         except DeadlinePassed:
             raise self._deadline_error() from None

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from mxclaw_nb.context.tokens import estimate_sent
+
 __all__ = ["MAX_CALL_ID", "Shaped", "shape_history"]
 
 MAX_CALL_ID = 40  # OpenAI: "Expected a string with maximum length 40"
@@ -43,6 +45,9 @@ class Shaped:
     """What was reshaped in one request (counts only): the provider's note and the request record say it."""
 
     counts: dict[str, int] = field(default_factory=dict)
+    # C1: est. tokens of what is sent minus those of the request view (the notes and headers added, ids shortened;
+    # a moved image counts 2,000 where it went as where it was)
+    added_tokens: int = 0
 
     def add(self, what: str, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
@@ -69,8 +74,9 @@ class Shaped:
                         "with the other characters as _")
         return ("This session's history holds shapes OpenAI's Chat Completions API refuses (HTTP 400), as imported "
                 "sessions often do; the stored transcript is unchanged, and what is sent was reshaped: "
-                + "; ".join(said) + ". Token figures stay those of the request view (est.: an image still counts "
-                "2,000). Said once per session; every request record keeps these counts (`sent_shaped`).")
+                + "; ".join(said) + f". What is sent is {self.added_tokens:+,} est. tokens from the request view "
+                "(an image still counts 2,000). Said once per session; every request record keeps these counts "
+                "(`sent_shaped`).")
 
 
 def _valid_name(name: Any) -> bool:
@@ -156,16 +162,22 @@ def shape_history(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     pending: list[dict[str, Any]] = []  # image parts waiting for the end of their block
     for m in messages[first:]:
         if pending and m.get("role") != "tool":
-            out.append(_moved_images(pending))
+            out.append(_moved_images(pending, shaped))
             pending = []
-        out.append(_shaped(m, shaped, pending) if _needs_shape(m) else m)
+        if _needs_shape(m):
+            new = _shaped(m, shaped, pending)
+            shaped.added_tokens += estimate_sent(new) - estimate_sent(m)  # C1: only the changed messages counted
+            m = new
+        out.append(m)
     if pending:
-        out.append(_moved_images(pending))
+        out.append(_moved_images(pending, shaped))
     return out, shaped
 
 
-def _moved_images(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": MOVED_HEADER}, *parts]}
+def _moved_images(parts: list[dict[str, Any]], shaped: Shaped) -> dict[str, Any]:
+    moved = {"role": "user", "content": [{"type": "text", "text": MOVED_HEADER}, *parts]}
+    shaped.added_tokens += estimate_sent(moved)
+    return moved
 
 
 def _image_words(part: dict[str, Any]) -> str:
