@@ -444,31 +444,44 @@ def _completed(ctx: TurnContext, session_id: str, view: RequestView, completion:
                                           retry=retry, engine_ms=engine_ms), shared)
     if decision is not None:  # E4: kept with the call's record, as replay keeps it with its row
         record = replace(record, extra={**record.extra, "cache_decision": decision})
-    notes = getattr(completion, "notes", None) or ()
-    shaped = next((n["sent_shaped"] for n in notes if isinstance(n, dict) and n.get("sent_shaped")), None)
-    if shaped:  # L2, C10: the adapter reshaped what was sent (provider/shape.py): every record says how
-        record = replace(record, extra={**record.extra, "sent_shaped": shaped})
-    reported = getattr(usage, "prompt_tokens", None) if usage else None
-    cut = suspected_cut(view, reported)
-    if cut is None:
-        ctx.on_usage(view.messages, reported)  # T3: the calibration learns from a report of the whole request
-    else:  # T3: a report of a cut prompt (Ollama past num_ctx) is kept as reported, never learned from
-        record = replace(record, extra={**record.extra, "prompt_cut": {"reported": cut.reported, "least": cut.least}})
-        if (session_id, "prompt_cut") not in ctx.told:
-            ctx.told.add((session_id, "prompt_cut"))
-            _emit(ctx, session_id, "provider.note", cut.payload(ctx.provider.base_url), turn, it)
-    for note in notes:  # L2: the adapter's own account of a server quirk
-        payload = dict(note) if isinstance(note, dict) else {"note": note}
-        once = payload.pop("once", None)
-        if once is not None:  # said once per session (the record of every call keeps its figures)
-            if (session_id, once) in ctx.told:
-                continue
-            ctx.told.add((session_id, once))
-        _emit(ctx, session_id, "provider.note", payload, turn, it)
+    record = _learn_usage(ctx, session_id, view, usage, record, turn, it)
+    record = _provider_notes(ctx, session_id, getattr(completion, "notes", None) or (), record, turn, it)
     ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
         "latency_ms": latency, "record": record, "turn": turn, "iteration": it})
+    return record
+
+
+def _learn_usage(ctx: TurnContext, session_id: str, view: RequestView, usage: Any, record: RequestRecord,
+                 turn: int, it: int) -> RequestRecord:
+    """T3: the calibration learns from a report of the whole request; a report of a prompt the server cut (Ollama
+    past num_ctx: `truncation.suspected_cut`) is kept as reported, never learned from, and said once per session."""
+    reported = getattr(usage, "prompt_tokens", None) if usage else None
+    cut = suspected_cut(view, reported)
+    if cut is None:
+        ctx.on_usage(view.messages, reported)
+        return record
+    if (session_id, "prompt_cut") not in ctx.told:
+        ctx.told.add((session_id, "prompt_cut"))
+        _emit(ctx, session_id, "provider.note", cut.payload(ctx.provider.base_url), turn, it)
+    return replace(record, extra={**record.extra, "prompt_cut": {"reported": cut.reported, "least": cut.least}})
+
+
+def _provider_notes(ctx: TurnContext, session_id: str, notes: Any, record: RequestRecord, turn: int, it: int
+                    ) -> RequestRecord:
+    """L2: the adapter's own account of a server quirk, each a stored `provider.note` (one marked `once`: once per
+    session); the record of every call keeps what was reshaped in what it sent (C10, `provider/shape.py`)."""
+    for note in notes:
+        payload = dict(note) if isinstance(note, dict) else {"note": note}
+        if payload.get("sent_shaped"):
+            record = replace(record, extra={**record.extra, "sent_shaped": payload["sent_shaped"]})
+        once = payload.pop("once", None)
+        if once is not None:
+            if (session_id, once) in ctx.told:
+                continue
+            ctx.told.add((session_id, once))
+        _emit(ctx, session_id, "provider.note", payload, turn, it)
     return record
 
 
