@@ -37,7 +37,7 @@ from mxclaw_nb.context.overhead import tool_definitions_text
 from mxclaw_nb.context.strategies import parse_strategy
 from mxclaw_nb.frozen import preamble_and_notes, session_preamble
 from mxclaw_nb.loop import Subscriber, TurnContext, TurnResult, run_turn
-from mxclaw_nb.messages import Message
+from mxclaw_nb.messages import Message, modernize_legacy_calls
 from mxclaw_nb.secrets import StreamRedactor, redact, redact_obj
 from mxclaw_nb.secrets import known as known_secrets
 from mxclaw_nb.settings import (
@@ -211,6 +211,7 @@ class Agent:
         # E4: the previous call of each session in this process and the clock that says whether its prefix is
         # still cached (`clock`: seconds, time.time unless given; tests pass their own)
         self._cache_aware = LiveCacheAware(clock=clock or time.time)
+        self._told: set[tuple[str, str]] = set()  # L2: (session, note) said once per session (loop.TurnContext.told)
         self._reset_session_state()
         # A new session's row is written with its first turn, so looking around (sql, sessions, dry-run)
         # never leaves empty sessions behind; whether it is stored is checked on the first turn.
@@ -355,6 +356,8 @@ class Agent:
             reentry.resume(self.store, self.session_id, self._cache, self._stored)
             return self._stored
         new = self.store.load_transcript_after(self.session_id, len(self._stored) - 1)
+        if first:  # C4: legacy function calls (an imported export) as the tool calls they stand for (S2: rows kept)
+            new = modernize_legacy_calls(new)
         if new:
             self._stored.extend(new)
             if first:  # C7: this process's first read of the session: continue the engine state saved with it
@@ -365,6 +368,11 @@ class Agent:
     def transcript(self) -> list[Message]:
         """The stored transcript of the current session (the source of truth)."""
         return self.store.load_transcript(self.session_id)
+
+    def engine_transcript(self) -> list[Message]:
+        """The stored transcript as the engine reads it: legacy function calls as the tool calls they stand for
+        (C4, `messages.modernize_legacy_calls`; one message for one, so seqs hold). `transcript()` is as stored."""
+        return modernize_legacy_calls(self.store.load_transcript(self.session_id))
 
     # -- events --------------------------------------------------------------------------------
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -445,7 +453,7 @@ class Agent:
             ctx = TurnContext(self.store, self.provider, self.tools, tool_ctx, self.current_policy,
                               self._observe_usage, self._emit, self._cache, self.settings, self.summarize,
                               transcript=transcript, prefix=self._prefix, on_summary=on_summary,
-                              cache_aware=self._cache_aware)
+                              cache_aware=self._cache_aware, told=self._told)
             try:
                 result = run_turn(ctx, session_id, user, turn)
                 reentry.save(self.store, session_id, self._cache, self._sync_transcript())  # C7: for a restart
@@ -497,7 +505,7 @@ class Agent:
         from dataclasses import replace
 
         real = self.current_policy()
-        messages = self.store.load_transcript(self.session_id)
+        messages = self.engine_transcript()
         if not messages:
             raise ValueError("the session has no messages yet: run a turn first")
         forced = build_request_view(messages, replace(real, context_window_tokens=1, threshold_ratio=1.0),

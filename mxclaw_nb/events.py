@@ -141,6 +141,7 @@ class ContextSummaryRejected(Event):
 class ProviderNote(Event):
     note: str = ""
     shown: bool = True  # L2: False for a repeat the live log does not say again (e.g. another text-written call)
+    warning: bool = False  # T3, L2: something the user should act on (a prompt the server probably cut)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.settings import Settings
 from mxclaw_nb.summary_call import ask_summary  # C11: the summary call (replay's writer makes the same one)
 from mxclaw_nb.tools.base import ToolContext, ToolResult  # data carriers; the registry is a Protocol below
+from mxclaw_nb.truncation import suspected_cut  # T3: a report of a prompt the server cut
 
 COMMIT_AFTER = 0.5  # L4: seconds an iteration's appends may wait for its one commit (Store.deferred)
 STORED_EVENTS = events.STORED  # kept for callers of the old name; the declarations live in events.py
@@ -124,6 +125,8 @@ class TurnContext:
     prefix: dict[str, Any] = field(default_factory=dict)
     # E4: a cache-aware strategy's previous call per session and its clock (cache_live.LiveCacheAware); None: plain
     cache_aware: Any = None
+    # L2: (session, key) of the notes said once per session (`once` on a provider note); the Agent keeps it
+    told: set[tuple[str, str]] = field(default_factory=set)
 
 
 class TurnFailed(Exception):
@@ -441,13 +444,44 @@ def _completed(ctx: TurnContext, session_id: str, view: RequestView, completion:
                                           retry=retry, engine_ms=engine_ms), shared)
     if decision is not None:  # E4: kept with the call's record, as replay keeps it with its row
         record = replace(record, extra={**record.extra, "cache_decision": decision})
-    ctx.on_usage(view.messages, getattr(usage, "prompt_tokens", None) if usage else None)
-    for note in getattr(completion, "notes", None) or ():  # L2: the adapter's own account of a server quirk
-        _emit(ctx, session_id, "provider.note", dict(note) if isinstance(note, dict) else {"note": note}, turn, it)
+    record = _learn_usage(ctx, session_id, view, usage, record, turn, it)
+    record = _provider_notes(ctx, session_id, getattr(completion, "notes", None) or (), record, turn, it)
     ctx.emit("model.completed", {"usage": None if usage is None else {  # C10: ends the call with its record
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "cached_tokens": getattr(usage, "cached_tokens", None)}, "prefix_tokens": record.prefix_tokens,
         "latency_ms": latency, "record": record, "turn": turn, "iteration": it})
+    return record
+
+
+def _learn_usage(ctx: TurnContext, session_id: str, view: RequestView, usage: Any, record: RequestRecord,
+                 turn: int, it: int) -> RequestRecord:
+    """T3: the calibration learns from a report of the whole request; a report of a prompt the server cut (Ollama
+    past num_ctx: `truncation.suspected_cut`) is kept as reported, never learned from, and said once per session."""
+    reported = getattr(usage, "prompt_tokens", None) if usage else None
+    cut = suspected_cut(view, reported)
+    if cut is None:
+        ctx.on_usage(view.messages, reported)
+        return record
+    if (session_id, "prompt_cut") not in ctx.told:
+        ctx.told.add((session_id, "prompt_cut"))
+        _emit(ctx, session_id, "provider.note", cut.payload(ctx.provider.base_url), turn, it)
+    return replace(record, extra={**record.extra, "prompt_cut": {"reported": cut.reported, "least": cut.least}})
+
+
+def _provider_notes(ctx: TurnContext, session_id: str, notes: Any, record: RequestRecord, turn: int, it: int
+                    ) -> RequestRecord:
+    """L2: the adapter's own account of a server quirk, each a stored `provider.note` (one marked `once`: once per
+    session); the record of every call keeps what was reshaped in what it sent (C10, `provider/shape.py`)."""
+    for note in notes:
+        payload = dict(note) if isinstance(note, dict) else {"note": note}
+        if payload.get("sent_shaped"):
+            record = replace(record, extra={**record.extra, "sent_shaped": payload["sent_shaped"]})
+        once = payload.pop("once", None)
+        if once is not None:
+            if (session_id, once) in ctx.told:
+                continue
+            ctx.told.add((session_id, once))
+        _emit(ctx, session_id, "provider.note", payload, turn, it)
     return record
 
 

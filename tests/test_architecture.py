@@ -219,10 +219,13 @@ def test_l1_the_loop_depends_on_protocols_not_on_adapters() -> None:
     allowed = {"mxclaw_nb.events", "mxclaw_nb.context", "mxclaw_nb.context.lineage", "mxclaw_nb.messages",
                "mxclaw_nb.tools.base", "mxclaw_nb.records",
                "mxclaw_nb.settings",  # a table, not an adapter (N1: TurnContext.settings)
-               "mxclaw_nb.summary_call"}  # C11: the loop's summary call, shared with replay (core + records only)
+               "mxclaw_nb.summary_call",  # C11: the loop's summary call, shared with replay (core + records only)
+               "mxclaw_nb.truncation"}  # T3: a report of a cut prompt, judged on the view (core + records only)
     assert ours <= allowed, f"loop.py imports adapters: {sorted(ours - allowed)}"
-    shared = {i.target for i in imports_of(PACKAGE / "summary_call.py") if i.target.startswith("mxclaw_nb")}
-    assert all(t.startswith(("mxclaw_nb.context", "mxclaw_nb.messages", "mxclaw_nb.records")) for t in shared), shared
+    for module in ("summary_call.py", "truncation.py"):
+        shared = {i.target for i in imports_of(PACKAGE / module) if i.target.startswith("mxclaw_nb")}
+        assert all(t.startswith(("mxclaw_nb.context", "mxclaw_nb.messages", "mxclaw_nb.records"))
+                   for t in shared), (module, shared)
 
 
 # The tables every layer may read: the settings table, event names, the request record, the colour palette,

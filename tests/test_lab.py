@@ -269,6 +269,27 @@ def test_s4_replays_sharing_the_transcripts_caches_give_the_views_of_fresh_ones(
         assert lab._caches  # the shared caches were used
 
 
+def test_s4_a_whole_replay_keeps_the_view_on_screen_and_makes_others_from_their_turn() -> None:
+    """S4: a slider move's whole replay keeps the chosen call's view only (the collector no longer walks 500 views
+    per cached replay); another call's view is made from a replay of its turn when read, equal to the whole
+    replay's, and kept. A `-cache` variant (E4: views carry over turns) keeps every view."""
+    msgs = long_session(120)
+    lab = PolicyLab({"long": msgs}, datasets=False, window=16_000, keep_recent=2_000, wait_ms=1e9)
+    lab.call.value = 100
+    lab.set(strategy="masking", window=12_000)
+    views = lab.current.views
+    assert len(views) == 120 and sorted(views._kept) == [100]  # type: ignore[attr-defined]
+    fresh: list[Any] = []
+    replay_messages(msgs, lab.policy(), facts=False, views=fresh)
+    assert views[40].messages == fresh[40].messages and views[-1].after_tokens == fresh[-1].after_tokens
+    assert sorted(views._kept) == [41, 100, 120]  # type: ignore[attr-defined]
+    assert [v.stage for v in views[38:42]] == [v.stage for v in fresh[38:42]]
+    with pytest.raises(IndexError):
+        views[120]
+    lab.set(strategy="masking-cache")
+    assert len(lab.current.views._kept) == 120  # type: ignore[attr-defined]
+
+
 def test_e4_the_labs_timeline_rings_the_calls_a_cache_variant_kept_warm() -> None:
     """E4 in the lab: under `masking-cache` every call whose replay row says `deferred` (the warm prefix kept
     instead of masking more) gets a ring at what it sent, and nothing else does; plain `masking` has none."""

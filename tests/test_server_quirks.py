@@ -37,7 +37,7 @@ ANSWER = "a.txt says alpha, b.txt says beta."
 REASONING = "Both files are small; read them, then answer."
 CALLS = [("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"})]
 LOOKING = "Reading both files."
-TEXT_USAGE, CALL_USAGE = (100, 7), (200, 20)
+TEXT_USAGE, CALL_USAGE = (1_900, 7), (1_800, 20)  # T3: about what a turn's requests hold (far under: a cut)
 
 # What the user gets where it is not the reported figures: the usage each quirk leaves (None: no report, T3).
 NO_USAGE = {"usage_zeros", "usage_total_only"}
@@ -145,6 +145,16 @@ def _text_marked(mark: str) -> Any:
     return check
 
 
+def _cut_at_num_ctx() -> bool:
+    """The prompt_truncated quirk: counted usage of a prompt over num_ctx reports num_ctx, one under it its count."""
+    with TestServer(quirks={"prompt_truncated"}) as srv:
+        srv.num_ctx = 50
+        long = {"model": "m", "messages": [{"role": "user", "content": "word " * 400}]}
+        short = {"model": "m", "messages": USER}
+        return (json.loads(_post(srv, long)[1])["usage"]["prompt_tokens"] == 50
+                and 0 < json.loads(_post(srv, short)[1])["usage"]["prompt_tokens"] < 50)
+
+
 ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk is there
     "usage_every_chunk": lambda ev, pl: len(_usages(ev)) > 3,
     "usage_on_finish_chunk": lambda ev, pl: not any(isinstance(e, dict) and e.get("choices") == [] for e in ev)
@@ -186,6 +196,10 @@ ON_THE_WIRE = {  # quirk -> (streamed events, plain body) -> True when the quirk
     "strict_params": lambda ev, pl: ev == [] and bool(pl.get("choices")),  # only the unknown field is refused
     # only a historical call whose arguments are not JSON is refused (test_loop shows the refusal and the cure)
     "history_args_parsed": lambda ev, pl: bool(ev) and bool(pl.get("choices")),
+    # only the shapes OpenAI refuses are refused (tests/test_sent_shape.py shows the refusal and the cure)
+    "openai_history_rules": lambda ev, pl: bool(ev) and bool(pl.get("choices")),
+    # a prompt under num_ctx is reported whole; one over it as num_ctx tokens (tests/test_prompt_truncation.py)
+    "prompt_truncated": lambda ev, pl: _cut_at_num_ctx(),
     # E1: the plain request repeats the streamed one, so the prefix cache served all of it
     "cache_timings": lambda ev, pl: pl["timings"]["cache_n"] > 0 and "prompt_tokens_details" not in pl["usage"],
     "cache_unreported": lambda ev, pl: "prompt_tokens_details" not in pl["usage"] and "timings" not in pl,
@@ -362,7 +376,7 @@ def test_a_whole_turn_against_a_quirky_server(name: str, quirky_server: TestServ
     """L1, L7, T3 end to end: the stored messages, the request records' usage, a clean end, nothing lost."""
     srv, quirks = quirky_server, _quirks(name)
     agent = _agent(srv, tmp_path)
-    srv.enqueue_text("ready", usage=(50, 1))
+    srv.enqueue_text("ready", usage=(1_700, 1))
     assert agent.run("warm up").text == "ready"
     before = stored_rows(agent)
     srv.quirks = quirks

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from itertools import compress, count, islice
 from operator import is_not, not_
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -406,6 +406,12 @@ def _fact_columns(chain: _Chain, view: RequestView, caches: SessionCaches) -> di
     return out
 
 
+class ViewSink(Protocol):
+    """What receives each simulated call's view, in order (a list, or a sink that keeps only some: the lab's)."""
+
+    def append(self, view: RequestView, /) -> None: ...
+
+
 def _sent_tokens(view: RequestView, policy: ContextPolicy) -> Sequence[int]:
     """Per sent message tokens in the policy's counter: the view's own, else counted (views without a trace)."""
     if view.trace is not None and len(view.trace.sent_tokens) == len(view.messages):
@@ -417,10 +423,10 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                     summarize: Callable[[list[Message]], str] | None = build_structured_summary,
                     facts: bool = True, caches: SessionCaches | None = None,
                     progress: bool | Callable[..., Any] = False,
-                    views: list[RequestView] | None = None, first_call: int = 1,
+                    views: ViewSink | None = None, first_call: int = 1,
                     summary_writer: Any = None, states: bool = True) -> list[dict[str, Any]]:
-    """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list that receives
-    every simulated call's RequestView (e.g. to compare them with what a live run sent).
+    """Replay rows (dicts) for one transcript under one policy; see ``replay``. ``views``: a list (or any
+    ``ViewSink``) that receives every simulated call's RequestView (e.g. to compare them with what a live run sent).
 
     ``summary_writer`` (C11, a ``summary_call.ModelSummarizer``): where the engine plans a model summary, ask it as
     the live loop does (same prompt, provider adapter and gates); an accepted summary is then the strategy's for

@@ -324,6 +324,7 @@ class _Prefix:
     summary: Any = None  # this prefix's summary.StructuredSummaryState (made by the first summary build)
     calibration: _Calibration | None = None  # per-step keys and scaled counts under a calibrated counter
     continued: bool = False  # planned from a view's own plan (`continued_input`) or grown from one (C7)
+    settled: tuple[Any, int] | None = None  # the view's `Trace.settled` (seeded by `continued_input` only)
 
 
 def _snapshot(inputs: list[Any]) -> tuple[list[Any], list[Any]] | None:
@@ -512,8 +513,10 @@ def plan_and_count(inputs: list[Any], counter: Callable[[Message], int], cache: 
         layout = layout_of(planned, old_layout, k, same, old_tail=old_tail,
                            totals=made.made if calibrated else None,  # type: ignore[union-attr]
                            estimate_total=made.c1_total if calibrated else None)  # type: ignore[union-attr]
+        # C7: the steps a continued view's strategy decided, of those planned before (the reused plan's)
+        settled = None if reuse is None or reuse.settled is None else (reuse.settled[0], min(reuse.settled[1], k))
         planned = Planned(planned.sources, planned.messages, planned.dropped, planned.sent, planned.tokens,
-                          planned.estimates, layout)
+                          planned.estimates, layout, settled)
         _remember(cache, inputs, snap, planned, counter_key, reuse, append_only)
     return planned
 
@@ -802,8 +805,16 @@ def continued_input(view: RequestView, appended: Sequence[Any], cache: TokenCach
     planned = Planned(range(m), mine, {}, sent, tokens, None)
     layout = _continued_layout(cache, trace, planned) if in_place else layout_of(planned)
     planned = Planned(planned.sources, mine, {}, sent, tokens, None, layout)
-    resume, resume_step = _resume_point(mine, planned.sources)
-    seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True)
+    first = appended[0] if appended else None
+    if isinstance(first, dict) and first.get("role") in _TOP_LEVEL_ROLES:
+        # the view is C4-repaired (its last block complete) and no tool result follows it: its plan is final, so
+        # the next build plans only `appended` (else from the last block, which a following result may join)
+        resume, resume_step = m, m
+    else:
+        resume, resume_step = _resume_point(mine, planned.sources)
+    # the steps the view's strategy decided are the same steps here when sent in place (step k is position k)
+    seeded = _Prefix(mine, m, None, None, planned, resume, resume_step, None, continued=True,
+                     settled=trace.settled if in_place else None)
     cache.slots = [seeded, *(p for p in cache.slots if not p.continued)][:2]
     return out
 

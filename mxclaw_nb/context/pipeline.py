@@ -399,6 +399,8 @@ class _Builder:
         self.conversation: Sequence[int] = []
         self.tail: int | None = None  # index into self.conversation
         self.runs: list[tuple[int, int, str]] | None = []  # see view.Trace.runs
+        self.settled: tuple[Any, int] | None = None  # see view.Trace.settled (set by a strategy's `settle`)
+        self._continues = planned.settled  # the plan's: what the view this build continues had settled
 
     @property
     def actions(self) -> list[str]:
@@ -489,6 +491,16 @@ class _Builder:
                 self.actions[k] = "summarized"
             self.runs = None
 
+    def settled_before(self) -> int:
+        """C7: the step before which the view this build continues decided everything under this same policy
+        (its placeholders are in, the rest stays), so a strategy's pass looks from there on; 0 otherwise."""
+        given = self._continues
+        return given[1] if given is not None and given[0] == self.policy else 0
+
+    def settle(self, step: int) -> None:
+        """Say that this build decided every step before `step` (recorded on the view's trace for the next)."""
+        self.settled = (self.policy, step)
+
     def _copy_sent(self) -> None:
         if not self._own_sent:
             self.sent, self._own_sent = list(self.sent), True
@@ -525,7 +537,8 @@ class _Builder:
         if self.tail is not None and self.tail < len(self.conversation):
             tail_start = self.sources[self.conversation[self.tail]]
         trace = Trace(self.inputs, self.sources, self.step_messages, self.dropped, self.tokens, self.actions,
-                      sent_of_step, sent_sources, sent_tokens, runs=self.runs)
+                      sent_of_step, sent_sources, sent_tokens, runs=self.runs,
+                      settled=self.settled if stage in ("micro", "unchanged") else None)
         return RequestView(
             messages=out, stage=stage, before_tokens=self.before, after_tokens=after,
             threshold=self.policy.threshold, window=self.policy.context_window_tokens, summary=summary,

@@ -105,6 +105,10 @@ class Planned:
     tokens: Sequence[int]  # the C1 estimate of `sent` (plan_counted, a list); a counter's counts (plan_and_count)
     estimates: list[int] | None = None  # the C1 estimate of `sent` when `tokens` are a counter's (else None)
     layout: Any = None  # incremental.Layout of the steps (roles, systems, running totals), when a cache made it
+    # C5/C7: (policy, step) when this plan continues a view whose strategy decided every step before `step` for
+    # that policy (view.Trace.settled, carried by `incremental.continued_input`); the steps before it are the
+    # view's own (placeholders put in, or steps that stay), so the strategy need not look at them again
+    settled: tuple[Any, int] | None = None
 
     @property
     def steps(self) -> list[Step]:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from itertools import compress, filterfalse
+from itertools import compress
 from typing import Any
 
 from mxclaw_nb.context.pipeline import Conversation, Micro, Summarizer, _Builder, placeholders
@@ -120,11 +120,16 @@ class Masking(Strategy):
     def build(self, b: _Builder, summarize: Summarizer | None) -> RequestView:
         conv = b.split()
         tools = _tool_steps(b, conv.steps)  # ascending, as the steps: the old ones are a prefix (one pass)
-        keep = set(tools[-self.keep_last:]) if self.keep_last > 0 else set()
-        old = tools if conv.tail >= len(conv.steps) else tools[:bisect_left(tools, conv.steps[conv.tail])]
-        micro = placeholders(filterfalse(keep.__contains__, old), b.step_messages, b.sent,
-                             b.policy, b.before, b.tokens, b.recall_of, b.cache)
+        kept = tools[-self.keep_last:] if self.keep_last > 0 else []
+        stop = len(b.sources) if conv.tail >= len(conv.steps) else conv.steps[conv.tail]
+        if kept:
+            stop = min(stop, kept[0])
+        # the old results before the first kept one or the tail; C7: those the view this build continues
+        # decided (under the same policy) are placeholders already or stay, so only the newly old are looked at
+        old = tools[bisect_left(tools, b.settled_before()):bisect_left(tools, stop)]
+        micro = placeholders(old, b.step_messages, b.sent, b.policy, b.before, b.tokens, b.recall_of, b.cache)
         if micro.after <= b.policy.threshold or not conv.old:
+            b.settle(stop)
             if not micro.sent:
                 return b.finish("unchanged", None, None)
             return b.finish_micro(conv, micro, "masking")

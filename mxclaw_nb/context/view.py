@@ -194,6 +194,10 @@ class Trace:
     # (start step, stop step, action) of every step whose action is not kept/synthetic, when the stage can say
     # so cheaply (unchanged, micro, summary); None = read `actions` (the lineage then looks at every step)
     runs: list[tuple[int, int, str]] | None = field(default=None, compare=False)
+    # C5/C7: (policy, step): the strategy decided every step before `step` in this build (each got its placeholder
+    # or stays), so the next build of the turn, continued from this view under the same policy, starts there
+    # (`repair.Planned.settled`); None when the stage cannot say so
+    settled: tuple[Any, int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("inputs", "step_messages", "tokens", "sent_tokens"):

@@ -19,6 +19,7 @@ that strip fields from each delta); `seen_in` says where each comes from; `PROFI
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,8 @@ class Quirk:
     seen_in: str
     stream: Callable[[list[Item]], list[Item]] | None = None
     plain: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    reject: Callable[[dict[str, Any]], str | None] | None = None
+    # a refusal: the 400's message, or (message, code, param) as OpenAI names them
+    reject: Callable[[dict[str, Any]], str | tuple[str, str, str] | None] | None = None
 
 
 # -- helpers ------------------------------------------------------------------------------------------------------
@@ -372,6 +374,54 @@ def _reject_bad_history_args(body: dict[str, Any]) -> str | None:
     return None
 
 
+# OpenAI's own validation of a history (its 400 invalid_request_error wording, as the API sends it). A history imported
+# from Claude Code or Codex (S4) can hold each of these; the adapter reshapes what is sent (`provider/shape.py`).
+_OPENAI_NAME = re.compile(r"[a-zA-Z0-9_-]+")
+_PATTERN_WORDS = "string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+
+
+def _openai_refusal(i: int, message: dict[str, Any]) -> tuple[str, str, str] | None:
+    role, content, name = message.get("role"), message.get("content"), message.get("name")
+    if role != "user" and isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+        return (f"Invalid 'messages[{i}]'. Image URLs are only allowed for messages with role 'user', but this message "
+                f"with role '{role}' contains an image URL.", "invalid_value", f"messages[{i}]")
+    if name is not None and not (isinstance(name, str) and _OPENAI_NAME.fullmatch(name)):
+        return f"Invalid 'messages[{i}].name': {_PATTERN_WORDS}", "invalid_value", f"messages[{i}].name"
+    for j, call in enumerate(message.get("tool_calls") or []):
+        where = f"messages[{i}].tool_calls[{j}]"
+        cid = call.get("id") if isinstance(call, dict) else None
+        if isinstance(cid, str) and len(cid) > 40:
+            return (f"Invalid '{where}.id': string too long. Expected a string with maximum length 40, but got a "
+                    f"string with length {len(cid)} instead.", "string_above_max_length", f"{where}.id")
+        fn = call.get("function") if isinstance(call, dict) else None
+        fname = fn.get("name") if isinstance(fn, dict) else None
+        if not (isinstance(fname, str) and _OPENAI_NAME.fullmatch(fname) and len(fname) <= 64):
+            return f"Invalid '{where}.function.name': {_PATTERN_WORDS}", "invalid_value", f"{where}.function.name"
+    return None
+
+
+def _reject_openai_history(body: dict[str, Any]) -> tuple[str, str, str] | None:
+    """OpenAI's Chat Completions API checks every message of the history: images only in `user` messages, a `name`
+    (and each historical call's function name) of `^[a-zA-Z0-9_-]+$`, call ids of at most 40 characters. The first
+    violation is a 400 naming the message (message, code, param)."""
+    for i, message in enumerate(body.get("messages") or []):
+        if isinstance(message, dict) and (refusal := _openai_refusal(i, message)):
+            return refusal
+    return None
+
+
+# Ollama answers a prompt longer than its context (`num_ctx`, default 2,048 tokens before 0.6, 4,096 after; raised
+# with OLLAMA_CONTEXT_LENGTH) without an error: it drops the start of the prompt and reports what it kept, so
+# usage.prompt_tokens is at most num_ctx. The server applies this with its own `num_ctx` (`TestServer.num_ctx`).
+def truncated_usage(usage: dict[str, Any], num_ctx: int) -> dict[str, Any]:
+    """`usage` as Ollama reports it for a prompt cut to `num_ctx` tokens."""
+    prompt = usage.get("prompt_tokens")
+    if not isinstance(prompt, int) or prompt <= num_ctx:
+        return usage
+    return {**usage, "prompt_tokens": num_ctx, "total_tokens": num_ctx + (usage.get("completion_tokens") or 0)}
+
+
 # -- tool calls written as text (SPEC L2: the models and servers that do not fill `tool_calls`) -----------------------
 
 def _call_objects(calls: list[dict[str, Any]], key: str = "arguments") -> list[dict[str, Any]]:
@@ -471,6 +521,9 @@ QUIRKS: dict[str, Quirk] = {
     "comments": Quirk("OpenRouter (`: OPENROUTER PROCESSING`), keep-alive proxies", stream=_comments),
     "error_midstream": Quirk("OpenRouter, LiteLLM (error object in a 200 stream)", stream=_error_midstream),
     "strict_params": Quirk("strict gateways (pydantic extra=forbid)", reject=_reject_unknown),
+    "openai_history_rules": Quirk("OpenAI (images only in user messages, name patterns, call ids <= 40 characters)",
+                                  reject=_reject_openai_history),
+    "prompt_truncated": Quirk("Ollama (a prompt over num_ctx is cut without an error; usage says what was kept)"),
     "history_args_parsed": Quirk("vLLM 0.24-0.25, llama-server (historical tool-call arguments parsed as JSON)",
                                  reject=_reject_bad_history_args),
     "text_calls_fenced": _text_calls("fenced", "Qwen2.5-Coder via llama.cpp (Oct 2026), Ollama without a "
@@ -489,7 +542,8 @@ PROFILES: dict[str, frozenset[str]] = {
     "llama.cpp": frozenset({"tool_id_every_chunk", "tool_name_every_chunk", "no_role", "tool_args_object",
                             "cache_timings", "history_args_parsed"}),
     "ollama": frozenset({"tool_same_index", "finish_stop_with_tools", "think_tags", "content_null",
-                         "cache_unreported"}),
+                         "cache_unreported", "prompt_truncated"}),
+    "openai": frozenset({"openai_history_rules"}),
     "openrouter": frozenset({"comments", "reasoning_field", "usage_on_finish_chunk"}),
     "strict gateway": frozenset({"strict_params", "no_meta", "finish_missing", "usage_prompt_null",
                                  "cache_unreported"}),

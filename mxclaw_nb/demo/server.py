@@ -36,7 +36,7 @@ from mxclaw_nb.demo import model as demo_model
 from mxclaw_nb.demo.hostile import MODES as HOSTILE_MODES
 from mxclaw_nb.demo.hostile import Hostile, write_hostile
 from mxclaw_nb.demo.model import DEMO_MODEL, Reply, ToolCall
-from mxclaw_nb.demo.quirks import QUIRKS
+from mxclaw_nb.demo.quirks import QUIRKS, truncated_usage
 from mxclaw_nb.demo.usage import cached_prefix_tokens, count_completion_tokens, count_prompt_tokens, o200k_encoding
 from mxclaw_nb.messages import content_text
 
@@ -114,6 +114,9 @@ class TestServer:
         # Like a real server: refuse requests whose prompt (counted as for usage, times usage_scale) is longer
         # than this many tokens, with OpenAI's "context length exceeded" 400 (SPEC C9). None = no limit.
         self.context_limit: int | None = None
+        # The `prompt_truncated` quirk (Ollama): a prompt over this many tokens is answered as if cut to it, and its
+        # usage reports at most this many prompt tokens (Ollama's num_ctx; 2,048 was its default before 0.6).
+        self.num_ctx = 2048
         self.stream_chunk_chars = 0  # 0: text is streamed token by token; n > 0: in pieces of n characters
         # seconds between streamed chunks (to watch, time out or interrupt a stream); the demo is paced like a model
         self.stream_delay = _demo_token_delay() if demo else 0.0
@@ -306,7 +309,7 @@ class TestServer:
                                         "total_tokens": prompt + completion}
             if self.report_cache and cached and prompt:
                 scripted["prompt_tokens_details"] = {"cached_tokens": min(prompt, cached)}
-            return scripted
+            return self._truncated(scripted)
         counted, _ = count_prompt_tokens(messages, self.usage_counter, body.get("tools"))
         prompt = math.ceil(counted * self.usage_scale)
         out = {"role": "assistant", "content": reply.text,
@@ -316,7 +319,11 @@ class TestServer:
                                  "total_tokens": prompt + completion}
         if self.report_cache:
             usage["prompt_tokens_details"] = {"cached_tokens": min(prompt, math.floor(cached * self.usage_scale))}
-        return usage
+        return self._truncated(usage)
+
+    def _truncated(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The `prompt_truncated` quirk: usage as Ollama reports a prompt it cut to `num_ctx` tokens."""
+        return truncated_usage(usage, self.num_ctx) if "prompt_truncated" in self._quirks else usage
 
     def _cached(self, messages: list[dict]) -> int:
         """E1: prompt tokens this request reads from the server's prefix cache; the request then becomes it."""
@@ -395,7 +402,8 @@ class _Handler(BaseHTTPRequestHandler):
         refusal = next((msg for q in srv._quirk_list() if q.reject and (msg := q.reject(body))), None)
         if refusal is not None:
             srv._record(body)
-            self._error(400, refusal, "invalid_request")
+            message, code, param = refusal if isinstance(refusal, tuple) else (refusal, "invalid_request", None)
+            self._error(400, message, code, param=param)
             return
         known = srv.known_models
         if known is not None and body.get("model") not in known:
@@ -507,10 +515,11 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
 
-    def _error(self, status: int, message: str, code: str | None = None, retry_after: float | None = None) -> None:
+    def _error(self, status: int, message: str, code: str | None = None, retry_after: float | None = None, *,
+               param: str | None = None) -> None:
         kind = {401: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_error"}
         err = {"message": message, "type": kind.get(status, "server_error" if status >= 500 else
-                                                    "invalid_request_error"), "param": None, "code": code}
+                                                    "invalid_request_error"), "param": param, "code": code}
         headers = {}
         if retry_after is not None and (status == 429 or status >= 500):
             headers["retry-after-ms"] = str(max(1, round(retry_after * 1000)))

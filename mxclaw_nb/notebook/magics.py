@@ -110,6 +110,7 @@ class AgentMagics(Magics, AgentSettings):
             self._agent = self._build(old.session_id if old is not None and same_db else None)
             if old is not None and same_db and self._agent.session_id == old.session_id:
                 self._agent.calibrated = old.calibrated
+                self._agent._told = old._told  # L2, T3: a note said once per session stays said
             self._dirty = False
         return self._agent
 

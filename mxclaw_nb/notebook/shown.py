@@ -55,7 +55,7 @@ def cmd_view(m: CommandHost, args: argparse.Namespace) -> Any:
         return _no_call(m)
     transcript = None
     if isinstance(last[0], pd.Series):  # a stored record: its rows are rebuilt from the stored transcript (N3)
-        transcript = m.store().load_transcript(m.get_agent().session_id)
+        transcript = m.get_agent().engine_transcript()
     inspector = CompactionInspector(last[0], transcript=transcript)
     data, rec = inspector.data, inspector.data.record
     unit = counter_label(rec.counter)
@@ -258,7 +258,7 @@ def cmd_gauge(m: CommandHost, args: argparse.Namespace) -> Any:
     print(m.caption("context gauge of the last model call"))
     if isinstance(last[0], pd.Series):
         # the same transcript-relative rows as %agent view (SPEC N3): one number per message in both views
-        return ContextGauge.from_request(last[0], m.store().load_transcript(m.get_agent().session_id))
+        return ContextGauge.from_request(last[0], m.get_agent().engine_transcript())
     return ContextGauge(last[0], reported_prompt_tokens=last[1])
 
 

@@ -55,6 +55,7 @@ from mxclaw_nb.provider.errors import (
     server_text,
 )
 from mxclaw_nb.provider.limits import Limits, ProviderRefusal, guard_request, guard_response
+from mxclaw_nb.provider.shape import Shaped, shape_history
 from mxclaw_nb.provider.textcalls import apply_text_calls
 from mxclaw_nb.secrets import display_url, register
 from mxclaw_nb.settings import DEFAULT_CALL_DEADLINE, Settings  # one owner: the settings table
@@ -279,6 +280,7 @@ class OpenAIProvider:
         self.text_calls = (urlparse(real_url).hostname or "") != "api.openai.com" if s.text_calls == "auto" \
             else s.text_calls == "on"
         self._text_calls_shown = False
+        self._shaped: Shaped | None = None  # what the last request's history needed reshaped (provider/shape.py)
         self.label = label or f"{model or '(server default model)'} @ {self.base_url}"
         self._stream_options = True
         self._sockets: WeakSet[socket.socket] = WeakSet()  # every connection this client opened (for the watchdog)
@@ -364,6 +366,10 @@ class OpenAIProvider:
                         raise self._empty_error(again.what) from None
             if self.text_calls and apply_text_calls(completion, tools, shown=not self._text_calls_shown):
                 self._text_calls_shown = True  # L2: the live log says it once; every use is stored
+            if self._shaped is not None:  # L2, C10: kept with every call's record; the loop says it once a session
+                counts = dict(self._shaped.counts)
+                completion.notes.append({"note": self._shaped.note(), "once": "sent_shaped:" + ",".join(sorted(counts)),
+                                         "sent_shaped": {**counts, "added_tokens_est": self._shaped.added_tokens}})
             return completion
         except DeadlinePassed:
             raise self._deadline_error() from None
@@ -386,7 +392,10 @@ class OpenAIProvider:
             # Messages go in `extra_body` (documented: merged into the JSON body last) rather than `messages=`:
             # they are already in wire format, and the client's TypedDict transform of `messages` costs ~125 ms
             # per call at 1k messages — more than the whole loop's own work. `messages=[]` keeps the call typed.
-            kwargs: dict[str, Any] = {"model": model, "messages": [], "extra_body": {"messages": _sendable(messages)}}
+            # L2, S2: what OpenAI refuses in a history (images outside user messages, names, long call ids) is
+            # reshaped in what is sent, never in what is stored; `complete` says what (once per session, via the loop)
+            sent, self._shaped = shape_history(_sendable(messages))
+            kwargs: dict[str, Any] = {"model": model, "messages": [], "extra_body": {"messages": sent}}
             if tools:
                 kwargs["tools"] = tools
             if self.max_tokens is not None:  # L2: OpenAI's own API takes the newer name (o-series refuse the old)

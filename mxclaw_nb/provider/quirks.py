@@ -42,9 +42,11 @@ Fix = Callable[[Any, Any], Any]  # (the value at its point, the chunk or part it
 #   stream     the openai client's SSE reader (comments, an error object in a 200 stream)
 #   request    `client.OpenAIProvider._streamed_once` (a refused `stream_options` is dropped, once, with a note)
 #   text calls `provider/textcalls.py` (calls written as text, read back when they validate)
+#   shape      `provider/shape.py` (a history reshaped as the server takes it; the stored transcript unchanged)
+#   after      `mxclaw_nb/truncation.py`, run by the loop after the call (a report that cannot be the whole prompt)
 #   none       nothing to do: the standard reading already gives the one shape
 POINTS = ("report", "usage", "text", "reasoning", "arguments", "message")
-HANDLED_IN_CODE = ("calls", "ids", "finish", "stream", "request", "text calls", "none")
+HANDLED_IN_CODE = ("calls", "ids", "finish", "stream", "request", "text calls", "shape", "after", "none")
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,11 @@ NORMALISERS: dict[str, Normaliser] = {
     "comments": Normaliser("stream", "SSE comment lines are skipped"),
     "error_midstream": Normaliser("stream", "a provider error of kind server"),
     "strict_params": Normaliser("request", "asked once more without stream_options, which stays off (a note)"),
+    "openai_history_rules": Normaliser("shape", "images outside user messages go into a user message after their "
+                                       "block, invalid names and function names as _, call ids over 40 characters "
+                                       "hashed; said once per session, counted in every record"),
+    "prompt_truncated": Normaliser("after", "a reported prompt far under the estimate of what was sent is a cut "
+                                   "prompt: said once per session, not learned by the calibration (T3)"),
     "history_args_parsed": Normaliser("request", "every tool call is sent with a JSON object as arguments "
                                       '({"_raw_arguments": text} for one the model wrote that is not JSON)'),
     "text_calls_fenced": Normaliser("text calls", "fenced JSON calls that validate become tool calls"),

@@ -14,6 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from mxclaw_nb.messages import modernize_legacy_calls
 from mxclaw_nb.notebook.frames import short_ids
 from mxclaw_nb.widgets.data import from_request, opt_int
 from mxclaw_nb.widgets.gauge import ContextGauge
@@ -173,7 +174,7 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
     def _transcript(self) -> list[Any] | None:
         # The selected session's stored transcript, read once per selection (None if the store cannot say).
         if getattr(self, "_transcript_cache", None) is None and hasattr(self.store, "load_transcript"):
-            self._transcript_cache = self.store.load_transcript(self.session_id)
+            self._transcript_cache = modernize_legacy_calls(self.store.load_transcript(self.session_id))  # C4
         return getattr(self, "_transcript_cache", None)
 
     def _show_call(self, index: int) -> None:
@@ -191,7 +192,8 @@ class SessionBrowser(StaticReprMixin, widgets.VBox):
         if load is None or self.session_id is None:
             return None
         if self._transcript_of != self.session_id:
-            self._transcript_cache, self._transcript_of = load(self.session_id), self.session_id
+            # as the engine read it (C4: legacy function calls as tool calls), so the rows agree with what was sent
+            self._transcript_cache, self._transcript_of = modernize_legacy_calls(load(self.session_id)), self.session_id
         return self._transcript_cache
 
     def to_html(self) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from mxclaw_nb.context import ACTIONS, LAYERS, Lineage, RequestView, lineage_messages, lineage_rows, message_layer
-from mxclaw_nb.messages import SYSTEM_ROLES, Message
+from mxclaw_nb.messages import SYSTEM_ROLES, Message, modernize_legacy_calls
 from mxclaw_nb.records import RequestRecord, record_of_view
 from mxclaw_nb.store.records import opt_int, record_from_row, records_frame
 
@@ -145,7 +145,7 @@ def _stored_transcript(row: Mapping[str, Any] | pd.Series) -> list[Message] | No
     for store in open_stores():
         try:
             if store.has_session(sid):
-                return store.load_transcript(sid)
+                return modernize_legacy_calls(store.load_transcript(sid))  # as the engine read it (C4)
         except Exception:  # a store closed or busy meanwhile: the record's own provenance still shows
             continue
     return None

@@ -19,7 +19,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from mxclaw_nb.context import ACTIONS, RequestView
-from mxclaw_nb.messages import content_text
+from mxclaw_nb.messages import content_text, modernize_legacy_calls
 from mxclaw_nb.records import summary_parts
 from mxclaw_nb.store.records import opt_int
 from mxclaw_nb.widgets.cost import cache_header
@@ -213,7 +213,7 @@ class CompactionInspector(StaticReprMixin, widgets.VBox):
         match = store.requests(session_id, turn=turn, iteration=iteration)  # only the records asked for
         if not len(match):
             raise LookupError(f"no stored request for session {session_id!r}, turn {turn}, call {iteration}")
-        kwargs.setdefault("transcript", store.load_transcript(session_id))
+        kwargs.setdefault("transcript", modernize_legacy_calls(store.load_transcript(session_id)))  # C4, N3
         return cls(match.iloc[-1], **kwargs)
 
     def filtered(self, which: str = "before") -> pd.DataFrame:

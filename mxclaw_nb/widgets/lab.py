@@ -1,21 +1,20 @@
 """The policy lab: one widget to move a compaction policy's numbers and watch a real session answer (SPEC S4, C12).
 
 Why: a teacher explaining "what does a 16k window with a 2k tail do to this session, and how does observation
-masking differ from the article?" needs the answer on the screen as the slider moves, not a table to re-run.
-The context engine is a pure function of the transcript, so replay (`analysis.replay`) gives the exact views the
-loop would have built, without a model. The lab replays once per (transcript, policy) and caches the rows and
-views; moving the call slider only redraws the gauge, the inspector and the timeline's cursor (the timeline
-itself is redrawn only when the policy changes). A policy change is live on a long session too: the engine
-rebuilds the view from the stored transcript at each turn's first call (C2), so the chosen call's view is that
-of a replay of its turn alone (`replay_messages(first_call=...)`, the same view as the whole replay's); gauge,
-inspector and comparison are redrawn from it at once, while the whole replay (the timeline's rows, without the
-per-message state columns a timeline does not draw) runs in a background thread and the timeline is dimmed until
-it is redrawn (a newer change cancels it). When the transcript's last whole replay took at most `wait_ms`, the
-change waits for the new one instead and redraws timeline, gauge and inspector at once from it (the quickest
-whole redraw). The `-cache` variants may carry a view over a turn (E4): for them the whole replay is waited for.
-A second strategy runs over the same call side by side: two compact gauges and a one-line difference of the
-two views. Displayed by `%agent lab` with a static snapshot after it (`LiveSnapshot`), so a saved notebook
-keeps the last state as HTML (N2).
+masking differ from the article?" needs the answer on the screen as the slider moves, not a table to re-run. The
+context engine is a pure function of the transcript, so replay (`analysis.replay`) gives the exact views the loop
+would have built, without a model. The lab replays once per (transcript, policy) and caches the rows and the views
+read (`ReplayViews`); moving the call slider only redraws the gauge, the inspector and the timeline's cursor (the
+timeline itself is redrawn only when the policy changes). A policy change is live on a long session too: the engine
+rebuilds the view from the stored transcript at each turn's first call (C2), so the chosen call's view is that of a
+replay of its turn alone (`replay_messages(first_call=...)`, the same view as the whole replay's); gauge, inspector
+and comparison are redrawn from it at once, while the whole replay (the timeline's rows, without the per-message
+state columns a timeline does not draw) runs in a background thread and the timeline is dimmed until it is redrawn
+(a newer change cancels it). When the transcript's last whole replay took at most `wait_ms`, the change waits for
+the new one instead and redraws timeline, gauge and inspector at once from it (the quickest whole redraw). The
+`-cache` variants may carry a view over a turn (E4): for them the whole replay is waited for. A second strategy runs
+over the same call side by side: two compact gauges and a one-line difference of the two views. Displayed by `%agent
+lab` with a static snapshot after it (`LiveSnapshot`), so a saved notebook keeps the last state as HTML (N2).
 
     from mxclaw_nb.widgets.lab import PolicyLab
     lab = PolicyLab(store=store, current=sid)            # or PolicyLab({"mine": messages})
@@ -27,9 +26,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, overload
 
 import ipywidgets as widgets
 
@@ -58,12 +58,56 @@ WAIT_MS = 60.0  # PolicyLab's `wait_ms` default
 POLICY_KEYS = ("window", "threshold_ratio", "keep_recent")
 
 
+class ReplayViews(Sequence[RequestView]):
+    """The views of a whole replay, one per call (S4). While the replay runs it keeps only the calls in `keep`
+    (the one on screen; None: every call); any other is made when first read, from a replay of its turn alone
+    (`view_of(call)`, the same view: C2 rebuilds at a turn's first call), and kept from then on.
+
+    Why: a redraw reads one view (gauge and inspector), the timeline reads the rows. Keeping the views of all 500
+    calls of every cached replay left the collector to walk each list of each view after every slider move (a
+    fifth of a masking redraw) for views nobody inspects."""
+
+    def __init__(self, keep: Container[int] | None, view_of: Callable[[int], RequestView]) -> None:
+        self._kept: dict[int, RequestView] = {}
+        self._keep, self._view_of, self._n = keep, view_of, 0
+
+    def append(self, view: RequestView) -> None:
+        """The next call's view from the replay (`analysis.replay.ViewSink`): kept when asked for."""
+        self._n += 1
+        if self._keep is None or self._n in self._keep:
+            self._kept[self._n] = view
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, k: int) -> RequestView: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[RequestView]: ...
+
+    def __getitem__(self, k: int | slice) -> RequestView | list[RequestView]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._n))]
+        i = int(k) + self._n if int(k) < 0 else int(k)
+        if not 0 <= i < self._n:
+            raise IndexError(f"call index {k} out of range for {self._n} calls")
+        view = self._kept.get(i + 1)
+        if view is None:
+            view = self._kept[i + 1] = self._view_of(i + 1)
+        return view
+
+    def __iter__(self) -> Iterator[RequestView]:
+        return (self[i] for i in range(self._n))
+
+
 @dataclass(frozen=True)
 class Replayed:
-    """One transcript under one policy: the replay rows, the view of every call, and what it cost."""
+    """One transcript under one policy: the replay rows, the view of every call (kept where read) and what it
+    cost."""
 
     rows: list[dict[str, Any]]
-    views: list[RequestView]
+    views: Sequence[RequestView]
     ms: float
 
 
@@ -311,14 +355,19 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         return self._layouts[label]
 
     def replayed(self, policy: ContextPolicy | None = None, *, label: str | None = None,
-                 steps: Callable[..., Iterable[Any]] | bool = False) -> Replayed:
-        """The replay of the chosen transcript under `policy` (default: the sliders'), cached."""
+                 steps: Callable[..., Iterable[Any]] | bool = False, keep: Container[int] | None = None
+                 ) -> Replayed:
+        """The replay of the chosen transcript under `policy` (default: the sliders'), cached. Its views are kept
+        for the calls in `keep` (default: the call on screen) and made from their turn when read (`ReplayViews`);
+        a `-cache` variant keeps every one (E4: a view may carry over a turn, so no turn replays alone)."""
         policy = policy or self.policy()
         key = (label or str(self.transcript.value), policy)
         hit = self._cache.get(key)
         if hit is None:
             start = time.perf_counter()
-            views: list[RequestView] = []
+            shown = {int(self.call.value)} if keep is None else keep
+            views = ReplayViews(None if cache_variant(policy) is not None else shown,
+                                partial(self._turn_view, key[0], key[1]))
             # the rows the timeline draws (no per-message state columns: S4, a third sooner) and every view; a
             # background replay (`steps` its cancellation points) has caches of its own (one thread each)
             rows = replay_messages(self.messages(key[0]), policy, session_id=key[0], facts=False, views=views,
@@ -370,17 +419,33 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             full = self.replayed(policy)
         if full is not None:
             return full.views[call - 1], turn, call - first + 1
+        return self._turn_view(label, policy, call, first), turn, call - first + 1
+
+    def _turn_view(self, label: str, policy: ContextPolicy, call: int, first: int | None = None) -> RequestView:
+        """The view of call `call` from a replay of its turn up to it (cached per turn; not for `-cache` variants)."""
+        calls, turns = self._calls(label)
+        if first is None:
+            turn, first = turns[calls[call - 1] - 1], call
+            while first > 1 and turns[calls[first - 2] - 1] == turn:
+                first -= 1
         key = (label, policy, first)
         views = self._turns_cache.get(key)
         if views is None or len(views) <= call - first:  # the turn up to this call (a later one extends it)
+            stop = call
+            if views:  # scrubbing on in the turn: twice as far as before, so a walk through a turn of n calls
+                # replays O(n) calls in all, not O(n^2) (within the turn: its views need no other turn's)
+                turn = turns[calls[first - 1] - 1]
+                stop = min(max(call, first + 2 * len(views) - 1), len(calls))
+                while stop > call and turns[calls[stop - 1] - 1] != turn:
+                    stop -= 1
             views = []
-            replay_messages(self.messages(label)[:calls[call - 1] + 1], policy, session_id=label, facts=False,
+            replay_messages(self.messages(label)[:calls[stop - 1] + 1], policy, session_id=label, facts=False,
                             views=views, first_call=first, states=False, caches=self._session_caches(label))
             with self._lock:
                 if len(self._turns_cache) >= 4 * CACHE_SIZE:
                     self._turns_cache.pop(next(iter(self._turns_cache)))
                 self._turns_cache[key] = views
-        return views[call - first], turn, call - first + 1
+        return views[call - first]
 
     def call_data(self, replayed: Replayed, call: int) -> CallData:
         """Gauge/inspector data of call `call` (1-based) of a replay."""
@@ -412,7 +477,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                                    or self._replay_ms.get(label, math.inf) <= self.wait_ms):
             # the first draw (it opens on the first compaction), no other way, or a whole replay quick enough to
             # wait for: timeline, gauge and inspector at once from it (no second replay of the call's turn)
-            self._full = self.replayed(policy)
+            self._full = self.replayed(policy, keep=None if call is None else {int(call)})
         self._quiet = True
         try:
             self.call.max = max(n, 1)

@@ -247,6 +247,10 @@ class TurnLog:
     def _on_ProviderNote(self, e: ev.ProviderNote) -> None:
         if not e.shown:  # L2: a repeat (another text-written tool call): stored, said once
             return
+        if e.warning:  # T3: e.g. a prompt the server probably cut (mxclaw_nb/truncation.py): a warning line
+            self._add(LogLine("note", f"⚠ {' '.join(e.note.split())}", color=WARN_CSS, warning=True,
+                              iteration=e.iteration))
+            return
         self._add(LogLine("note", f"ⓘ {' '.join(e.note.split())}", iteration=e.iteration))
 
     def _on_ContextNothingToGain(self, e: ev.ContextNothingToGain) -> None:
