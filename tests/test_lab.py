@@ -270,19 +270,20 @@ def test_s4_replays_sharing_the_transcripts_caches_give_the_views_of_fresh_ones(
 
 
 def test_s4_a_whole_replay_keeps_the_view_on_screen_and_makes_others_from_their_turn() -> None:
-    """S4: a slider move's whole replay keeps the chosen call's view only (the collector no longer walks 500 views
-    per cached replay); another call's view is made from a replay of its turn when read, equal to the whole
-    replay's, and kept. A `-cache` variant (E4: views carry over turns) keeps every view."""
+    """S4: a slider move's whole replay keeps the chosen call's view and those of its turn before it (N3: its lineage
+    is composed over them), not every call's (the collector no longer walks 500 views per cached replay); another
+    call's view is made from a replay of its turn when read, equal to the whole replay's, and kept. A `-cache`
+    variant (E4: views carry over turns) keeps every view."""
     msgs = long_session(120)
     lab = PolicyLab({"long": msgs}, datasets=False, window=16_000, keep_recent=2_000, wait_ms=1e9)
     lab.call.value = 100
     lab.set(strategy="masking", window=12_000)
     views = lab.current.views
-    assert len(views) == 120 and sorted(views._kept) == [100]  # type: ignore[attr-defined]
+    assert len(views) == 120 and sorted(views._kept) == list(range(81, 101))  # type: ignore[attr-defined]
     fresh: list[Any] = []
     replay_messages(msgs, lab.policy(), facts=False, views=fresh)
     assert views[40].messages == fresh[40].messages and views[-1].after_tokens == fresh[-1].after_tokens
-    assert sorted(views._kept) == [41, 100, 120]  # type: ignore[attr-defined]
+    assert sorted(views._kept) == [41, *range(81, 101), 120]  # type: ignore[attr-defined]
     assert [v.stage for v in views[38:42]] == [v.stage for v in fresh[38:42]]
     with pytest.raises(IndexError):
         views[120]
@@ -307,3 +308,81 @@ def test_e4_the_labs_timeline_rings_the_calls_a_cache_variant_kept_warm() -> Non
     lab.set(strategy="masking")
     lab.wait()
     assert "<circle" not in lab.timeline.value and "kept the warm prefix" not in lab.timeline.value
+
+
+@pytest.fixture(scope="module")
+def long_lab() -> PolicyLab:
+    return PolicyLab({"long": long_session(500)}, datasets=False, window=31_000, threshold_ratio=0.5,
+                     keep_recent=4_000, wait_ms=1e9)
+
+
+@pytest.mark.parametrize("strategy", ["article", "masking"])
+def test_n3_a_carried_call_names_what_it_carries_relative_to_the_stored_transcript(long_lab: PolicyLab,
+                                                                                   strategy: str) -> None:
+    """N3 + C7: call 102 is call 2 of turn 6, whose call 1 masked old tool outputs. Its before rows are the stored
+    transcript (the original outputs, not placeholders), each placeholder it sends is a `placeholder` row made by
+    call 1, and gauge, inspector, the comparison gauge and the saved form say what it carries."""
+    lab = long_lab
+    lab.set(strategy=strategy, compare="clearing", call=102)
+    d = lab.data
+    assert d is not None and d.transcript_relative and (d.record.turn, d.record.iteration) == (6, 2)
+    before = {r["position"]: r for r in d.before}
+    assert sorted(before) == list(range(204))  # the stored transcript up to the call, one row per message
+    msgs = lab.messages()
+    assert all(r["chars"] == len(msgs[p]["content"] or "") for p, r in before.items() if r["role"] == "tool")
+    assert not any(r["preview"].startswith("[old tool output") for r in d.before)  # never a placeholder's text
+    sent = [m for m in lab.view_at(102)[0].messages if str(m.get("content")).startswith("[old tool output")]
+    by_call1 = [r for r in d.before if r["action"] == "placeholder" and r["call"] == 1]
+    made_now = [r for r in d.before if r["action"] == "placeholder" and r["call"] == 2]
+    assert by_call1 and len(by_call1) + len(made_now) == len(sent)
+    assert (strategy == "article") == (not made_now)  # masking masks on at call 2 too
+    assert d.carried == f"{d.record.stage} · carries {len(by_call1)} placeholders"
+    after = [r for r in d.after if r["action"] == "placeholder"]
+    assert len(after) == len(sent) and all(r["preview"].startswith("[old tool output") for r in after)
+    carries = f" · carries {len(by_call1)} placeholders"
+    assert carries in lab.gauge.value and "stored transcript up to this call" in lab.gauge.value
+    head = lab.inspector.value
+    assert carries in head and "Before (transcript, 204 msgs)" in head and "by call" in head
+    assert lab.other is not None and lab.other.transcript_relative  # the comparison gauge too
+    assert " · carries " in (lab.other.carried or "") and lab.other.carried.split(" · ", 1)[1] in lab.versus.value
+    assert carries in lab.to_html()  # the saved form
+    rows = lab.current.rows  # the first C6 summary made inside a turn (article: call 15 of turn 15, call 295)
+    made = next(r for r, nxt in zip(rows, rows[1:], strict=False)
+                if r["stage"] == "summary" and nxt["turn"] == r["turn"])
+    lab.set(call=made["call"] + 1)  # the next call of the turn: the summary is pinned (C7)
+    d = lab.data
+    assert d is not None and d.record.iteration is not None and d.record.iteration > 1
+    by = d.record.iteration - 1
+    assert strategy != "article" or (by, made["call"]) == (15, 295)
+    assert f"carries the summary of call {by}" in (d.carried or "") and d.summaries[0][0] == by
+    summarized = [r for r in d.before if r["action"] == "summarized"]
+    assert summarized and {r["call"] for r in summarized} == {by}
+    assert f"summary made by call {by} of this turn, carried" in lab.inspector.value
+
+
+def test_n3_lab_lineage_is_composed_for_the_call_on_screen_only() -> None:
+    """S4: the whole replay composes no lineage; the call's is composed over its turn's views (kept by the whole
+    replay) and continued, not recomposed, when the call slider moves on in the turn."""
+    import mxclaw_nb.widgets.lab as lab_module
+
+    composed: list[int] = []
+    real = lab_module.replayed_lineage
+
+    def counting(view: Any, n_messages: int, previous: Any = None, *, call: int = 1) -> Any:
+        composed.append(call)
+        return real(view, n_messages, previous, call=call)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lab_module, "replayed_lineage", counting)
+        lab = PolicyLab({"long": long_session(120)}, datasets=False, window=16_000, keep_recent=2_000, wait_ms=1e9)
+        lab.set(call=45)  # call 5 of turn 3
+        assert composed == [1, 2, 3, 4, 5]
+        composed.clear()
+        lab.call.value = 47
+        assert composed == [6, 7]  # continued from call 45's lineage
+        composed.clear()
+        lab.call.value = 43
+        assert composed == [1, 2, 3]  # an earlier call: composed again from the turn's first
+        composed.clear()
+        lab.set(window=18_000)  # a new policy: its whole replay kept call 43's turn up to it, nothing else
+        assert composed == [1, 2, 3] and sorted(lab.current.views._kept) == [41, 42, 43]  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from itertools import compress, count, islice
+from itertools import compress, count, islice, repeat
 from operator import is_not, not_
 from typing import Any, NamedTuple, Protocol
 
@@ -52,6 +52,7 @@ from mxclaw_nb.analysis.policies import as_policy
 from mxclaw_nb.context import ContextPolicy, RequestView, TokenCache, build_request_view, build_structured_summary
 from mxclaw_nb.context.cache_variants import cache_variant, choose
 from mxclaw_nb.context.incremental import continued_input, sent_in_place
+from mxclaw_nb.context.lineage import Lineage, compose_lineage
 from mxclaw_nb.context.micro import is_typed_placeholder
 from mxclaw_nb.context.model_summary import summary_prompt
 from mxclaw_nb.context.prefix import shared_prefix
@@ -456,6 +457,22 @@ def replay_messages(messages: Sequence[Any], policy: ContextPolicy, *, session_i
                 views.append(call.view)
             rows.append(run.row(call_no, i, call))
     return rows
+
+
+def replayed_lineage(view: RequestView, n_messages: int, previous: tuple[Lineage, int] | None = None, *,
+                     call: int = 1) -> Lineage:
+    """SPEC N3 + C7: the lineage the live loop composes for a replayed call, so its rows are relative to the stored
+    transcript as the live inspector's are (the lab computes it for the call on screen only, not in a replay).
+
+    `view`: the call made when the transcript had `n_messages` messages; `previous`: (the lineage, `n_messages`)
+    of the call before it in its chain, None when `view` rebuilt from the transcript (a turn's first call, C2);
+    `call`: its call number in its turn. As the loop's `first_call`/`next_call` give it: a rebuilt call's input
+    position p is stored seq p; a continued call's input is what the previous one sent (origins in its lineage)
+    plus the messages stored since, at their seqs. The lineage's `transcript` is not set (the caller's messages)."""
+    if previous is None:
+        return compose_lineage(view, range(n_messages), None, call=call)
+    lineage, before = previous
+    return compose_lineage(view, [*repeat(None, len(lineage.sent)), *range(before, n_messages)], lineage, call=call)
 
 
 def _check_first_call(run: _Replay, calls: Sequence[int], first_call: int) -> None:

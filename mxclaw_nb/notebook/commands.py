@@ -284,7 +284,7 @@ def cmd_lab(m: CommandHost, args: argparse.Namespace) -> Any:
     try:
         lab = PolicyLab(store=m.store(), current=agent.session_id, strategy=args.strategy or strategy,
                         compare=args.versus, window=pol.context_window_tokens, threshold_ratio=pol.threshold_ratio,
-                        keep_recent=pol.keep_recent_tokens)
+                        keep_recent=pol.keep_recent_tokens, tool_definitions=pol.tool_definitions)  # T1-T3
     except (ValueError, LookupError, TraitError) as exc:  # TraitError: a value outside a control's range
         raise UsageError(f"%agent lab: {exc}") from None
     if getattr(m.shell, "kernel", None) is None:

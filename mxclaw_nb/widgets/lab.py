@@ -27,7 +27,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, overload
 
@@ -39,10 +39,12 @@ from mxclaw_nb.analysis.replay import (
     call_positions,
     fewer_collections,
     replay_messages,
+    replayed_lineage,
     rows_as_requests,
 )
 from mxclaw_nb.context import ContextPolicy, RequestView
 from mxclaw_nb.context.cache_variants import cache_variant
+from mxclaw_nb.context.lineage import Lineage
 from mxclaw_nb.context.strategies import STRATEGIES, Strategy, strategy_from
 from mxclaw_nb.messages import modernize_legacy_calls
 from mxclaw_nb.widgets.data import CallData, from_view
@@ -190,13 +192,16 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                  current: str | None = None, datasets: bool = True, strategy: str = "article",
                  compare: str | None = None, window: int = 32_000, threshold_ratio: float = 0.8,
                  keep_recent: int = 4_000, max_rows: int = 12, background: bool = True, wait_ms: float = WAIT_MS,
-                 **kwargs: Any) -> None:
+                 tool_definitions: str = "", **kwargs: Any) -> None:
         """`transcripts`: {label: messages} or one list of messages (shown first); `store`/`current`: the stored
         sessions, the current one first; `datasets`: add the shipped datasets' conversations; `background`: a
         policy change redraws the chosen call from its turn's replay and the timeline when the whole replay, run
         in a thread, is done (False: every change waits for the whole replay); `wait_ms`: a change waits for the
         whole replay anyway (timeline, gauge and inspector redrawn at once from it, no replay of the call's turn
-        alone, no thread to share the interpreter with) when the transcript's last one took at most this long."""
+        alone, no thread to share the interpreter with) when the transcript's last one took at most this long;
+        `tool_definitions`: the tool schemas every request carries (`ContextPolicy.tool_definitions`, T1-T3: in
+        the totals the threshold is checked on), e.g. the agent's, so a replay of its session decides as its live
+        calls did."""
         sources: dict[str, Callable[[], list[Any]]] = {}
         if isinstance(transcripts, Mapping):
             sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
@@ -209,10 +214,12 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             sources.update(dataset_sources())
         if not sources:
             raise ValueError("PolicyLab needs a transcript: messages, a store with sessions, or datasets=True")
-        self.sources, self.max_rows = sources, max_rows
+        self.sources, self.max_rows, self.tool_definitions = sources, max_rows, str(tool_definitions)
         self._messages: dict[str, list[Any]] = {}
         self._cache: dict[tuple[str, ContextPolicy], Replayed] = {}
         self._turns_cache: dict[tuple[str, ContextPolicy, int], list[RequestView]] = {}  # views of one turn
+        # N3: the last lineage composed per (transcript, policy, first call of its chain): (call, lineage)
+        self._lineages: dict[tuple[str, ContextPolicy, int], tuple[int, Lineage]] = {}
         self._timelines: dict[tuple[str, ContextPolicy], str] = {}  # the timeline HTML of a whole replay
         self._layouts: dict[str, tuple[list[int], list[int]]] = {}
         self._replay_ms: dict[str, float] = {}  # the last whole replay's time per transcript (wait_ms)
@@ -281,7 +288,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         else:
             strat = strategy_from(strategy)
         return ContextPolicy(int(self.window.value), float(self.threshold_ratio.value), int(self.keep_recent.value),
-                             strategy=strat)
+                             strategy=strat, tool_definitions=self.tool_definitions)
 
     def set(self, **state: Any) -> None:
         """Change several controls at once and redraw once: transcript, strategy, compare, window, threshold_ratio,
@@ -358,14 +365,15 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                  steps: Callable[..., Iterable[Any]] | bool = False, keep: Container[int] | None = None
                  ) -> Replayed:
         """The replay of the chosen transcript under `policy` (default: the sliders'), cached. Its views are kept
-        for the calls in `keep` (default: the call on screen) and made from their turn when read (`ReplayViews`);
+        for the calls in `keep` (default: the call on screen and the calls of its turn before it, whose lineage
+        it continues, N3) and made from their turn when read (`ReplayViews`);
         a `-cache` variant keeps every one (E4: a view may carry over a turn, so no turn replays alone)."""
         policy = policy or self.policy()
         key = (label or str(self.transcript.value), policy)
         hit = self._cache.get(key)
         if hit is None:
             start = time.perf_counter()
-            shown = {int(self.call.value)} if keep is None else keep
+            shown = self._shown(key[0], int(self.call.value)) if keep is None else keep
             views = ReplayViews(None if cache_variant(policy) is not None else shown,
                                 partial(self._turn_view, key[0], key[1]))
             # the rows the timeline draws (no per-message state columns: S4, a third sooner) and every view; a
@@ -380,6 +388,13 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = hit
         return hit
+
+    def _shown(self, label: str, call: int) -> Container[int]:
+        """The calls whose views a whole replay keeps for call `call` on screen: its turn up to it (N3: its lineage
+        is composed over them, `lineage_at`)."""
+        if not 1 <= call <= len(self._calls(label)[0]):
+            return {call}
+        return range(self._turn_first(label, call), call + 1)
 
     def _session_caches(self, label: str) -> SessionCaches:
         """The transcript's replay caches (kernel thread only; a few kept)."""
@@ -403,6 +418,14 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             if job.error is not None:
                 raise job.error
 
+    def _turn_first(self, label: str, call: int) -> int:
+        """The first call of call `call`'s turn (1-based)."""
+        calls, turns = self._calls(label)
+        turn, first = turns[calls[call - 1] - 1], call
+        while first > 1 and turns[calls[first - 2] - 1] == turn:
+            first -= 1
+        return first
+
     def view_at(self, call: int, policy: ContextPolicy | None = None) -> tuple[RequestView, int, int]:
         """(view, turn, iteration in its turn) of call `call` (1-based) under `policy` (default: the sliders'):
         from the whole replay when it is cached, else from a replay of its turn up to it alone (C2: the same
@@ -410,24 +433,18 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         policy = policy or self.policy()
         label = str(self.transcript.value)
         calls, turns = self._calls(label)
-        turn = turns[calls[call - 1] - 1]
-        first = call
-        while first > 1 and turns[calls[first - 2] - 1] == turn:
-            first -= 1
+        first = self._turn_first(label, call)
         full = self._cache.get((label, policy))
         if full is None and cache_variant(policy) is not None:
             full = self.replayed(policy)
         if full is not None:
-            return full.views[call - 1], turn, call - first + 1
-        return self._turn_view(label, policy, call, first), turn, call - first + 1
+            return full.views[call - 1], turns[calls[call - 1] - 1], call - first + 1
+        return self._turn_view(label, policy, call, first), turns[calls[call - 1] - 1], call - first + 1
 
     def _turn_view(self, label: str, policy: ContextPolicy, call: int, first: int | None = None) -> RequestView:
         """The view of call `call` from a replay of its turn up to it (cached per turn; not for `-cache` variants)."""
         calls, turns = self._calls(label)
-        if first is None:
-            turn, first = turns[calls[call - 1] - 1], call
-            while first > 1 and turns[calls[first - 2] - 1] == turn:
-                first -= 1
+        first = self._turn_first(label, call) if first is None else first
         key = (label, policy, first)
         views = self._turns_cache.get(key)
         if views is None or len(views) <= call - first:  # the turn up to this call (a later one extends it)
@@ -447,11 +464,54 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                 self._turns_cache[key] = views
         return views[call - first]
 
-    def call_data(self, replayed: Replayed, call: int) -> CallData:
-        """Gauge/inspector data of call `call` (1-based) of a replay."""
-        row = replayed.rows[call - 1]
-        iteration = sum(1 for r in replayed.rows[:call] if r["turn"] == row["turn"])
-        return from_view(replayed.views[call - 1], turn=int(row["turn"]), iteration=iteration)
+    def _chain_start(self, label: str, policy: ContextPolicy, call: int) -> int:
+        """The call whose view `call`'s continues from the transcript (C7: its turn's first; a `-cache` variant's
+        may continue the previous turn's, E4: the last call its whole replay says rebuilt)."""
+        first = self._turn_first(label, call)
+        if cache_variant(policy) is None:
+            return first
+        rows = self.replayed(policy, label=label).rows
+        start = call
+        while start > 1 and not rows[start - 1]["rebuilt"]:
+            start -= 1
+        return start
+
+    def lineage_at(self, call: int, policy: ContextPolicy | None = None) -> Lineage | None:
+        """SPEC N3: the lineage the live loop composes for call `call` under `policy` (default: the sliders'), over
+        the chosen transcript: what each stored message up to it became across its turn's calls, and which call
+        made each carried placeholder or summary (`replayed_lineage` over the views of its turn up to it; the
+        last one composed per turn is kept, so a move to a later call of the turn composes only the calls
+        between). None for a view the engine could not trace (its own rows are shown then)."""
+        policy = policy or self.policy()
+        label = str(self.transcript.value)
+        calls, _ = self._calls(label)
+        start = self._chain_start(label, policy, call)
+        key = (label, policy, start)
+        got = self._lineages.get(key)
+        at, lineage = (got[0] + 1, got[1]) if got is not None and got[0] <= call else (start, None)
+        try:
+            for c in range(at, call + 1):
+                view, _, iteration = self.view_at(c, policy)
+                lineage = replayed_lineage(view, calls[c - 1], None if lineage is None else (lineage, calls[c - 2]),
+                                           call=iteration)
+        except ValueError:  # no trace to compose (the inspector shows the view's own rows)
+            return None
+        assert lineage is not None
+        with self._lock:
+            if len(self._lineages) >= 4 * CACHE_SIZE:
+                self._lineages.pop(next(iter(self._lineages)))
+            self._lineages[key] = (call, lineage)
+        return replace(lineage, transcript=self.messages(label))  # the rows are rebuilt from the stored messages
+
+    def call_data(self, call: int, policy: ContextPolicy | None = None) -> CallData:
+        """Gauge/inspector data of call `call` (1-based) under `policy` (default: the sliders'), as the live
+        inspector shows that call (SPEC N3): before rows are the stored transcript up to the call, each with what
+        the turn's calls did to it and which call did it (a placeholder or summary carried from an earlier call
+        of the turn is named, C7), and `carried` says what the call carries."""
+        policy = policy or self.policy()
+        view, turn, iteration = self.view_at(call, policy)
+        lineage = self.lineage_at(call, policy)
+        return from_view(view if lineage is None else replace(view, lineage=lineage), turn=turn, iteration=iteration)
 
     # --- redraw ----------------------------------------------------------------------------------------------
     def _policy_changed(self, call: int | None = None) -> None:
@@ -477,7 +537,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                                    or self._replay_ms.get(label, math.inf) <= self.wait_ms):
             # the first draw (it opens on the first compaction), no other way, or a whole replay quick enough to
             # wait for: timeline, gauge and inspector at once from it (no second replay of the call's turn)
-            self._full = self.replayed(policy, keep=None if call is None else {int(call)})
+            self._full = self.replayed(policy, keep=None if call is None else self._shown(label, int(call)))
         self._quiet = True
         try:
             self.call.max = max(n, 1)
@@ -548,12 +608,11 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                 self.data = self.other = None
                 self.gauge.value = self.inspector.value = self.versus.value = self.cursor.value = ""
             else:
-                view, turn, iteration = self.view_at(k)
-                self.data = from_view(view, turn=turn, iteration=iteration)
+                self.data = self.call_data(k)
                 self.gauge.value = gauge_html(self.data)
                 self.inspector.value = InspectorHTML(self.data, self.max_rows).to_html()
                 self.cursor.value = self._cursor_html(k)
-                self.versus.value = self._versus_html(k, view)
+                self.versus.value = self._versus_html(k, self.data)
             self.last_ms["call"] = (time.perf_counter() - start) * 1000
             self.status.value = self.status_html()
             if self._full is not None:  # consistent (the timeline is this policy's): the snapshot follows
@@ -566,26 +625,26 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                 f'top:{100 * top / 340:.2f}%;height:{100 * (bottom - top) / 340:.2f}%;width:0;'
                 f'border-left:2px solid #e53935;opacity:.8"></div>')
 
-    def _versus_html(self, call: int, va: RequestView) -> str:
+    def _versus_html(self, call: int, data: CallData) -> str:
         """The comparison strategy on the same call: a compact gauge and one line of difference."""
         name = self.compare.value
         if name == NONE:
             self.other = None
             return ""
-        vb, turn, iteration = self.view_at(call, self.policy(name))
-        self.other = from_view(vb, turn=turn, iteration=iteration)
-        a, b = self.data.record if self.data else None, self.other.record
+        self.other = self.call_data(call, self.policy(name))
+        a, b = data.record, self.other.record
+        va, vb = data.sent or (), self.other.sent or ()  # what each sent (N3: rebuilt from the lineage)
         same = 0
-        for x, y in zip(va.messages, vb.messages, strict=False):
+        for x, y in zip(va, vb, strict=False):
             if x != y:
                 break
             same += 1
         mine = self.policy().strategy.label()
-        delta = (a.after_tokens if a else 0) - b.after_tokens
-        line = (f"call {call}: <b>{esc(mine)}</b> sends {fmt_int(a.after_tokens if a else 0)} "
-                f"({chip(a.stage if a else '', color_of('stage', a.stage if a else ''))}), <b>{esc(name)}</b> sends "
+        delta = a.after_tokens - b.after_tokens
+        line = (f"call {call}: <b>{esc(mine)}</b> sends {fmt_int(a.after_tokens)} "
+                f"({chip(a.stage, color_of('stage', a.stage))}), <b>{esc(name)}</b> sends "
                 f"{fmt_int(b.after_tokens)} ({chip(b.stage, color_of('stage', b.stage))}) · "
-                f"{'+' if delta > 0 else ''}{fmt_int(delta)} tokens · {len(va.messages)} vs {len(vb.messages)} "
+                f"{'+' if delta > 0 else ''}{fmt_int(delta)} tokens · {len(va)} vs {len(vb)} "
                 f"messages, the first {same} identical")
         return (f'<div class="mx-lab-versus" style="{FONT};border-left:3px solid {MUTED};padding-left:8px;'
                 f'margin:8px 0"><div style="margin:4px 0">{line}</div>'
