@@ -9,14 +9,16 @@ from the key press to the redraw and to the new policy's timeline drawn (the who
 and printed per strategy: the lab waits for a quick whole replay and draws all at once, else the call first (its
 turn replayed alone, C2) and the timeline from a background replay. Their bound here is generous (a timed
 assertion is flaky on a loaded 2-core CI): the 100 ms target is asserted by `bench/lab_bench.py --assert-ms 100`.
-Light and dark screenshots; then the notebook is saved, its kernel shut down and reopened: the snapshot shows the
-last state (no widget error).
+The call on screen at the end is call 2 of its turn, after its call 1 masked: gauge, comparison gauge and inspector
+say what it carries (N3, C7). Light and dark screenshots; then the notebook is saved, its kernel shut down and
+reopened: the snapshot shows the last state (no widget error).
 Screenshots go to $MXCLAW_SHOTS or a new temporary folder (printed).
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import statistics
 import time
 from pathlib import Path
@@ -188,6 +190,18 @@ def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(
             line = versus.inner_text()
             assert "article" in line and "clearing" in line and "identical" in line, line
             _idle(page)
+            # N3 + C7: the call on screen is call 2 of its turn, after its call 1 masked old tool outputs: gauge,
+            # comparison gauge and inspector say it carries call 1's placeholders, and the inspector's Before rows are
+            # the stored transcript (its actions relative to it), as the live inspector shows that call
+            lab = page.locator(f"{PANEL} .mx-policy-lab").first
+            gauge = lab.locator(".mx-gauge").first.inner_text()
+            carried = re.search(r"unchanged · carries (\d+) placeholders · turn (\d+), call 2", " ".join(gauge.split()))
+            assert carried, gauge
+            carries = f"carries {carried.group(1)} placeholders"
+            assert carries in " ".join(versus.locator(".mx-gauge").first.inner_text().split())
+            head = " ".join(lab.locator(".mx-inspector-head").first.inner_text().split())
+            assert carries in head and "Before: the stored transcript up to this call" in head, head
+            assert "Before (transcript, " in lab.locator(".mx-inspector").first.inner_text()
 
             for theme, light in (("light", True), ("dark", False)):
                 if not light:
@@ -211,6 +225,7 @@ def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(
             saved_text = saved.inner_text()
             assert "window 31,000" in saved_text and f"call {cursor}" in saved_text, saved_text
             assert "versus clearing on the same call" in saved_text, saved_text
+            assert carries in " ".join(saved_text.split()), saved_text  # N3: the saved form says it too
             assert saved.locator("svg").first.is_visible() and saved.locator(".mx-gauge").first.is_visible()
             saved.evaluate("e => e.scrollIntoView({block: 'start'})")
             time.sleep(0.5)
