@@ -220,6 +220,8 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self._turns_cache: dict[tuple[str, ContextPolicy, int], list[RequestView]] = {}  # views of one turn
         # N3: the last lineage composed per (transcript, policy, first call of its chain): (call, lineage)
         self._lineages: dict[tuple[str, ContextPolicy, int], tuple[int, Lineage]] = {}
+        self.data: CallData | None = None  # the call on screen (gauge, inspector)
+        self.other: CallData | None = None  # the same call under the comparison strategy
         self._timelines: dict[tuple[str, ContextPolicy], str] = {}  # the timeline HTML of a whole replay
         self._layouts: dict[str, tuple[list[int], list[int]]] = {}
         self._replay_ms: dict[str, float] = {}  # the last whole replay's time per transcript (wait_ms)
@@ -640,7 +642,7 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
                 break
             same += 1
         mine = self.policy().strategy.label()
-        delta = a.after_tokens - b.after_tokens
+        delta = (a.after_tokens or 0) - (b.after_tokens or 0)
         line = (f"call {call}: <b>{esc(mine)}</b> sends {fmt_int(a.after_tokens)} "
                 f"({chip(a.stage, color_of('stage', a.stage))}), <b>{esc(name)}</b> sends "
                 f"{fmt_int(b.after_tokens)} ({chip(b.stage, color_of('stage', b.stage))}) · "
