@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from mxclaw_nb import Agent
+from mxclaw_nb.analysis.replay import replayed_lineage
+from mxclaw_nb.context import Lineage
 from mxclaw_nb.widgets.data import CallData, from_request, from_view
 from mxclaw_nb.widgets.lab import PolicyLab
+from tests.context.test_lineage import SETTINGS, run_turn, turns
 
 
 def _shown(d: CallData) -> dict[str, Any]:
@@ -75,3 +79,17 @@ def test_n3_lab_shows_a_carried_call_as_the_live_inspector_does(strategy: str, t
         assert carried[-2:] == ["micro · carries the summary of call 10",
                                 "micro · carries the summary of call 10 and 1 placeholder"]
         assert "summary made by call 10 of this turn, carried" in lab.inspector.value
+
+
+@SETTINGS
+@given(turns())
+def test_n3_a_replayed_turns_lineage_is_the_one_the_loop_composes(turn: Any) -> None:
+    """`replayed_lineage` over the views of a turn, one after the other (what the lab does for the call on screen),
+    gives every call the lineage the loop composed while it ran (`first_call`/`next_call`, C7), fallback retries
+    (C9) and repairs included."""
+    transcript, blocks, policy, summarize, retry_at = turn
+    previous: tuple[Lineage, int] | None = None
+    for call, (view, lineage, stored) in enumerate(run_turn(transcript, blocks, policy, summarize, retry_at), 1):
+        got = replayed_lineage(view, len(stored), previous, call=call)
+        assert got == lineage and got.describe() == lineage.describe()
+        previous = (got, len(stored))

@@ -380,6 +380,8 @@ def _rows(lineage: Lineage, transcript: Sequence[Message], rebuilt: _Rebuilt, se
           counted: tuple[Sequence[int], Sequence[int]] | None) -> dict[str, list[dict[str, Any]]]:
     """The rows of `lineage_rows`; `counted`: (tokens per repaired step, per sent message) instead of C1."""
     step_tokens, sent_tokens = counted if counted is not None else (None, None)
+    if sent_tokens is None:  # C1 of each sent message, once: its before row's `tokens_after` and its after row
+        sent_tokens = [estimate_sent(m) for m in sent_msgs]
     sent_at = {o: m for m, o in enumerate(lineage.sent)}
     synthetic = {(m.after, str(m.message.get("tool_call_id"))): m.key for m in lineage.made if m.kind == "synthetic"}
     names: dict[str, str | None] = {}
@@ -394,7 +396,7 @@ def _rows(lineage: Lineage, transcript: Sequence[Message], rebuilt: _Rebuilt, se
             names.update({str(c.get("id")): tool_call_name(c) for c in tool_call_list(msg) if isinstance(c, dict)})
         text = content_text(msg.get("content"))
         m = sent_at.get(origin) if origin is not None else None
-        after = 0 if m is None else estimate_sent(sent_msgs[m]) if sent_tokens is None else sent_tokens[m]
+        after = 0 if m is None else sent_tokens[m]
         return {"position": seq, "role": role, "tool_name": names.get(str(msg.get("tool_call_id")))
                 if role == "tool" else None, "tokens_before": tokens, "tokens_after": after, "action": st.action,
                 "sent_position": m, "failure": role == "tool" and is_failure(msg), "synthetic": seq is None,
@@ -437,7 +439,7 @@ def _rows(lineage: Lineage, transcript: Sequence[Message], rebuilt: _Rebuilt, se
             action, src, by = ("synthetic" if engine_made.kind == "synthetic" else "summary"), None, engine_made.call
         after.append({"position": position, "source": src, "role": role,
                       "tool_name": names.get(str(msg.get("tool_call_id"))) if role == "tool" else None,
-                      "tokens": estimate_sent(msg) if sent_tokens is None else sent_tokens[position], "action": action,
+                      "tokens": sent_tokens[position], "action": action,
                       "chars": len(text), "preview": _preview(text),
                       "call": by})
     return {"before": before, "after": after}

@@ -31,6 +31,7 @@ from mxclaw_nb.context import (
     placeholder_for,
 )
 from mxclaw_nb.context.lineage import SEQ_ACTIONS, first_call, next_call
+from mxclaw_nb.context.tokens import estimate_sent
 from mxclaw_nb.messages import content_text, sanitize
 from mxclaw_nb.store.provenance import decode_lineage, encode_lineage
 
@@ -134,6 +135,10 @@ def check_call(view: object, lineage: Lineage, stored: list) -> None:
     assert len(rows["after"]) == len(sent)
     assert Counter(r["source"] for r in rows["after"] if r["source"] is not None) == \
         Counter(o for o in lineage.sent if o >= 0)
+    # C1 figures: each sent message's estimate on its after row and on the before row of what it was sent for
+    assert [r["tokens"] for r in rows["after"]] == [estimate_sent(m) for m in sent]
+    assert all(r["tokens_after"] == (0 if r["sent_position"] is None else estimate_sent(sent[r["sent_position"]]))
+               for r in rows["before"])
 
 
 @SETTINGS
