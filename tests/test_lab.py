@@ -270,20 +270,20 @@ def test_s4_replays_sharing_the_transcripts_caches_give_the_views_of_fresh_ones(
 
 
 def test_s4_a_whole_replay_keeps_the_view_on_screen_and_makes_others_from_their_turn() -> None:
-    """S4: a slider move's whole replay keeps the chosen call's view and those of its turn before it (N3: its lineage
-    is composed over them), not every call's (the collector no longer walks 500 views per cached replay); another
-    call's view is made from a replay of its turn when read, equal to the whole replay's, and kept. A `-cache`
-    variant (E4: views carry over turns) keeps every view."""
+    """S4: a slider move's whole replay keeps the chosen call's view only (the collector no longer walks 500 views
+    per cached replay; those of its turn before it are kept while it runs, for its N3 lineage, and let go once that
+    is composed); another call's view is made from a replay of its turn when read, equal to the whole replay's, and
+    kept. A `-cache` variant (E4: views carry over turns) keeps every view."""
     msgs = long_session(120)
     lab = PolicyLab({"long": msgs}, datasets=False, window=16_000, keep_recent=2_000, wait_ms=1e9)
     lab.call.value = 100
     lab.set(strategy="masking", window=12_000)
     views = lab.current.views
-    assert len(views) == 120 and sorted(views._kept) == list(range(81, 101))  # type: ignore[attr-defined]
+    assert len(views) == 120 and sorted(views._kept) == [100]  # type: ignore[attr-defined]
     fresh: list[Any] = []
     replay_messages(msgs, lab.policy(), facts=False, views=fresh)
     assert views[40].messages == fresh[40].messages and views[-1].after_tokens == fresh[-1].after_tokens
-    assert sorted(views._kept) == [41, *range(81, 101), 120]  # type: ignore[attr-defined]
+    assert sorted(views._kept) == [41, 100, 120]  # type: ignore[attr-defined]
     assert [v.stage for v in views[38:42]] == [v.stage for v in fresh[38:42]]
     with pytest.raises(IndexError):
         views[120]
@@ -362,7 +362,7 @@ def test_n3_a_carried_call_names_what_it_carries_relative_to_the_stored_transcri
 
 def test_n3_lab_lineage_is_composed_for_the_call_on_screen_only() -> None:
     """S4: the whole replay composes no lineage; the call's is composed over its turn's views (kept by the whole
-    replay) and continued, not recomposed, when the call slider moves on in the turn."""
+    replay until then) and continued, not recomposed, when the call slider moves on in the turn."""
     import mxclaw_nb.widgets.lab as lab_module
 
     composed: list[int] = []
@@ -384,5 +384,6 @@ def test_n3_lab_lineage_is_composed_for_the_call_on_screen_only() -> None:
         lab.call.value = 43
         assert composed == [1, 2, 3]  # an earlier call: composed again from the turn's first
         composed.clear()
-        lab.set(window=18_000)  # a new policy: its whole replay kept call 43's turn up to it, nothing else
-        assert composed == [1, 2, 3] and sorted(lab.current.views._kept) == [41, 42, 43]  # type: ignore[attr-defined]
+        mp.setattr(lab, "_turn_view", lambda *a, **k: pytest.fail("a turn replayed alone"))
+        lab.set(window=18_000)  # a new policy: its whole replay kept call 43's turn up to it (no turn replayed)
+        assert composed == [1, 2, 3] and sorted(lab.current.views._kept) == [43]  # type: ignore[attr-defined]

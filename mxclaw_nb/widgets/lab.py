@@ -79,6 +79,14 @@ class ReplayViews(Sequence[RequestView]):
         if self._keep is None or self._n in self._keep:
             self._kept[self._n] = view
 
+    def release(self, calls: Iterable[int]) -> None:
+        """Keep these calls' views no longer (read again, each is made from its turn): the views of a turn before the
+        call on screen, once its lineage is composed over them (N3, `PolicyLab.lineage_at`). A `-cache` variant's
+        (every view kept: E4, no turn replays alone) stay."""
+        if self._keep is not None:
+            for call in calls:
+                self._kept.pop(call, None)
+
     def __len__(self) -> int:
         return self._n
 
@@ -500,9 +508,12 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
             return None
         assert lineage is not None
         with self._lock:
-            if len(self._lineages) >= 4 * CACHE_SIZE:
+            if len(self._lineages) >= CACHE_SIZE:
                 self._lineages.pop(next(iter(self._lineages)))
             self._lineages[key] = (call, lineage)
+            full = self._cache.get((label, policy))
+            if full is not None and isinstance(full.views, ReplayViews):  # composed: the turn's earlier views can go
+                full.views.release(range(start, call))
         return replace(lineage, transcript=self.messages(label))  # the rows are rebuilt from the stored messages
 
     def call_data(self, call: int, policy: ContextPolicy | None = None) -> CallData:
