@@ -196,6 +196,15 @@ def _shared_prefix(ctx: TurnContext, session_id: str, view: RequestView, continu
     return None if state is None else shared
 
 
+@dataclass
+class _Progress:
+    """What the turn is doing (L7: the failure reason names it) and its user message's stored seq (None: not
+    stored yet); the steps below update it as they go, so a failure anywhere is told in the same words."""
+
+    doing: str = "loading the session's transcript"
+    user_seq: int | None = None
+
+
 def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int) -> TurnResult:
     """L1: store the user message, then model call -> store -> tools -> store until an answer.
 
@@ -204,88 +213,140 @@ def run_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int
     stays an interruption (`turn.interrupted`, re-raised).
     """
     result = TurnResult(session_id, turn, "", "ok", 0)
-    user_seq: int | None = None
-    doing = "loading the session's transcript"
+    progress = _Progress()
     try:
-        transcript = ctx.store.load_transcript(session_id) if ctx.transcript is None else ctx.transcript
-        doing = "storing your message"
-        user_seq = ctx.store.append_message(session_id, user_message, turn=turn)
-        doing = "starting the turn"
-        started = {"session_id": session_id, "prompt": user_message.get("content")}
-        _emit(ctx, session_id, "turn.started", started, turn, None)
-        view_input: list[Message] = with_appended(transcript, [user_message])  # C7: a lazy transcript not read
-        # C7 + N3: the input, the stored seq of each input position, what the turn's calls did so far, and the
-        # stored transcript by seq (live views rebuild their transcript-relative rows from it; None if seqs skip)
-        nxt = first_call(view_input, range(user_seq + 1), copied(view_input)) if user_seq == len(transcript) \
-            else first_call(view_input, [*range(len(transcript)), user_seq], None)
-        while True:
-            if result.iterations >= (limit := ctx.settings.max_iterations):
-                result.status = "max_iterations"
-                result.text = (f"Stopped after {limit} model calls without a final answer "
-                               "(max-iterations bound). Everything so far is stored; send another message to go on.")
-                _emit(ctx, session_id, "turn.max_iterations", {"limit": limit}, turn, result.iterations)
-                break
+        nxt = _start_turn(ctx, session_id, user_message, turn, progress)
+        while not _bound_reached(ctx, session_id, turn, result):
             result.iterations += 1
-            it = result.iterations
-            doing = f"building the request view for model call {it}"
-            # L4, S1: one commit per iteration (record, answer, tool results, events), written before the next
-            # model call; an interrupt or failure inside still writes what was done, and a slow tool or approval
-            # prompt does not keep the answer unstored: what is queued is committed after COMMIT_AFTER seconds
-            with ctx.store.deferred(commit_after=COMMIT_AFTER):
-                view, completion, record, nxt = _call_model(ctx, session_id, nxt, turn, it, result)
-                doing = f"storing the answer of model call {it}"
-                assistant = dict(completion.message)
-                assistant.setdefault("role", "assistant")
-                ctx.store.append_request(session_id, record)
-                new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
-                calls = assistant.get("tool_calls") or []
-                if not calls:  # turn.finished is stored with the answer; subscribers hear it once committed
-                    result.text = assistant.get("content") or ""
-                    doing = "finishing the turn"
-                    finished = {"text": result.text, "iterations": result.iterations, "status": result.status}
-                    ctx.store.append_event(session_id, "turn.finished", finished, turn=turn, iteration=it)
-                    if ctx.cache_aware is not None:  # E4: the next turn may keep this call's prefix
-                        ctx.cache_aware.called(session_id, view, nxt.seqs, new_seqs[-1] + 1)
-                    break
-                appended = [assistant]
-                bound = ctx.tool_context.max_tool_calls
-                refused = assistant.get(REFUSED_CALLS_KEY) or {}  # L10: arguments over the bound: not run
-                for n, call in enumerate(calls[:bound], 1):
-                    doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
-                    message, seq = _run_tool(ctx, session_id, call, turn, it, refused.get(str(call.get("id") or "")))
-                    appended.append(message)
-                    new_seqs.append(seq)
-                if len(calls) > bound:  # L3: answer the rest (C4 needs every call answered) without running them
-                    doing = f"answering the {len(calls) - bound} tool calls past max_tool_calls"
-                    skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
-                    appended.extend(m for m, _ in skipped)
-                    new_seqs.extend(s for _, s in skipped)
-                if ctx.cache_aware is not None:
-                    ctx.cache_aware.called(session_id, view, nxt.seqs, new_seqs[-1] + 1)
-            doing = f"preparing model call {it + 1}"
-            nxt = next_call(view, appended, new_seqs, nxt.seqs)
-        doing = "finishing the turn"
-        if result.status == "max_iterations":
-            _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
-                                                     "status": result.status}, turn, result.iterations)
-        else:  # stored in the last iteration's commit (a subscriber may read the store: all of the turn is there)
-            ctx.emit("turn.finished", {"text": result.text, "iterations": result.iterations, "status": result.status,
-                                       "turn": turn, "iteration": result.iterations})
+            following = _iteration(ctx, session_id, nxt, turn, result, progress)
+            if following is None:  # answered without tool calls
+                break
+            nxt = following
+        progress.doing = "finishing the turn"
+        _finish_turn(ctx, session_id, turn, result)
     except KeyboardInterrupt:
-        result.status = "interrupted"
-        interrupted: dict[str, Any] = {"iterations": result.iterations}
-        if result.partial:
-            interrupted["partial_chars"] = len(result.partial)
-        _emit(ctx, session_id, "turn.interrupted", interrupted, turn, result.iterations)
+        _interrupt_turn(ctx, session_id, turn, result)
         raise
     except TurnFailed as exc:
-        reason = _fail(ctx, result, str(exc), exc.kind, user_seq)
-        raise TurnFailed(reason, kind=exc.kind, user_seq=user_seq) from (exc.__cause__ or exc)
+        reason = _fail(ctx, result, str(exc), exc.kind, progress.user_seq)
+        raise TurnFailed(reason, kind=exc.kind, user_seq=progress.user_seq) from (exc.__cause__ or exc)
     except Exception as exc:  # L7: anything else ends the turn the same visible, stored way
         kind = type(exc).__name__
-        reason = _fail(ctx, result, failure_reason(exc, doing), kind, user_seq)
-        raise TurnFailed(reason, kind=kind, user_seq=user_seq) from exc
+        reason = _fail(ctx, result, failure_reason(exc, progress.doing), kind, progress.user_seq)
+        raise TurnFailed(reason, kind=kind, user_seq=progress.user_seq) from exc
     return result
+
+
+def _start_turn(ctx: TurnContext, session_id: str, user_message: Message, turn: int, progress: _Progress
+                ) -> NextCall:
+    """L1 + L7: load the stored transcript (or take the one the Agent keeps), store the user message before any
+    model call (L4), announce `turn.started`; returns the first call's input (C7 + N3)."""
+    transcript = ctx.store.load_transcript(session_id) if ctx.transcript is None else ctx.transcript
+    progress.doing = "storing your message"
+    progress.user_seq = user_seq = ctx.store.append_message(session_id, user_message, turn=turn)
+    progress.doing = "starting the turn"
+    started = {"session_id": session_id, "prompt": user_message.get("content")}
+    _emit(ctx, session_id, "turn.started", started, turn, None)
+    view_input: list[Message] = with_appended(transcript, [user_message])  # C7: a lazy transcript not read
+    # C7 + N3: the input, the stored seq of each input position, what the turn's calls did so far, and the
+    # stored transcript by seq (live views rebuild their transcript-relative rows from it; None if seqs skip)
+    return first_call(view_input, range(user_seq + 1), copied(view_input)) if user_seq == len(transcript) \
+        else first_call(view_input, [*range(len(transcript)), user_seq], None)
+
+
+def _bound_reached(ctx: TurnContext, session_id: str, turn: int, result: TurnResult) -> bool:
+    """L1: the max-iterations bound, reported (`turn.max_iterations` and the turn's text), never silent."""
+    if result.iterations < (limit := ctx.settings.max_iterations):
+        return False
+    result.status = "max_iterations"
+    result.text = (f"Stopped after {limit} model calls without a final answer "
+                   "(max-iterations bound). Everything so far is stored; send another message to go on.")
+    _emit(ctx, session_id, "turn.max_iterations", {"limit": limit}, turn, result.iterations)
+    return True
+
+
+def _iteration(ctx: TurnContext, session_id: str, nxt: NextCall, turn: int, result: TurnResult,
+               progress: _Progress) -> NextCall | None:
+    """L1, one iteration: build the view and call the model (C0, C9: `_call_model`), store the record and the
+    answer, then either end the turn (no tool calls: None) or run the tools and return the next call's input (C7).
+
+    L4, S1: one commit per iteration (record, answer, tool results, events), written before the next model call;
+    an interrupt or failure inside still writes what was done, and a slow tool or approval prompt does not keep
+    the answer unstored: what is queued is committed after COMMIT_AFTER seconds.
+    """
+    it = result.iterations
+    progress.doing = f"building the request view for model call {it}"
+    with ctx.store.deferred(commit_after=COMMIT_AFTER):
+        view, completion, record, nxt = _call_model(ctx, session_id, nxt, turn, it, result)
+        progress.doing = f"storing the answer of model call {it}"
+        assistant = dict(completion.message)
+        assistant.setdefault("role", "assistant")
+        ctx.store.append_request(session_id, record)
+        new_seqs = [ctx.store.append_message(session_id, assistant, turn=turn, iteration=it)]
+        calls = assistant.get("tool_calls") or []
+        if not calls:
+            _answered(ctx, session_id, view, nxt, assistant, new_seqs[-1], turn, result, progress)
+            return None
+        appended = [assistant]
+        _run_tools(ctx, session_id, assistant, calls, turn, it, appended, new_seqs, progress)
+        if ctx.cache_aware is not None:
+            ctx.cache_aware.called(session_id, view, nxt.seqs, new_seqs[-1] + 1)
+    progress.doing = f"preparing model call {it + 1}"
+    return next_call(view, appended, new_seqs, nxt.seqs)
+
+
+def _answered(ctx: TurnContext, session_id: str, view: RequestView, nxt: NextCall, assistant: Message,
+              answer_seq: int, turn: int, result: TurnResult, progress: _Progress) -> None:
+    """L1 + L7: an answer without tool calls ends the turn; `turn.finished` is stored with the answer, in the
+    iteration's commit (subscribers hear it once committed, `_finish_turn`); E4: the next turn may keep this
+    call's prefix."""
+    result.text = assistant.get("content") or ""
+    progress.doing = "finishing the turn"
+    finished = {"text": result.text, "iterations": result.iterations, "status": result.status}
+    ctx.store.append_event(session_id, "turn.finished", finished, turn=turn, iteration=result.iterations)
+    if ctx.cache_aware is not None:
+        ctx.cache_aware.called(session_id, view, nxt.seqs, answer_seq + 1)
+
+
+def _run_tools(ctx: TurnContext, session_id: str, assistant: Message, calls: list[dict[str, Any]], turn: int,
+               it: int, appended: list[Message], new_seqs: list[int], progress: _Progress) -> None:
+    """L1, L3, A1: run the requested tools in order and store each result as it comes (L4), up to max_tool_calls;
+    the calls past it are answered without running (C4 needs every call answered); L10: a call whose arguments
+    were over the bound is answered as refused, never run. Appends each result and its seq to `appended` and
+    `new_seqs` as it is stored."""
+    bound = ctx.tool_context.max_tool_calls
+    refused = assistant.get(REFUSED_CALLS_KEY) or {}
+    for n, call in enumerate(calls[:bound], 1):
+        progress.doing = f"running tool call {n} of {len(calls)} ({tool_call_name(call) or 'unknown'})"
+        message, seq = _run_tool(ctx, session_id, call, turn, it, refused.get(str(call.get("id") or "")))
+        appended.append(message)
+        new_seqs.append(seq)
+    if len(calls) > bound:
+        progress.doing = f"answering the {len(calls) - bound} tool calls past max_tool_calls"
+        skipped = _skip_tools(ctx, session_id, calls[bound:], len(calls), bound, turn, it)
+        appended.extend(m for m, _ in skipped)
+        new_seqs.extend(s for _, s in skipped)
+
+
+def _finish_turn(ctx: TurnContext, session_id: str, turn: int, result: TurnResult) -> None:
+    """L1 + L7: `turn.finished` to subscribers; stored here only after the max-iterations bound (an answer's was
+    stored in its iteration's commit, so a subscriber reading the store finds all of the turn there)."""
+    if result.status == "max_iterations":
+        _emit(ctx, session_id, "turn.finished", {"text": result.text, "iterations": result.iterations,
+                                                 "status": result.status}, turn, result.iterations)
+    else:
+        ctx.emit("turn.finished", {"text": result.text, "iterations": result.iterations, "status": result.status,
+                                   "turn": turn, "iteration": result.iterations})
+
+
+def _interrupt_turn(ctx: TurnContext, session_id: str, turn: int, result: TurnResult) -> None:
+    """L4: a KeyboardInterrupt ends the turn as interrupted (`turn.interrupted`, with the length of what was
+    streamed of a cut-short answer); the caller re-raises it."""
+    result.status = "interrupted"
+    interrupted: dict[str, Any] = {"iterations": result.iterations}
+    if result.partial:
+        interrupted["partial_chars"] = len(result.partial)
+    _emit(ctx, session_id, "turn.interrupted", interrupted, turn, result.iterations)
 
 
 def _fail(ctx: TurnContext, result: TurnResult, reason: str, kind: str, user_seq: int | None) -> str:

@@ -39,6 +39,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ def _assistant_blocks(msg: dict[str, Any], blocks: Any) -> None:
             msg.setdefault("tool_calls", []).append(call)
 
 
-def _is_prompt(obj: dict[str, Any]) -> bool:
+def _is_prompt(obj: Any) -> bool:
     """A user line that is a prompt (not tool results): what an edit or rewind re-submits."""
     msg = obj.get("message")
     blocks = msg.get("content") if isinstance(msg, dict) else None
@@ -203,99 +204,145 @@ def _finish_claude(compactions: list[dict[str, Any]], seqs: dict[str, list[int]]
     return out
 
 
+@dataclass
+class _ClaudeRead:
+    """What reading one Claude Code session file has gathered so far (S4): the messages of the thread the session
+    ended on, the harness's compactions, the per-call usage (E1), the session's facts and the bad lines."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    errors: Errors = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    summary: Any = None  # the file's first `summary` line (the session's title)
+    last_id: Any = None  # the API message id of the assistant message being continued (its blocks span lines)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    seqs: dict[str, list[int]] = field(default_factory=dict)  # line uuid -> positions of the messages it became
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)  # E1: per assistant message, its last usage
+
+
 def parse_claude_code(path: str | Path) -> tuple[Conversation | None, Errors]:
     """One Claude Code session file -> (Conversation or None when it holds no messages, [(line, error)])."""
     file = Path(path)
-    messages: list[dict[str, Any]] = []
-    errors: Errors = []
-    info: dict[str, Any] = {}
-    summary, last_id = None, None
-    compactions: list[dict[str, Any]] = []
-    seqs: dict[str, list[int]] = {}  # line uuid -> positions of the messages it became (preservedMessages)
-    calls: dict[int, dict[str, Any]] = {}  # E1: per assistant message, its API call's usage (the last line's)
+    read = _ClaudeRead()
     lines = list(_lines(file))
     abandoned = _abandoned(lines)
     for line_no, obj, error in lines:
         if error:
-            errors.append((line_no, error))
+            read.errors.append((line_no, error))
             continue
-        kind = obj.get("type")
-        if kind == "summary" and summary is None:
-            summary = obj.get("summary")
-        on_thread = not obj.get("isSidechain") and obj.get("uuid") not in abandoned
-        if kind == "system" and obj.get("subtype") == "compact_boundary" and on_thread:
-            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
-            preserved = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
-            reported = {k: meta[m] for k, m in (("pre_tokens", "preTokens"), ("post_tokens", "postTokens"))
-                        if isinstance(meta.get(m), int)}
-            compactions.append(_compaction(
-                "claude-code", messages, line_no, trigger=meta.get("trigger"), reported_tokens=reported,
-                uuid=obj.get("uuid"), timestamp=obj.get("timestamp"), preserved_uuids=preserved.get("uuids")))
-            last_id = None
-            continue
-        if kind == "user" and obj.get("isCompactSummary") and on_thread:
-            msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-            text = msg.get("content")
-            text = text if isinstance(text, str) else "".join(_block_text(b) for b in text or [])
-            last = compactions[-1] if compactions else None
-            if last is None or last["summary"] is not None or last["seq"] != len(messages):
-                last = _compaction("claude-code", messages, line_no, uuid=None, timestamp=obj.get("timestamp"))
-                compactions.append(last)  # a summary without its boundary line: still the harness's compaction
-            _set_summary(last, text)
-            last_id = None
-            continue  # the harness's view, not the conversation: kept in the event, not in the transcript
-        if kind not in ("user", "assistant") or obj.get("isSidechain"):
-            continue  # snapshots, system notes, summaries, sub-agent (Task) threads: not this conversation
-        if obj.get("uuid") in abandoned:
-            info["abandoned_lines"] = info.get("abandoned_lines", 0) + 1
-            continue  # a branch the session left (edited/rewound prompt, regenerated answer)
-        msg = obj.get("message")
-        if not isinstance(msg, dict) or "content" not in msg:
-            errors.append((line_no, f"a {kind!r} line without a message.content"))
-            continue
-        for key in ("sessionId", "cwd", "gitBranch", "version"):
-            info.setdefault(key, obj.get(key))
-        if kind == "assistant":
-            mid = msg.get("id") or obj.get("requestId") or f"line-{line_no}"
-            if last_id != mid or not messages or messages[-1].get("role") != "assistant":
-                messages.append({"role": "assistant", "content": None})
-                if msg.get("model") and msg.get("model") != "<synthetic>":
-                    info.setdefault("model", msg.get("model"))
-            _assistant_blocks(messages[-1], msg.get("content"))
-            if isinstance(msg.get("usage"), dict):
-                messages[-1]["usage"] = msg["usage"]
-                calls[len(messages) - 1] = {"index": len(messages) - 1, "usage": _claude_usage(msg["usage"]),
-                                            "at": obj.get("timestamp"), "model": msg.get("model")}
-            seqs.setdefault(str(obj.get("uuid")), []).append(len(messages) - 1)
-            last_id = mid
-            continue
-        last_id = None
-        first = len(messages)
-        blocks = msg.get("content")
-        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"] \
-            if isinstance(blocks, list) else []
-        for b in results:
-            tool = {"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""),
-                    "content": _content(b.get("content"))}
-            if b.get("is_error"):
-                tool["is_error"] = True
-            messages.append(tool)
-        rest = [b for b in blocks if b not in results] if isinstance(blocks, list) else blocks
-        if rest or not results:
-            user: dict[str, Any] = {"role": "user", "content": _content(rest)}
-            if obj.get("isMeta"):
-                user["meta"] = True
-            messages.append(user)
-        seqs.setdefault(str(obj.get("uuid")), []).extend(range(first, len(messages)))
-    if not messages:
-        return None, errors
+        _claude_line(read, line_no, obj, abandoned)
+    if not read.messages:
+        return None, read.errors
+    return _claude_conversation(read, file), read.errors
+
+
+def _claude_line(read: _ClaudeRead, line_no: int, obj: Any, abandoned: set[str]) -> None:
+    """One parsed line: a compaction boundary or summary of the thread (kept as the harness's compaction, not in
+    the transcript), a user or assistant line of the thread, or nothing (snapshots, system notes, sub-agent
+    threads, branches the session left, counted)."""
+    kind = obj.get("type")
+    if kind == "summary" and read.summary is None:
+        read.summary = obj.get("summary")
+    on_thread = not obj.get("isSidechain") and obj.get("uuid") not in abandoned
+    if kind == "system" and obj.get("subtype") == "compact_boundary" and on_thread:
+        _claude_boundary(read, line_no, obj)
+        return
+    if kind == "user" and obj.get("isCompactSummary") and on_thread:
+        _claude_compact_summary(read, line_no, obj)
+        return  # the harness's view, not the conversation: kept in the event, not in the transcript
+    if kind not in ("user", "assistant") or obj.get("isSidechain"):
+        return  # snapshots, system notes, summaries, sub-agent (Task) threads: not this conversation
+    if obj.get("uuid") in abandoned:
+        read.info["abandoned_lines"] = read.info.get("abandoned_lines", 0) + 1
+        return  # a branch the session left (edited/rewound prompt, regenerated answer)
+    msg = obj.get("message")
+    if not isinstance(msg, dict) or "content" not in msg:
+        read.errors.append((line_no, f"a {kind!r} line without a message.content"))
+        return
+    for key in ("sessionId", "cwd", "gitBranch", "version"):
+        read.info.setdefault(key, obj.get(key))
+    if kind == "assistant":
+        _claude_assistant(read, line_no, obj, msg)
+    else:
+        _claude_user(read, obj, msg)
+
+
+def _claude_boundary(read: _ClaudeRead, line_no: int, obj: Any) -> None:
+    """A `compact_boundary` line: the harness compacted here (its trigger, reported tokens and kept messages)."""
+    meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
+    preserved = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
+    reported = {k: meta[m] for k, m in (("pre_tokens", "preTokens"), ("post_tokens", "postTokens"))
+                if isinstance(meta.get(m), int)}
+    read.compactions.append(_compaction(
+        "claude-code", read.messages, line_no, trigger=meta.get("trigger"), reported_tokens=reported,
+        uuid=obj.get("uuid"), timestamp=obj.get("timestamp"), preserved_uuids=preserved.get("uuids")))
+    read.last_id = None
+
+
+def _claude_compact_summary(read: _ClaudeRead, line_no: int, obj: Any) -> None:
+    """The summary the harness wrote at a compaction: set on that compaction (one of its own when no boundary line
+    came just before)."""
+    msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    text = msg.get("content")
+    text = text if isinstance(text, str) else "".join(_block_text(b) for b in text or [])
+    last = read.compactions[-1] if read.compactions else None
+    if last is None or last["summary"] is not None or last["seq"] != len(read.messages):
+        last = _compaction("claude-code", read.messages, line_no, uuid=None, timestamp=obj.get("timestamp"))
+        read.compactions.append(last)  # a summary without its boundary line: still the harness's compaction
+    _set_summary(last, text)
+    read.last_id = None
+
+
+def _claude_assistant(read: _ClaudeRead, line_no: int, obj: Any, msg: dict[str, Any]) -> None:
+    """An assistant line: its blocks join the message of the same API id (one answer spans lines); E1: the call's
+    usage, the last line's."""
+    messages = read.messages
+    mid = msg.get("id") or obj.get("requestId") or f"line-{line_no}"
+    if read.last_id != mid or not messages or messages[-1].get("role") != "assistant":
+        messages.append({"role": "assistant", "content": None})
+        if msg.get("model") and msg.get("model") != "<synthetic>":
+            read.info.setdefault("model", msg.get("model"))
+    _assistant_blocks(messages[-1], msg.get("content"))
+    if isinstance(msg.get("usage"), dict):
+        messages[-1]["usage"] = msg["usage"]
+        read.calls[len(messages) - 1] = {"index": len(messages) - 1, "usage": _claude_usage(msg["usage"]),
+                                         "at": obj.get("timestamp"), "model": msg.get("model")}
+    read.seqs.setdefault(str(obj.get("uuid")), []).append(len(messages) - 1)
+    read.last_id = mid
+
+
+def _claude_user(read: _ClaudeRead, obj: Any, msg: dict[str, Any]) -> None:
+    """A user line: its tool results, each a tool message, then the rest as a user message (meta lines marked)."""
+    read.last_id = None
+    messages = read.messages
+    first = len(messages)
+    blocks = msg.get("content")
+    results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"] \
+        if isinstance(blocks, list) else []
+    for b in results:
+        tool = {"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""),
+                "content": _content(b.get("content"))}
+        if b.get("is_error"):
+            tool["is_error"] = True
+        messages.append(tool)
+    rest = [b for b in blocks if b not in results] if isinstance(blocks, list) else blocks
+    if rest or not results:
+        user: dict[str, Any] = {"role": "user", "content": _content(rest)}
+        if obj.get("isMeta"):
+            user["meta"] = True
+        messages.append(user)
+    read.seqs.setdefault(str(obj.get("uuid")), []).extend(range(first, len(messages)))
+
+
+def _claude_conversation(read: _ClaudeRead, file: Path) -> Conversation:
+    """The Conversation of what was read: titled by the file's summary or its first user text; S4: the harness's
+    compactions with the seqs they kept, the calls that reported usage (E1)."""
+    messages, info = read.messages, read.info
     first_user = next((m for m in messages if m["role"] == "user" and isinstance(m["content"], str)), None)
-    title = summary or (" ".join(first_user["content"].split())[:80] if first_user else None)
+    title = read.summary or (" ".join(first_user["content"].split())[:80] if first_user else None)
     meta = {k: v for k, v in info.items() if v not in (None, "") and k != "model"}
-    conv = Conversation(str(info.get("sessionId") or file.stem), messages, "claude-code", meta, title,
-                        info.get("cwd") or None, info.get("model"), _finish_claude(compactions, seqs),
-                        [c for c in calls.values() if c["usage"]])
-    return conv, errors
+    return Conversation(str(info.get("sessionId") or file.stem), messages, "claude-code", meta, title,
+                        info.get("cwd") or None, info.get("model"), _finish_claude(read.compactions, read.seqs),
+                        [c for c in read.calls.values() if c["usage"]])
 
 
 def _claude_usage(usage: dict[str, Any]) -> dict[str, int]:

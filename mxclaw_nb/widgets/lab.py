@@ -193,6 +193,25 @@ def _int_params(strategy: Strategy) -> dict[str, int]:
     return {k: v for k, v in strategy.params().items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+def _lab_sources(transcripts: Mapping[str, Sequence[Any]] | Sequence[Any] | None, store: Any, current: str | None,
+                datasets: bool) -> dict[str, Callable[[], list[Any]]]:
+    """PolicyLab's transcripts by label, each read on first use: the given ones first, then the store's sessions
+    (the current one first), then the shipped datasets' conversations; a clear error when there is none."""
+    sources: dict[str, Callable[[], list[Any]]] = {}
+    if isinstance(transcripts, Mapping):
+        sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
+    elif transcripts is not None:
+        msgs = list(transcripts)
+        sources["messages"] = lambda: msgs
+    if store is not None:
+        sources.update(store_sources(store, current))
+    if datasets:
+        sources.update(dataset_sources())
+    if not sources:
+        raise ValueError("PolicyLab needs a transcript: messages, a store with sessions, or datasets=True")
+    return sources
+
+
 class PolicyLab(StaticReprMixin, widgets.VBox):
     """Transcript picker, strategy and policy sliders, call slider; gauge, inspector and timeline of that call."""
 
@@ -210,19 +229,32 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         `tool_definitions`: the tool schemas every request carries (`ContextPolicy.tool_definitions`, T1-T3: in
         the totals the threshold is checked on), e.g. the agent's, so a replay of its session decides as its live
         calls did."""
-        sources: dict[str, Callable[[], list[Any]]] = {}
-        if isinstance(transcripts, Mapping):
-            sources.update({str(k): (lambda v=v: list(v)) for k, v in transcripts.items()})
-        elif transcripts is not None:
-            msgs = list(transcripts)
-            sources["messages"] = lambda: msgs
-        if store is not None:
-            sources.update(store_sources(store, current))
-        if datasets:
-            sources.update(dataset_sources())
-        if not sources:
-            raise ValueError("PolicyLab needs a transcript: messages, a store with sessions, or datasets=True")
+        sources = _lab_sources(transcripts, store, current, datasets)
         self.sources, self.max_rows, self.tool_definitions = sources, max_rows, str(tool_definitions)
+        self._init_state(background, wait_ms)
+        slider = {"continuous_update": False, "style": {"description_width": "110px"},
+                  "layout": widgets.Layout(width="420px")}
+        self._init_controls(slider, strategy, compare, window, threshold_ratio, keep_recent)
+        self._init_views()
+        controls = widgets.VBox([self.transcript, widgets.HBox([self.strategy, self.compare]), self.window,
+                                 self.threshold_ratio, self.keep_recent, self.params_box])
+        super().__init__(children=[widgets.HTML("<style>.mx-lab-plot{position:relative}.mx-lab-plot>.widget-html"
+                                                ":last-child{position:absolute;inset:0;pointer-events:none;margin:0}"
+                                                ".mx-lab-stale>.widget-html:first-child{opacity:.35;"
+                                                "transition:opacity .2s}</style>"),
+                                   controls, self.status, self.plot, self.call, self.gauge, self.versus,
+                                   self.inspector], **kwargs)
+        self.add_class("mx-policy-lab")
+        self._rebuild_params()
+        for w in (self.transcript, self.window, self.threshold_ratio, self.keep_recent, self.compare):
+            w.observe(lambda _: self._policy_changed(), names="value")
+        self.strategy.observe(lambda _: (self._rebuild_params(), self._policy_changed()), names="value")
+        self.call.observe(lambda _: self._quiet or self._call_changed(), names="value")
+        self._policy_changed()
+
+    def _init_state(self, background: bool, wait_ms: float) -> None:
+        """S4: the replays' caches (per transcript and policy, per call's turn, the timelines' HTML), what is shown
+        and the background replay's job."""
         self._messages: dict[str, list[Any]] = {}
         self._cache: dict[tuple[str, ContextPolicy], Replayed] = {}
         self._turns_cache: dict[tuple[str, ContextPolicy, int], list[RequestView]] = {}  # views of one turn
@@ -245,9 +277,12 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self._quiet = False
         self.redraws = {"timeline": 0, "call": 0}  # what was redrawn (tests read it)
         self.last_ms: dict[str, float] = {}
-        slider = {"continuous_update": False, "style": {"description_width": "110px"},
-                  "layout": widgets.Layout(width="420px")}
-        self.transcript = widgets.Dropdown(options=list(sources), description="transcript",
+
+    def _init_controls(self, slider: dict[str, Any], strategy: str, compare: str | None, window: int,
+                       threshold_ratio: float, keep_recent: int) -> None:
+        """C12: the transcript picker, the strategy and its comparison, the policy's sliders (the strategy's own
+        numbers in `params_box`) and the call slider."""
+        self.transcript = widgets.Dropdown(options=list(self.sources), description="transcript",
                                            layout=widgets.Layout(width="520px"))
         self.strategy = widgets.Dropdown(options=list(STRATEGIES), value=strategy, description="strategy")
         self.compare = widgets.Dropdown(options=[NONE, *STRATEGIES], value=compare or NONE, description="versus")
@@ -262,6 +297,10 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self.call = widgets.IntSlider(value=1, min=1, max=1, description="call",  # live: a move is a cached redraw
                                       **{**slider, "continuous_update": True})
         self.call.add_class("mx-lab-call")
+
+    def _init_views(self) -> None:
+        """N2: the status line, the timeline with its cursor (one plot box), the gauge, the comparison line and the
+        inspector of the chosen call."""
         self.status = widgets.HTML()
         self.status.add_class("mx-lab-status")
         self.timeline = widgets.HTML(layout=widgets.Layout(width="100%", margin="0"))
@@ -270,24 +309,9 @@ class PolicyLab(StaticReprMixin, widgets.VBox):
         self.gauge = widgets.HTML()
         self.versus = widgets.HTML()
         self.inspector = widgets.HTML()
-        self.plot = plot = widgets.Box([self.timeline, self.cursor],
-                                       layout=widgets.Layout(display="block", width="100%", max_width="850px"))
-        plot.add_class("mx-lab-plot")
-        controls = widgets.VBox([self.transcript, widgets.HBox([self.strategy, self.compare]), self.window,
-                                 self.threshold_ratio, self.keep_recent, self.params_box])
-        super().__init__(children=[widgets.HTML("<style>.mx-lab-plot{position:relative}.mx-lab-plot>.widget-html"
-                                                ":last-child{position:absolute;inset:0;pointer-events:none;margin:0}"
-                                                ".mx-lab-stale>.widget-html:first-child{opacity:.35;"
-                                                "transition:opacity .2s}</style>"),
-                                   controls, self.status, plot, self.call, self.gauge, self.versus, self.inspector],
-                         **kwargs)
-        self.add_class("mx-policy-lab")
-        self._rebuild_params()
-        for w in (self.transcript, self.window, self.threshold_ratio, self.keep_recent, self.compare):
-            w.observe(lambda _: self._policy_changed(), names="value")
-        self.strategy.observe(lambda _: (self._rebuild_params(), self._policy_changed()), names="value")
-        self.call.observe(lambda _: self._quiet or self._call_changed(), names="value")
-        self._policy_changed()
+        self.plot = widgets.Box([self.timeline, self.cursor],
+                                layout=widgets.Layout(display="block", width="100%", max_width="850px"))
+        self.plot.add_class("mx-lab-plot")
 
     # --- state -----------------------------------------------------------------------------------------------
     def policy(self, strategy: str | None = None) -> ContextPolicy:

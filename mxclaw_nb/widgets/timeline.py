@@ -348,9 +348,54 @@ DASH = {"-": "", ":": ' stroke-dasharray="1.5 2.5"', "--": ' stroke-dasharray="5
 PT = 100 / 72  # one point in user units (the figure's 100 dpi)
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """The plot box and its scales (N2: the same margins as the figure): calls x0..x1 across, 0..ymax up."""
+
+    left: float
+    top: float
+    right: float
+    bottom: float
+    x0: float
+    x1: float
+    xscale: float
+    yscale: float
+    yticks: list[float]
+
+    def px(self, v: float) -> float:
+        return self.left + (v - self.x0) * self.xscale
+
+    def py(self, v: float) -> float:
+        return self.bottom - v * self.yscale
+
+
+_Legend = list[tuple[str, str]]  # (the sample's markup, its label), in drawing order
+
+
 def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool = False) -> str:
-    """The timeline as SVG markup (written directly, about 1/10 of the figure's cost at 1,000 calls)."""
+    """The timeline as SVG markup (written directly, about 1/10 of the figure's cost at 1,000 calls): axes, turn
+    boundaries, the cached area (E1/E2), the lines, the compaction markers (C10), the summary calls (C11), the
+    rings of kept warm prefixes (E4), turn labels, the frame and the legend, in that order."""
     c = Canvas(W, H, ink)
+    f = _frame(layers)
+    _svg_axes(c, f, layers, ink)
+    _svg_boundaries(c, f, layers, ink)
+    _svg_areas(c, f, layers)
+    legend = _svg_lines(c, f, layers, ink)
+    legend += _svg_compactions(c, f, layers, ink)
+    legend += _svg_summary_calls(c, f, layers, ink)
+    legend += _svg_kept_warm(c, f, layers)
+    for call, label in layers.turn_labels:
+        c.text(label, f.px(call), f.top - 3, 7 * PT)
+    c.add(f'<rect x="{f.left:.1f}" y="{f.top:.1f}" width="{f.right - f.left:.1f}" height="{f.bottom - f.top:.1f}" '
+          f'fill="none" stroke="{ink}" stroke-width="0.8"/>')
+    _svg_legend(c, f, legend)
+    return c.document(title=layers.title, standalone=standalone)
+
+
+def _frame(layers: Layers) -> _Frame:
+    """The scales: x over the calls (half a call of margin), y from 0 to the highest value drawn (lines, markers'
+    tokens before compaction, summary calls) plus 5%, up to a round tick."""
     left, top, right, bottom = BOX
     n = len(layers.x)
     x0, x1 = (0.5, n + 0.5) if n else (0.0, 1.0)
@@ -359,88 +404,115 @@ def timeline_svg(layers: Layers, *, ink: str = "currentColor", standalone: bool 
     ymax = max(values, default=1.0) * 1.05 or 1.0
     yticks = nice_ticks(0, ymax, 7)
     ymax = max(ymax, yticks[-1])
+    return _Frame(left, top, right, bottom, x0, x1, (right - left) / (x1 - x0), (bottom - top) / ymax, yticks)
 
-    xscale, yscale = (right - left) / (x1 - x0), (bottom - top) / ymax
 
-    def px(v: float) -> float:
-        return left + (v - x0) * xscale
-
-    def py(v: float) -> float:
-        return bottom - v * yscale
-
+def _svg_axes(c: Canvas, f: _Frame, layers: Layers, ink: str) -> None:
+    """The ticks and their labels, the axis labels (the y unit, T3) and the title."""
+    left, top, right, bottom = f.left, f.top, f.right, f.bottom
     tick = 10 * PT
-    for v in yticks:
-        c.add(f'<path d="M{left:.1f} {py(v):.1f}h-{3.5 * PT:.1f}" stroke="{ink}" stroke-width="0.8"/>')
-        c.text(f"{int(v):,}", left - 6 * PT, py(v) + tick * 0.36, tick, anchor="end")
-    for v in nice_ticks(x0, x1, 9, integer=True):
-        c.add(f'<path d="M{px(v):.1f} {bottom:.1f}v{3.5 * PT:.1f}" stroke="{ink}" stroke-width="0.8"/>')
-        c.text(f"{int(v):,}", px(v), bottom + 6 * PT + tick * 0.75, tick, anchor="middle")
+    for v in f.yticks:
+        c.add(f'<path d="M{left:.1f} {f.py(v):.1f}h-{3.5 * PT:.1f}" stroke="{ink}" stroke-width="0.8"/>')
+        c.text(f"{int(v):,}", left - 6 * PT, f.py(v) + tick * 0.36, tick, anchor="end")
+    for v in nice_ticks(f.x0, f.x1, 9, integer=True):
+        c.add(f'<path d="M{f.px(v):.1f} {bottom:.1f}v{3.5 * PT:.1f}" stroke="{ink}" stroke-width="0.8"/>')
+        c.text(f"{int(v):,}", f.px(v), bottom + 6 * PT + tick * 0.75, tick, anchor="middle")
     c.text("model call", (left + right) / 2, H - 6, tick, anchor="middle")
     c.text(f"prompt {layers.unit}", 16, (top + bottom) / 2, 8 * PT, anchor="middle", rotate=True)
     c.text(layers.title, left, top - 12 * PT - 4, 10 * PT)
+
+
+def _svg_boundaries(c: Canvas, f: _Frame, layers: Layers, ink: str) -> None:
+    """The turn boundaries, one dashed path (between the calls of two turns)."""
     if layers.boundaries:
-        d = "".join(f"M{px(b):.1f} {top:.1f}V{bottom:.1f}" for b in layers.boundaries)
+        d = "".join(f"M{f.px(b):.1f} {f.top:.1f}V{f.bottom:.1f}" for b in layers.boundaries)
         c.add(f'<path class="mx-turn-boundaries" d="{d}" stroke="{ink}" stroke-opacity="0.35" stroke-width="0.8" '
               f'stroke-dasharray="4 2" fill="none"/>')
-    for s in layers.series:  # areas under the lines
+
+
+def _svg_areas(c: Canvas, f: _Frame, layers: Layers) -> None:
+    """E1/E2: the areas (the cached part of each call), under the lines."""
+    for s in layers.series:
         if s.fill:
-            c.add(f'<path class="mx-area" data-label={quoteattr(s.label)} d="{_area(layers.x, s.y, px, py)}" '
+            c.add(f'<path class="mx-area" data-label={quoteattr(s.label)} d="{_area(layers.x, s.y, f.px, f.py)}" '
                   f'fill="{s.color}" fill-opacity="0.3"/>')
-    legend: list[tuple[str, str]] = []
+
+
+def _svg_lines(c: Canvas, f: _Frame, layers: Layers, ink: str) -> _Legend:
+    """The lines (sent, est., calibrated, reported; threshold and window as steps, T3/C5) with their per-call
+    markers; returns the legend of every series, areas included, in series order."""
+    legend: _Legend = []
     texts: dict[float, str] = {}  # the coordinates formatted, shared by the lines
+    left, bottom, x0, xscale, yscale = f.left, f.bottom, f.x0, f.xscale, f.yscale
     for s in layers.series:
         color = ink if s.color == WINDOW_INK else s.color
         if s.fill:
             legend.append((f'<rect x="0" y="-4" width="18" height="8" fill="{color}" fill-opacity="0.3"/>', s.label))
             continue
         xs, ys = step_mid(layers.x, s.y) if s.step else (layers.x, s.y)
-        sx = [left + (v - x0) * xscale for v in xs]
+        sx = [left + (v - x0) * xscale for v in xs]  # f.px and f.py, inlined (thousands of points)
         sy = [bottom - v * yscale for v in ys]
         c.add(f'<path class="mx-series" data-label={quoteattr(s.label)} d="{polyline(sx, sy, texts=texts)}" '
               f'stroke="{color}" stroke-width="{s.width * PT:.2f}"{DASH[s.dash]} fill="none"/>')
         if s.marker:
             c.add(f'<path class="mx-points" d="{_markers(s.marker, sx, sy)}" fill="{color}"/>')
         legend.append((_legend_line(s, color), s.label))
-    if layers.marks:
-        # above MAX_MARKERS calls a compaction whose drop is shorter than its marker is not marked: one at every
-        # call (masking's) would merge into a band over the sent line, hiding it (the line shows those drops)
-        shown = layers.marks if n <= MAX_MARKERS else [  # py(after) - py(before), inlined
-            m for m in layers.marks if (bottom - m[1] * yscale) - (bottom - m[2] * yscale) >= MARK_R]
-        c.add("".join(f'<path d="M{px(call):.1f} {py(after):.1f}V{py(before):.1f}" stroke="{color}" '
-                      f'stroke-opacity="0.8" stroke-width="{1.5 * PT:.2f}"/>'
-                      for call, after, before, _, color in shown))
-        c.add('<g class="mx-compactions">' + "".join(
-            f'<path data-stage="{stage}" d="{_triangle(px(call), py(before), MARK_R)}" fill="{color}" stroke="{ink}" '
-            f'stroke-width="0.7"/>' for call, _, before, stage, color in shown) + "</g>")
-        for stage in layers.stages:
-            legend.append((f'<path d="{_triangle(9, 0, 4)}" fill="{STAGE_COLORS[stage]}" stroke="{ink}" '
-                           f'stroke-width="0.7"/>', f"compaction: {stage} (before → sent)"))
-    if layers.summary_calls:  # C11: each summary call, a diamond just before the call it was made for
-        c.add('<g class="mx-summary-calls">' + "".join(
-            f'<path data-outcome="{esc(outcome)}" d="{_diamond(px(x), py(t), 4.5)}" fill="{SUMMARY_COLOR}" '
-            f'stroke="{ink}" stroke-width="0.7"><title>summary call ({esc(outcome)}): {int(t):,} prompt tokens'
-            f'</title></path>' for x, t, outcome in layers.summary_calls) + "</g>")
-        legend.append((f'<path d="{_diamond(9, 0, 3.6)}" fill="{SUMMARY_COLOR}" stroke="{ink}" stroke-width="0.7"/>',
-                       SUMMARY_LABEL))
-    if layers.kept_warm:  # E4: a ring at what was sent, where a cache-aware strategy kept the warm prefix
-        c.add('<g class="mx-kept-warm">' + "".join(
-            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4.5" fill="none" stroke="{CACHE_COLOR}" '
-            f'stroke-width="1.8"><title>call {x}: kept the warm prefix (E4: compaction deferred), {int(y):,} '
-            f'tokens sent</title></circle>'
-            for x, y in layers.kept_warm) + "</g>")
-        legend.append((f'<circle cx="9" cy="0" r="3.8" fill="none" stroke="{CACHE_COLOR}" stroke-width="1.6"/>',
-                       KEPT_WARM_LABEL))
-    for call, label in layers.turn_labels:
-        c.text(label, px(call), top - 3, 7 * PT)
-    c.add(f'<rect x="{left:.1f}" y="{top:.1f}" width="{right - left:.1f}" height="{bottom - top:.1f}" '
-          f'fill="none" stroke="{ink}" stroke-width="0.8"/>')
-    row, lx, ly = 7 * PT * 1.75, right + 0.01 * W + 4, top + 10
+    return legend
+
+
+def _svg_compactions(c: Canvas, f: _Frame, layers: Layers, ink: str) -> _Legend:
+    """C10: each compaction, a line from what was sent up to the tokens before it and a triangle there; one legend
+    entry per stage."""
+    if not layers.marks:
+        return []
+    px, py = f.px, f.py
+    # above MAX_MARKERS calls a compaction whose drop is shorter than its marker is not marked: one at every
+    # call (masking's) would merge into a band over the sent line, hiding it (the line shows those drops)
+    shown = layers.marks if len(layers.x) <= MAX_MARKERS else [  # py(after) - py(before), inlined
+        m for m in layers.marks if (f.bottom - m[1] * f.yscale) - (f.bottom - m[2] * f.yscale) >= MARK_R]
+    c.add("".join(f'<path d="M{px(call):.1f} {py(after):.1f}V{py(before):.1f}" stroke="{color}" '
+                  f'stroke-opacity="0.8" stroke-width="{1.5 * PT:.2f}"/>'
+                  for call, after, before, _, color in shown))
+    c.add('<g class="mx-compactions">' + "".join(
+        f'<path data-stage="{stage}" d="{_triangle(px(call), py(before), MARK_R)}" fill="{color}" stroke="{ink}" '
+        f'stroke-width="0.7"/>' for call, _, before, stage, color in shown) + "</g>")
+    return [(f'<path d="{_triangle(9, 0, 4)}" fill="{STAGE_COLORS[stage]}" stroke="{ink}" stroke-width="0.7"/>',
+             f"compaction: {stage} (before → sent)") for stage in layers.stages]
+
+
+def _svg_summary_calls(c: Canvas, f: _Frame, layers: Layers, ink: str) -> _Legend:
+    """C11: each summary call, a diamond at its prompt tokens just before the call it was made for."""
+    if not layers.summary_calls:
+        return []
+    c.add('<g class="mx-summary-calls">' + "".join(
+        f'<path data-outcome="{esc(outcome)}" d="{_diamond(f.px(x), f.py(t), 4.5)}" fill="{SUMMARY_COLOR}" '
+        f'stroke="{ink}" stroke-width="0.7"><title>summary call ({esc(outcome)}): {int(t):,} prompt tokens'
+        f'</title></path>' for x, t, outcome in layers.summary_calls) + "</g>")
+    return [(f'<path d="{_diamond(9, 0, 3.6)}" fill="{SUMMARY_COLOR}" stroke="{ink}" stroke-width="0.7"/>',
+             SUMMARY_LABEL)]
+
+
+def _svg_kept_warm(c: Canvas, f: _Frame, layers: Layers) -> _Legend:
+    """E4: a ring at what was sent, where a cache-aware strategy kept the warm prefix (a compaction deferred)."""
+    if not layers.kept_warm:
+        return []
+    c.add('<g class="mx-kept-warm">' + "".join(
+        f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="4.5" fill="none" stroke="{CACHE_COLOR}" '
+        f'stroke-width="1.8"><title>call {x}: kept the warm prefix (E4: compaction deferred), {int(y):,} '
+        f'tokens sent</title></circle>'
+        for x, y in layers.kept_warm) + "</g>")
+    return [(f'<circle cx="9" cy="0" r="3.8" fill="none" stroke="{CACHE_COLOR}" stroke-width="1.6"/>',
+             KEPT_WARM_LABEL)]
+
+
+def _svg_legend(c: Canvas, f: _Frame, legend: _Legend) -> None:
+    """The legend, right of the plot: one row per entry, its sample then its label."""
+    row, lx, ly = 7 * PT * 1.75, f.right + 0.01 * W + 4, f.top + 10
     for i, (sample, label) in enumerate(legend):
         y = ly + i * row
         c.add(f'<g class="mx-legend" transform="translate({lx:.1f} {y:.1f})" data-label={quoteattr(label)}>'
               f"{sample}</g>")
         c.text(label, lx + 24, y + 7 * PT * 0.35, 7 * PT)
-    return c.document(title=layers.title, standalone=standalone)
 
 
 def _legend_line(s: Series, color: str) -> str:

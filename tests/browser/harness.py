@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -369,6 +369,25 @@ def themes(page: Any) -> Iterator[str]:
     for theme, name in (("light", "JupyterLab Light"), ("dark", "JupyterLab Dark")):
         switch_theme(page, name, light=theme == "light")
         yield theme
+
+
+def theme_shots(page: Any, shots: Path, name: str, targets: Sequence[tuple[str, Any]]) -> None:
+    """Light, then dark (`themes`): each `(what, locator)` of `targets` scrolled into view and screenshot on its own
+    to `shots / name.format(theme=theme, what=what)`, in that order."""
+    for theme in themes(page):
+        for what, target in targets:
+            target.scroll_into_view_if_needed()
+            time.sleep(0.3)
+            target.screenshot(path=str(shots / name.format(theme=theme, what=what)))
+
+
+def light_then_dark(page: Any, shoot: Callable[[str], None]) -> None:
+    """`shoot("light")` in the theme the page is in (a test's page opens light), then `shoot("dark")` in the dark
+    theme, then back to light for what the test does next."""
+    shoot("light")
+    switch_theme(page, "JupyterLab Dark", light=False)
+    shoot("dark")
+    switch_theme(page, "JupyterLab Light", light=True)
 
 
 def shot_from_top(page: Any, target: Any, path: Path, *, settle: float = 0.3, output: bool = False,

@@ -22,12 +22,12 @@ from .harness import (
     chromium_page,
     close_and_shut_down,
     kernel_idle,
+    light_then_dark,
     open_notebook,
     open_untrusted_copy,
     save_notebook,
     shot_from_top,
     shots_dir,
-    switch_theme,
     write_notebook,
 )
 
@@ -95,10 +95,7 @@ def test_n2_agent_views_light_dark_and_reopen_without_kernel(agent_views_lab: An
         sent_fig, stored_fig = (int(f.replace(",", "")) for f in figures)
         assert sent_fig < stored_fig, figures  # a later call sends less than the transcript holds
 
-        _shots(page, shots, "light")
-        switch_theme(page, "JupyterLab Dark", light=False)
-        _shots(page, shots, "dark")
-        switch_theme(page, "JupyterLab Light", light=True)
+        light_then_dark(page, lambda theme: _shots(page, shots, theme))
 
         # save, close, shut the kernel down, reopen: the outputs are static HTML, no widget error
         save_notebook(page)

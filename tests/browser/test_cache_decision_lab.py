@@ -9,12 +9,11 @@ Screenshots (light and dark) go to MXCLAW_SHOTS (or a temporary folder).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
-from .harness import chromium_page, open_notebook, run_all, shots_dir, themes, write_notebook
+from .harness import chromium_page, open_notebook, run_all, shots_dir, theme_shots, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 PANEL = ".jp-NotebookPanel"
@@ -73,17 +72,11 @@ def test_e4_the_cache_decision_in_the_live_log_light_and_dark(jupyterlab: Any) -
         assert "masking-cache: kept the warm cached prefix (previous call 30 s ago" in text
         assert text.index("kept the warm cached prefix") < text.index("done two")
         page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
-        for theme in themes(page):
-            turn.scroll_into_view_if_needed()
-            time.sleep(0.3)
-            turn.screenshot(path=str(shots / f"cache-decision-{theme}-live-log.png"))
+        theme_shots(page, shots, "cache-decision-{theme}-{what}.png", [("live-log", turn)])
         assert all((shots / f"cache-decision-{t}-live-log.png").stat().st_size > 5_000 for t in ("light", "dark"))
         plot = page.locator(f"{PANEL} .mx-timeline-plot").first
         plot.wait_for(timeout=60_000)
         assert plot.locator(".mx-kept-warm circle").count() == 2  # turn 1, call 3 and turn 2, call 1
         assert plot.locator('.mx-legend[data-label="kept the warm prefix (E4)"]').count() == 1
-        for theme in themes(page):
-            plot.scroll_into_view_if_needed()
-            time.sleep(0.3)
-            plot.screenshot(path=str(shots / f"cache-decision-{theme}-timeline.png"))
+        theme_shots(page, shots, "cache-decision-{theme}-{what}.png", [("timeline", plot)])
         assert all((shots / f"cache-decision-{t}-timeline.png").stat().st_size > 5_000 for t in ("light", "dark"))

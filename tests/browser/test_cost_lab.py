@@ -9,12 +9,11 @@ temporary folder) for a human look.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
-from .harness import chromium_page, open_notebook, run_all, shots_dir, themes, write_notebook
+from .harness import chromium_page, open_notebook, run_all, shots_dir, theme_shots, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 PANEL = ".jp-NotebookPanel"
@@ -66,12 +65,9 @@ def test_e1_e3_the_cache_in_gauge_and_timeline_light_and_dark(jupyterlab: Any) -
         assert "est.; the provider reported no cache figure" in captions.nth(1).inner_text()
         assert "est. cost $" in captions.nth(0).inner_text() and "as of 2025-06" in captions.nth(0).inner_text()
         page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
-        for theme in themes(page):
-            for k, name in enumerate(("reported", "unreported")):
-                for cls, what in ((".mx-gauge", "gauge"), (".mx-timeline", "timeline")):
-                    target = page.locator(f"{PANEL} {cls}").nth(k)
-                    target.scroll_into_view_if_needed()
-                    time.sleep(0.3)
-                    target.screenshot(path=str(shots / f"cost-{theme}-{what}-{name}.png"))
+        theme_shots(page, shots, "cost-{theme}-{what}.png", [
+            (f"{what}-{name}", page.locator(f"{PANEL} {cls}").nth(k))
+            for k, name in enumerate(("reported", "unreported"))
+            for cls, what in ((".mx-gauge", "gauge"), (".mx-timeline", "timeline"))])
         assert all((shots / f"cost-{t}-{w}-{n}.png").stat().st_size > 5_000 for t in ("light", "dark")
                    for w in ("gauge", "timeline") for n in ("reported", "unreported"))

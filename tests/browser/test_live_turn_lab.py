@@ -26,6 +26,7 @@ from .harness import (
     chromium_page,
     close_and_shut_down,
     kernel_idle,
+    light_then_dark,
     open_notebook,
     output_text,
     run_cell,
@@ -98,10 +99,7 @@ def test_n6_live_turn_approval_in_view_warnings_compaction_inspector_and_interru
         assert any("NOT sandboxed" in n for n in notes), notes
         assert any(n.startswith("i The provider at") and "stream_options" in n for n in notes), notes
         assert "waiting for your approval of a shell command: echo hello" in live.inner_text()
-        page.screenshot(path=str(shots / "light-approval-pending.png"))
-        switch_theme(page, "JupyterLab Dark", light=False)
-        page.screenshot(path=str(shots / "dark-approval-pending.png"))
-        switch_theme(page, "JupyterLab Light", light=True)
+        light_then_dark(page, lambda theme: page.screenshot(path=str(shots / f"{theme}-approval-pending.png")))
         page.locator(f"{PANEL} .mx-approval").first.focus()
         page.keyboard.press("Enter")
         page.locator(f"{PANEL} .mx-approval").first.wait_for(state="detached", timeout=30_000)

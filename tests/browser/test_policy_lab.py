@@ -27,10 +27,9 @@ from typing import Any
 import pytest
 
 from ..test_lab import long_session
-from .harness import PANEL, chromium, close_and_shut_down, shots_dir, write_notebook
+from .harness import PANEL, chromium, close_and_shut_down, light_then_dark, shots_dir, write_notebook
 from .harness import kernel_idle as _idle
 from .harness import open_notebook as _open
-from .harness import switch_theme as _theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(480)]
 
@@ -203,14 +202,13 @@ def test_s4_policy_lab_redraws_a_500_call_session_live_and_saves_its_last_state(
             assert carries in head and "Before: the stored transcript up to this call" in head, head
             assert "Before (transcript, " in lab.locator(".mx-inspector").first.inner_text()
 
-            for theme, light in (("light", True), ("dark", False)):
-                if not light:
-                    _theme(page, "JupyterLab Dark", light=False)
+            def lab_and_versus(theme: str) -> None:
                 _shot(page, shots / f"policy-lab-{theme}.png")
                 versus.evaluate("e => e.scrollIntoView({block: 'start'})")
                 time.sleep(0.4)
                 page.locator(PANEL).screenshot(path=str(shots / f"policy-lab-versus-{theme}.png"))
-            _theme(page, "JupyterLab Light", light=True)
+
+            light_then_dark(page, lab_and_versus)
 
             page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
             page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)

@@ -9,12 +9,11 @@ Screenshots (light and dark) go to MXCLAW_SHOTS (or a temporary folder).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
-from .harness import chromium_page, open_notebook, run_all, shots_dir, themes, write_notebook
+from .harness import chromium_page, open_notebook, run_all, shots_dir, theme_shots, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 PANEL = ".jp-NotebookPanel"
@@ -64,8 +63,5 @@ def test_t3_a_cut_prompt_is_a_warning_line_light_and_dark(jupyterlab: Any) -> No
         assert text.count("⚠ The provider at") == 1  # after the call whose report it judges
         assert "num_ctx" not in second.inner_text()  # said once per session
         page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
-        for theme in themes(page):
-            first.scroll_into_view_if_needed()
-            time.sleep(0.3)
-            first.screenshot(path=str(shots / f"prompt-cut-{theme}-live-log.png"))
+        theme_shots(page, shots, "prompt-cut-{theme}-{what}.png", [("live-log", first)])
         assert all((shots / f"prompt-cut-{t}-live-log.png").stat().st_size > 5_000 for t in ("light", "dark"))

@@ -31,12 +31,12 @@ from .harness import (
     chromium_page,
     close_and_shut_down,
     kernel_idle,
+    light_then_dark,
     open_notebook,
     open_untrusted_copy,
     require_chromium,
     save_notebook,
     shots_dir,
-    switch_theme,
     write_notebook,
 )
 
@@ -108,10 +108,7 @@ def test_n2_last_cell_session_browser_reopens_as_its_snapshot(agent_views_lab: A
         assert snapshot.locator(".mx-timeline svg").is_visible()
         assert "until compaction" in snapshot.locator(".mx-gauge").inner_text()
         assert call_line in shown and f"turn {turn}, call {number}" in snapshot.locator(".mx-gauge").inner_text()
-        _snapshot_shot(page, PANEL, shots / "saved-browser-light.png")
-        switch_theme(page, "JupyterLab Dark", light=False)
-        _snapshot_shot(page, PANEL, shots / "saved-browser-dark.png")
-        switch_theme(page, "JupyterLab Light", light=True)
+        light_then_dark(page, lambda theme: _snapshot_shot(page, PANEL, shots / f"saved-browser-{theme}.png"))
 
         # a copy nobody signed (from a git clone): the widget view is not trusted, the sanitized snapshot shows
         open_untrusted_copy(page, base, root, "browse.ipynb")

@@ -10,12 +10,11 @@ folder) for a human look.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
-from .harness import chromium_page, open_notebook, run_all, shots_dir, themes, write_notebook
+from .harness import chromium_page, open_notebook, run_all, shots_dir, theme_shots, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 PANEL = ".jp-NotebookPanel"
@@ -77,11 +76,7 @@ def test_c11_the_summary_call_in_the_live_log_and_the_timeline_light_and_dark(ju
         assert made >= 2 and f"+ {made} summary calls" in caption and f"for {made} summary calls (C11)" in caption
         assert caption.count("$") == 1  # a second one would make JupyterLab typeset the line as LaTeX
         page.evaluate("window.jupyterapp.commands.execute('notebook:hide-all-cell-code')")
-        for theme in themes(page):
-            for target, what in ((turn, "live-log"), (page.locator(f"{PANEL} .mx-timeline").first,
-                                                      "timeline")):
-                target.scroll_into_view_if_needed()
-                time.sleep(0.3)
-                target.screenshot(path=str(shots / f"summary-call-{theme}-{what}.png"))
+        theme_shots(page, shots, "summary-call-{theme}-{what}.png",
+                    [("live-log", turn), ("timeline", page.locator(f"{PANEL} .mx-timeline").first)])
         assert all((shots / f"summary-call-{t}-{w}.png").stat().st_size > 5_000 for t in ("light", "dark")
                    for w in ("live-log", "timeline"))
